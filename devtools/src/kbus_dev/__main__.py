@@ -1,0 +1,34 @@
+"""``python -m kbus_dev install | up | demo | down``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kbus_dev import demo, servers, stack
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m kbus_dev")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("install", help="install nats-server and weaviate-server (go install)")
+    sub.add_parser("up", help="start NATS, Weaviate and the four services in the background")
+    run_demo = sub.add_parser("demo", help="up, publish examples/, ask two questions")
+    run_demo.add_argument("--examples", type=Path, default=Path("examples"))
+    sub.add_parser("down", help="stop everything that up started")
+    args = parser.parse_args()
+    if args.command == "install":
+        for path in servers.ensure_installed():
+            print(path)
+    elif args.command == "up":
+        stack.up()
+    elif args.command == "demo":
+        running = stack.up()
+        demo.main(running.nats_url, args.examples)
+        print("\nkbus keeps running; `make stop` stops it.")
+    elif args.command == "down":
+        stack.down()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""NATS and Weaviate on loopback, installed with ``go install`` at pinned versions.
+
+The binaries live in a cache directory outside the repository (``$KBUS_HOME/bin``, by default
+``~/.cache/kbus/bin``); the servers' data lives wherever the caller says.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+NATS_MODULE = "github.com/nats-io/nats-server/v2"
+NATS_VERSION = "v2.12.15"
+WEAVIATE_MODULE = "github.com/weaviate/weaviate/cmd/weaviate-server"
+WEAVIATE_VERSION = "v1.38.11"
+
+
+def kbus_home() -> Path:
+    """Where kbus keeps its cache outside the repository."""
+    return Path(os.environ.get("KBUS_HOME", Path.home() / ".cache" / "kbus")).expanduser()
+
+
+def bin_dir() -> Path:
+    return kbus_home() / "bin"
+
+
+def _version_file(name: str) -> Path:
+    return bin_dir() / f"{name}.version"
+
+
+def ensure_binary(name: str, module: str, version: str) -> Path:
+    """The path of a server binary, installing it with ``go install`` if missing or stale."""
+    target = bin_dir() / name
+    stamp = _version_file(name)
+    if target.is_file() and stamp.is_file() and stamp.read_text().strip() == version:
+        return target
+    go = shutil.which("go")
+    if go is None:
+        raise RuntimeError(f"{name} is not installed and there is no Go toolchain to install it")
+    bin_dir().mkdir(parents=True, exist_ok=True)
+    print(f"installing {name} {version} with go install (first time only; takes minutes)",
+          flush=True)
+    env = {**os.environ, "GOBIN": str(bin_dir()), "CGO_ENABLED": os.environ.get("CGO_ENABLED", "0")}
+    subprocess.run([go, "install", f"{module}@{version}"], check=True, env=env,
+                   cwd=str(kbus_home()))
+    stamp.write_text(version + "\n")
+    return target
+
+
+def ensure_installed() -> tuple[Path, Path]:
+    """Both server binaries."""
+    return (
+        ensure_binary("nats-server", NATS_MODULE, NATS_VERSION),
+        ensure_binary("weaviate-server", WEAVIATE_MODULE, WEAVIATE_VERSION),
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(check: Callable[[], bool], what: str, timeout_s: float,
+          proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}; see {log}:\n"
+                               + log.read_text(errors="replace")[-3000:])
+        if check():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{what} was not ready within {timeout_s:.0f}s; see {log}")
+
+
+@dataclass
+class Server:
+    """A server process we started."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    ports: dict[str, int] = field(default_factory=dict)
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        if self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+
+
+def _tcp_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_nats(data_dir: Path, port: int | None = None, *, max_payload: int = 1024 * 1024,
+               timeout_s: float = 30.0) -> Server:
+    """nats-server with JetStream (file storage under ``data_dir``) on 127.0.0.1."""
+    binary = ensure_binary("nats-server", NATS_MODULE, NATS_VERSION)
+    port = port or free_port()
+    monitor = free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config = data_dir / "nats.conf"
+    config.write_text(
+        f"listen: 127.0.0.1:{port}\n"
+        f"http: 127.0.0.1:{monitor}\n"
+        f"max_payload: {max_payload}\n"
+        f"jetstream {{\n  store_dir: \"{data_dir / 'jetstream'}\"\n}}\n"
+    )
+    log = data_dir / "nats.log"
+    proc = _spawn([str(binary), "-c", str(config)], log)
+    server = Server("nats", proc, log, {"client": port, "monitor": monitor})
+    _wait(lambda: _healthz(monitor), "nats-server", timeout_s, proc, log)
+    return server
+
+
+def _healthz(monitor: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{monitor}/healthz?js-enabled-only=true",
+                         timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_weaviate(data_dir: Path, http_port: int | None = None, grpc_port: int | None = None,
+                   *, timeout_s: float = 120.0) -> Server:
+    """weaviate-server on 127.0.0.1 with anonymous access, no modules and no telemetry."""
+    binary = ensure_binary("weaviate-server", WEAVIATE_MODULE, WEAVIATE_VERSION)
+    ports = {
+        "http": http_port or free_port(),
+        "grpc": grpc_port or free_port(),
+        "gossip": free_port(),
+        "data": free_port(),
+        "raft": free_port(),
+        "raft_rpc": free_port(),
+    }
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "PERSISTENCE_DATA_PATH": str(data_dir),
+        "AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED": "true",
+        "DEFAULT_VECTORIZER_MODULE": "none",
+        "ENABLE_MODULES": "",
+        "DISABLE_TELEMETRY": "true",
+        "AUTOSCHEMA_ENABLED": "false",
+        "GO_PROFILING_DISABLE": "true",
+        "PROMETHEUS_MONITORING_ENABLED": "false",
+        "LOG_LEVEL": "warning",
+        "CLUSTER_HOSTNAME": "node1",
+        "CLUSTER_ADVERTISE_ADDR": "127.0.0.1",
+        "CLUSTER_BIND_ADDR": "127.0.0.1",
+        "CLUSTER_GOSSIP_BIND_PORT": str(ports["gossip"]),
+        "CLUSTER_DATA_BIND_PORT": str(ports["data"]),
+        "RAFT_PORT": str(ports["raft"]),
+        "RAFT_INTERNAL_RPC_PORT": str(ports["raft_rpc"]),
+        "RAFT_JOIN": f"node1:{ports['raft']}",
+        "RAFT_BOOTSTRAP_EXPECT": "1",
+        "GRPC_PORT": str(ports["grpc"]),
+        "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2"),
+    }
+    log = data_dir / "weaviate.log"
+    proc = _spawn([str(binary), "--host", "127.0.0.1", "--port", str(ports["http"]),
+                   "--scheme", "http"], log, env)
+    server = Server("weaviate", proc, log, ports)
+    _wait(lambda: _weaviate_ready(ports["http"]) and _tcp_open(ports["grpc"]), "weaviate-server",
+          timeout_s, proc, log)
+    return server
+
+
+def _weaviate_ready(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/v1/.well-known/ready",
+                         timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False

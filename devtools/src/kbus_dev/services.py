@@ -1,0 +1,74 @@
+"""The four kbus services as separate processes, as production runs them."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from kbus_dev.servers import Server, _spawn, free_port
+
+SERVICES = ("ingestor", "embedder", "searcher", "reranker")
+
+
+def service_env(nats_url: str, weaviate_http: int, weaviate_grpc: int, *, prefix: str = "",
+                collection: str = "KbusChunks", extra: dict[str, str] | None = None
+                ) -> dict[str, str]:
+    """The environment that points every service at one NATS and one Weaviate."""
+    return {
+        **os.environ,
+        "KBUS_NATS_URL": nats_url,
+        "KBUS_BUS_PREFIX": prefix,
+        "KBUS_WEAVIATE_HTTP_PORT": str(weaviate_http),
+        "KBUS_WEAVIATE_GRPC_PORT": str(weaviate_grpc),
+        "KBUS_WEAVIATE_COLLECTION": collection,
+        **(extra or {}),
+    }
+
+
+def start_service(name: str, env: dict[str, str], log_dir: Path, port: int | None = None
+                  ) -> Server:
+    """Start ``python -m kbus_<name>`` with its HTTP port set; returns at once."""
+    port = port or free_port()
+    proc_env = {**env, f"KBUS_{name.upper()}_HTTP_PORT": str(port)}
+    proc = _spawn([sys.executable, "-m", f"kbus_{name}"], log_dir / f"{name}.log", proc_env)
+    return Server(name, proc, log_dir / f"{name}.log", {"http": port})
+
+
+def wait_healthy(servers: list[Server], timeout_s: float = 180.0) -> None:
+    """Wait until every service answers ``/health`` (its model is loaded and NATS is up)."""
+    deadline = time.monotonic() + timeout_s
+    pending = list(servers)
+    while pending and time.monotonic() < deadline:
+        for server in list(pending):
+            if server.proc.poll() is not None:
+                raise RuntimeError(f"{server.name} exited with {server.proc.returncode}:\n"
+                                   + server.log.read_text(errors="replace")[-3000:])
+            if _healthy(server.ports["http"]):
+                pending.remove(server)
+        time.sleep(0.3)
+    if pending:
+        raise TimeoutError("not healthy in time: " + ", ".join(s.name for s in pending))
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code < 300
+    except httpx.HTTPError:
+        return False
+
+
+def start_all(env: dict[str, str], log_dir: Path, ports: dict[str, int] | None = None
+              ) -> list[Server]:
+    """All four services, healthy."""
+    servers = [start_service(name, env, log_dir, (ports or {}).get(name)) for name in SERVICES]
+    try:
+        wait_healthy(servers)
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers

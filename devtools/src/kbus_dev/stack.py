@@ -1,0 +1,118 @@
+"""A whole local kbus: NATS, Weaviate and the four services, started detached and stopped again.
+
+Its state (process ids, ports, logs, data) lives under ``.kbus/`` in the working directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbus_dev.servers import Server, start_nats, start_weaviate
+from kbus_dev.services import SERVICES, service_env, start_service, wait_healthy
+
+STATE_DIR = Path(os.environ.get("KBUS_STATE_DIR", ".kbus"))
+NATS_PORT = int(os.environ.get("KBUS_DEMO_NATS_PORT", "4222"))
+WEAVIATE_HTTP = int(os.environ.get("KBUS_DEMO_WEAVIATE_HTTP_PORT", "8080"))
+WEAVIATE_GRPC = int(os.environ.get("KBUS_DEMO_WEAVIATE_GRPC_PORT", "50051"))
+SERVICE_PORTS = {"ingestor": 8101, "embedder": 8102, "searcher": 8103, "reranker": 8104}
+
+
+@dataclass
+class Stack:
+    """What ``up`` started."""
+
+    nats_url: str
+    pids: dict[str, int]
+
+    def save(self) -> None:
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        (STATE_DIR / "state.json").write_text(json.dumps(
+            {"nats_url": self.nats_url, "pids": self.pids}, indent=2))
+
+    @classmethod
+    def load(cls) -> Stack | None:
+        path = STATE_DIR / "state.json"
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text())
+        return cls(data["nats_url"], {k: int(v) for k, v in data["pids"].items()})
+
+    def alive(self) -> bool:
+        return all(_alive(pid) for pid in self.pids.values())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def up() -> Stack:
+    """Start everything (or reuse what is running) and wait until it is healthy."""
+    existing = Stack.load()
+    if existing and existing.alive():
+        print("kbus is already running (make stop to stop it)")
+        return existing
+    if existing:
+        down()
+    data, logs = STATE_DIR / "data", STATE_DIR / "logs"
+    started: list[Server] = []
+    try:
+        print("starting nats-server and weaviate-server on 127.0.0.1 ...", flush=True)
+        nats = start_nats(data / "nats", NATS_PORT)
+        started.append(nats)
+        weaviate = start_weaviate(data / "weaviate", WEAVIATE_HTTP, WEAVIATE_GRPC)
+        started.append(weaviate)
+        nats_url = f"nats://127.0.0.1:{NATS_PORT}"
+        env = service_env(nats_url, WEAVIATE_HTTP, WEAVIATE_GRPC)
+        print("starting ingestor, embedder, searcher and reranker ...", flush=True)
+        services = [start_service(n, env, logs, SERVICE_PORTS[n]) for n in SERVICES]
+        started.extend(services)
+        wait_healthy(services)
+    except BaseException:
+        for server in reversed(started):
+            server.stop()
+        raise
+    stack = Stack(nats_url, {s.name: s.proc.pid for s in started})
+    stack.save()
+    print(f"kbus is up: NATS {nats_url}, Weaviate http://127.0.0.1:{WEAVIATE_HTTP}, "
+          f"logs in {logs}", flush=True)
+    return stack
+
+
+def down(timeout_s: float = 30.0) -> None:
+    """Stop the services first (they drain their work), then Weaviate and NATS."""
+    stack = Stack.load()
+    if stack is None:
+        print("kbus is not running")
+        return
+    order = [n for n in (*SERVICES, "weaviate", "nats") if n in stack.pids]
+    for name in order:
+        pid = stack.pids[name]
+        if not _alive(pid):
+            continue
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while _alive(pid) and time.monotonic() < deadline:
+            _reap(pid)
+            time.sleep(0.1)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        print(f"stopped {name}")
+    (STATE_DIR / "state.json").unlink(missing_ok=True)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

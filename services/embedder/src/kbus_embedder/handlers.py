@@ -1,0 +1,38 @@
+"""Subscriptions of the embedder: thin, the work is in :mod:`kbus_embedder.vectorizing`."""
+
+from __future__ import annotations
+
+from faststream import AckPolicy
+from faststream.nats import NatsBroker, PullSub
+from faststream.nats.annotations import NatsMessage
+from kbus_shared.contracts import EmbedReply, ErrorReply
+from kbus_shared.topology import Topology, work_consumer
+
+from kbus_embedder.vectorizing import Vectorizer
+
+
+def register(broker: NatsBroker, topology: Topology, vectorizer: Vectorizer) -> None:
+    """Consume ``chunks.ready``; answer ``kb.embed``."""
+
+    @broker.subscriber(
+        topology.chunks_ready,
+        stream=topology.chunks_stream,
+        durable=topology.embedder_durable,
+        config=work_consumer(topology.embedder_durable),
+        pull_sub=PullSub(batch_size=2, timeout=1.0),
+        ack_policy=AckPolicy.MANUAL,
+        title="embedder:chunks.ready",
+        description="Embed a document's chunks; publish them on embeddings.ready.",
+    )
+    async def on_chunks_ready(message: NatsMessage) -> None:
+        await vectorizer.handle_chunks(message)
+
+    @broker.subscriber(
+        topology.embed,
+        queue=topology.embed_queue,
+        ack_policy=AckPolicy.MANUAL,
+        title="embedder:kb.embed",
+        description="Request-reply: EmbedRequest in, EmbedReply or ErrorReply out.",
+    )
+    async def on_embed(message: NatsMessage) -> EmbedReply | ErrorReply:
+        return await vectorizer.handle_request(message)

@@ -1,0 +1,31 @@
+"""Embedder settings (env prefix ``KBUS_EMBEDDER_``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from kbus_shared.settings import CohereSettings, ServiceSettings
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+
+class EmbedderSettings(ServiceSettings):
+    """Which model embeds, and how much work is done at once."""
+
+    model_config = SettingsConfigDict(env_prefix="KBUS_EMBEDDER_", extra="ignore")
+
+    http_port: int = 8102
+    backend: Literal["auto", "local", "cohere"] = Field(
+        default="auto", description="auto: Cohere when a Cohere key is set, else local."
+    )
+    model: str = Field(
+        default="all-MiniLM-L6-v2",
+        description="A model that ships in a package (all-MiniLM-L6-v2, all-MiniLM-L6-v2-int8) "
+        "or a directory with tokenizer.json and model.onnx or model.safetensors.",
+    )
+    threads: int = Field(default=0, ge=0, description="onnxruntime threads (0: one per core).")
+    batch_size: int = Field(default=32, gt=0)
+    include_title: bool = Field(
+        default=True, description="Embed a chunk as 'title / heading path / text'."
+    )
+    cohere: CohereSettings = Field(default_factory=CohereSettings)

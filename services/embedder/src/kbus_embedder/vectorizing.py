@@ -1,0 +1,95 @@
+"""The embedder's work: chunks to vectors, and query vectors on request."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from faststream.nats.message import NatsMessage
+from kbus_shared.consuming import Stage
+from kbus_shared.contracts import (
+    ChunksReady,
+    EmbeddedChunk,
+    EmbeddingsReady,
+    EmbedReply,
+    EmbedRequest,
+    ErrorReply,
+    InputType,
+)
+from kbus_shared.errors import TransientError
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from kbus_embedder.embedding import Embedder, document_text
+
+
+class Vectorizer:
+    """Embeds the chunks of each document and answers embedding requests."""
+
+    def __init__(
+        self,
+        stage: Stage,
+        load: Callable[[], Embedder],
+        include_title: bool,
+        registry: CollectorRegistry,
+    ) -> None:
+        self.stage = stage
+        self._load = load
+        self._embedder: Embedder | None = None
+        self.include_title = include_title
+        self.chunks_embedded = Counter(
+            "kbus_embedder_chunks", "Chunks embedded", ["model"], registry=registry
+        )
+        self.seconds = Histogram(
+            "kbus_embedder_seconds", "Time to embed one batch", ["kind"], registry=registry
+        )
+
+    def load(self) -> Embedder:
+        """Load the model (in the app's lifespan, never at import)."""
+        self._embedder = self._load()
+        return self._embedder
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            raise TransientError("the embedding model is not loaded yet", code="not_ready")
+        return self._embedder
+
+    async def handle_chunks(self, message: NatsMessage) -> None:
+        """Settle one ``chunks.ready`` message."""
+        await self.stage.settle(message, ChunksReady, self.embed_chunks)
+
+    async def embed_chunks(self, ready: ChunksReady) -> None:
+        """Embed all chunks of a document and publish them on ``embeddings.ready``."""
+        texts = [document_text(ready.document, c, self.include_title) for c in ready.chunks]
+        started = time.perf_counter()
+        vectors = await self.embedder.embed(texts, InputType.DOCUMENT)
+        self.seconds.labels("document").observe(time.perf_counter() - started)
+        out = EmbeddingsReady(
+            document=ready.document,
+            model=self.embedder.model,
+            dimension=self.embedder.dimension,
+            chunks=tuple(
+                EmbeddedChunk(**chunk.model_dump(), vector=tuple(vector.tolist()))
+                for chunk, vector in zip(ready.chunks, vectors, strict=True)
+            ),
+        )
+        topology = self.stage.topology
+        await self.stage.publish(
+            out, topology.embeddings_ready, stream=topology.embeddings_stream.name
+        )
+        self.chunks_embedded.labels(self.embedder.model).inc(len(ready.chunks))
+
+    async def handle_request(self, message: NatsMessage) -> EmbedReply | ErrorReply:
+        """Answer one ``kb.embed`` request."""
+        return await self.stage.answer(message, EmbedRequest, self.embed_request)
+
+    async def embed_request(self, request: EmbedRequest) -> EmbedReply:
+        """Vectors for the texts of a request."""
+        started = time.perf_counter()
+        vectors = await self.embedder.embed(request.texts, request.input_type)
+        self.seconds.labels("request").observe(time.perf_counter() - started)
+        return EmbedReply(
+            model=self.embedder.model,
+            dimension=self.embedder.dimension,
+            vectors=tuple(tuple(v.tolist()) for v in vectors),
+        )

@@ -1,0 +1,10 @@
+"""``python -m kbus_ingestor``."""
+
+from kbus_shared.runner import serve
+
+from kbus_ingestor.app import create_app
+from kbus_ingestor.settings import IngestorSettings
+
+if __name__ == "__main__":
+    settings = IngestorSettings()
+    serve(create_app(settings), settings)

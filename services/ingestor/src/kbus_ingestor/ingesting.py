@@ -1,0 +1,116 @@
+"""From a document to its chunks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+
+from faststream.nats.message import NatsMessage
+from kbus_shared.consuming import Stage
+from kbus_shared.contracts import Chunk, ChunksReady, ContentType, DocumentAdded, DocumentRef
+from kbus_shared.errors import PermanentError
+from kbus_shared.identifiers import chunk_id, content_version
+from prometheus_client import CollectorRegistry, Counter
+
+from kbus_ingestor.chunking import ChunkingConfig, Span, split_text
+from kbus_ingestor.markdown import sections
+
+
+def chunk_document(
+    doc: DocumentAdded, config: ChunkingConfig, max_chunks: int
+) -> ChunksReady:
+    """Split a document into chunks with deterministic ids.
+
+    Raises:
+        PermanentError: the document yields no chunk, or more than ``max_chunks``.
+    """
+    version = doc.version or content_version(
+        doc.title, doc.text, doc.source_uri, doc.content_type, json.dumps(doc.metadata, sort_keys=True)
+    )
+    pieces = _pieces(doc, config)
+    if not pieces:
+        raise PermanentError("the document has no text to index", code="empty_document")
+    if len(pieces) > max_chunks:
+        raise PermanentError(
+            f"the document splits into {len(pieces)} chunks; the limit is {max_chunks}",
+            code="too_large",
+        )
+    chunks = tuple(
+        Chunk(
+            chunk_id=chunk_id(doc.tenant, doc.library, doc.document_id, version, position),
+            position=position,
+            text=span.text,
+            char_start=span.start,
+            char_end=span.end,
+            heading_path=path,
+        )
+        for position, (span, path) in enumerate(pieces)
+    )
+    ref = DocumentRef(
+        tenant=doc.tenant,
+        library=doc.library,
+        document_id=doc.document_id,
+        version=version,
+        title=doc.title,
+        source_uri=doc.source_uri,
+        content_type=doc.content_type,
+        metadata=doc.metadata,
+    )
+    return ChunksReady(document=ref, chunks=chunks)
+
+
+def _pieces(doc: DocumentAdded, config: ChunkingConfig) -> list[tuple[Span, tuple[str, ...]]]:
+    if doc.content_type is not ContentType.MARKDOWN:
+        return [(span, ()) for span in split_text(doc.text, config)]
+    pieces: list[tuple[Span, tuple[str, ...]]] = []
+    for section in sections(doc.text):
+        body = doc.text[section.start : section.end]
+        pieces.extend(
+            (span, section.heading_path) for span in split_text(body, config, base=section.start)
+        )
+    return pieces
+
+
+class Ingestor:
+    """Validates documents, splits them and publishes their chunks."""
+
+    def __init__(
+        self,
+        stage: Stage,
+        config: ChunkingConfig,
+        *,
+        max_document_bytes: int,
+        max_chunks: int,
+        registry: CollectorRegistry,
+    ) -> None:
+        self.stage = stage
+        self.config = config
+        self.max_document_bytes = max_document_bytes
+        self.max_chunks = max_chunks
+        self.chunks_made = Counter(
+            "kbus_ingestor_chunks", "Chunks produced", registry=registry
+        )
+
+    async def handle(self, message: NatsMessage) -> None:
+        """Settle one ``document.added`` message."""
+        if len(message.body) > self.max_document_bytes:
+            # Checked before parsing, so a huge document costs no memory beyond its bytes.
+            await self.stage.settle(message, DocumentAdded, self._too_large(len(message.body)))
+            return
+        await self.stage.settle(message, DocumentAdded, self.ingest)
+
+    async def ingest(self, doc: DocumentAdded) -> None:
+        """Chunk a document and publish its chunks."""
+        ready = chunk_document(doc, self.config, self.max_chunks)
+        topology = self.stage.topology
+        await self.stage.publish(ready, topology.chunks_ready, stream=topology.chunks_stream.name)
+        self.chunks_made.inc(len(ready.chunks))
+
+    def _too_large(self, size: int) -> Callable[[DocumentAdded], Awaitable[None]]:
+        async def refuse(_: DocumentAdded) -> None:
+            raise PermanentError(
+                f"the message is {size} bytes; the limit is {self.max_document_bytes}",
+                code="too_large",
+            )
+
+        return refuse

@@ -1,0 +1,49 @@
+"""Markdown sections: the text under each heading, with the path of headings above it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+@dataclass(frozen=True)
+class Section:
+    """A run of the document under one heading path (the heading line included)."""
+
+    start: int
+    end: int
+    heading_path: tuple[str, ...]
+
+
+def sections(text: str) -> list[Section]:
+    """Split Markdown at ATX headings (``#`` to ``######``), ignoring fenced code blocks."""
+    result: list[Section] = []
+    path: list[tuple[int, str]] = []
+    section_start = 0
+    current: tuple[str, ...] = ()
+    fence: str | None = None
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        stripped = line.rstrip("\r\n")
+        fence_match = _FENCE.match(stripped)
+        if fence_match:
+            marker = fence_match.group(1)
+            if fence is None:
+                fence = marker[0] * 3
+            elif marker.startswith(fence):
+                fence = None
+        elif fence is None and (heading := _ATX.match(stripped)):
+            if offset > section_start:
+                result.append(Section(section_start, offset, current))
+            level = len(heading.group(1))
+            path = [(lvl, title) for lvl, title in path if lvl < level]
+            path.append((level, heading.group(2).strip()))
+            current = tuple(title for _, title in path)
+            section_start = offset
+        offset += len(line)
+    if len(text) > section_start:
+        result.append(Section(section_start, len(text), current))
+    return result

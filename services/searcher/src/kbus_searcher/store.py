@@ -1,0 +1,275 @@
+"""The Weaviate collection of chunks: its schema, writes and queries.
+
+One collection holds every chunk; each kbus tenant is a Weaviate tenant (native multi-tenancy),
+and libraries are a filtered property inside it. The schema is explicit and the vectors are ours.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import weaviate
+from kbus_shared.contracts import EmbeddingsReady, MetadataScalar, SearchType
+from kbus_shared.errors import PermanentError, TransientError
+from weaviate.classes.config import (
+    Configure,
+    DataType,
+    Property,
+    Tokenization,
+    VectorDistances,
+)
+from weaviate.classes.data import DataObject
+from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
+from weaviate.classes.tenants import Tenant
+from weaviate.collections.classes.filters import _Filters
+from weaviate.exceptions import WeaviateBaseError
+
+log = logging.getLogger("kbus.searcher")
+
+KEYWORD_PROPERTIES = ["title", "heading_text", "text"]
+MAX_RESULT_WINDOW = 1_000
+
+
+def _text(name: str, *, searchable: bool = False, filterable: bool = True) -> Property:
+    return Property(
+        name=name,
+        data_type=DataType.TEXT,
+        tokenization=Tokenization.WORD if searchable else Tokenization.FIELD,
+        index_searchable=searchable,
+        index_filterable=filterable,
+    )
+
+
+def _int(name: str) -> Property:
+    return Property(name=name, data_type=DataType.INT, index_filterable=False,
+                    index_range_filters=False)
+
+
+SCHEMA_PROPERTIES = [
+    _text("text", searchable=True, filterable=False),
+    _text("title", searchable=True, filterable=False),
+    _text("heading_text", searchable=True, filterable=False),
+    Property(name="heading_path", data_type=DataType.TEXT_ARRAY, index_filterable=False,
+             index_searchable=False),
+    _text("library"),
+    _text("document_id"),
+    _text("version"),
+    _text("model"),
+    _text("source_uri", filterable=False),
+    _text("metadata_json", filterable=False),
+    Property(name="metadata_kv", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD,
+             index_searchable=False),
+    _int("position"),
+    _int("char_start"),
+    _int("char_end"),
+]
+RETURN_PROPERTIES = [p.name for p in SCHEMA_PROPERTIES]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk the store returned, with the scores that placed it."""
+
+    uuid: str
+    properties: dict[str, Any]
+    keyword: float | None
+    vector: float | None
+    fused: float | None
+
+
+def metadata_terms(metadata: dict[str, Any]) -> list[str]:
+    """``key=value`` terms for top-level scalar metadata (and each scalar of a list)."""
+    terms = []
+    for key, value in metadata.items():
+        values = value if isinstance(value, list) else [value]
+        terms.extend(
+            f"{key}={_scalar_term(v)}"
+            for v in values
+            if isinstance(v, str | int | float | bool) and v is not None
+        )
+    return terms
+
+
+def _scalar_term(value: MetadataScalar) -> str:
+    return json.dumps(value) if isinstance(value, bool) else str(value)
+
+
+_EXPLAIN = re.compile(
+    r"Result Set (keyword|vector),\w+\) Document \S+: original score ([-+0-9.eE]+)"
+)
+
+
+def parse_explain(explain: str | None) -> tuple[float | None, float | None]:
+    """The raw keyword (BM25) and vector (cosine) scores out of a hybrid ``explain_score``."""
+    found: dict[str, float] = {}
+    for kind, value in _EXPLAIN.findall(explain or ""):
+        found[kind] = float(value)
+    return found.get("keyword"), found.get("vector")
+
+
+class ChunkStore:
+    """Reads and writes the chunk collection through an async Weaviate client."""
+
+    def __init__(self, client: weaviate.WeaviateAsyncClient, collection: str) -> None:
+        self.client = client
+        self.name = collection
+        self._tenants: set[str] = set()
+
+    async def ensure_collection(self) -> None:
+        """Create the collection with its explicit schema if it does not exist."""
+        if await self.client.collections.exists(self.name):
+            return
+        try:
+            await self.client.collections.create(
+                self.name,
+                description="kbus chunks: one Weaviate tenant per kbus tenant",
+                vector_config=Configure.Vectors.self_provided(
+                    vector_index_config=Configure.VectorIndex.hnsw(
+                        distance_metric=VectorDistances.COSINE
+                    )
+                ),
+                multi_tenancy_config=Configure.multi_tenancy(
+                    enabled=True, auto_tenant_creation=False, auto_tenant_activation=True
+                ),
+                inverted_index_config=Configure.inverted_index(bm25_k1=1.2, bm25_b=0.75),
+                properties=SCHEMA_PROPERTIES,
+            )
+            log.info("created collection %s", self.name)
+        except WeaviateBaseError:
+            # Another replica may have created it at the same moment.
+            if not await self.client.collections.exists(self.name):
+                raise
+
+    @property
+    def _collection(self) -> Any:
+        return self.client.collections.use(self.name)
+
+    async def ensure_tenant(self, tenant: str) -> None:
+        """Create the Weaviate tenant of a kbus tenant on first use."""
+        if tenant in self._tenants:
+            return
+        collection = self._collection
+        if not await collection.tenants.exists(tenant):
+            try:
+                await collection.tenants.create([Tenant(name=tenant)])
+            except WeaviateBaseError:
+                if not await collection.tenants.exists(tenant):
+                    raise
+        self._tenants.add(tenant)
+
+    async def tenant_exists(self, tenant: str) -> bool:
+        """Whether any chunk was ever written for this tenant."""
+        if tenant in self._tenants:
+            return True
+        exists = bool(await self._collection.tenants.exists(tenant))
+        if exists:
+            self._tenants.add(tenant)
+        return exists
+
+    async def upsert(self, ready: EmbeddingsReady) -> None:
+        """Write a document's chunks; raise unless every object was stored."""
+        doc = ready.document
+        await self.ensure_tenant(doc.tenant)
+        base = {
+            "title": doc.title,
+            "library": doc.library,
+            "document_id": doc.document_id,
+            "version": doc.version,
+            "model": ready.model,
+            "source_uri": doc.source_uri,
+            "metadata_json": json.dumps(doc.metadata),
+            "metadata_kv": metadata_terms(doc.metadata),
+        }
+        objects = [
+            DataObject(
+                uuid=uuid.UUID(chunk.chunk_id),
+                vector=list(chunk.vector),
+                properties={
+                    **base,
+                    "text": chunk.text,
+                    "heading_path": list(chunk.heading_path),
+                    "heading_text": " > ".join(chunk.heading_path),
+                    "position": chunk.position,
+                    "char_start": chunk.char_start,
+                    "char_end": chunk.char_end,
+                },
+            )
+            for chunk in ready.chunks
+        ]
+        result = await self._collection.with_tenant(doc.tenant).data.insert_many(objects)
+        if result.errors:
+            first = next(iter(result.errors.values())).message
+            summary = f"{len(result.errors)} of {len(objects)} chunks were not stored: {first}"
+            if "vector lengths don't match" in first or "invalid" in first:
+                raise PermanentError(summary, code="store_rejected")
+            raise TransientError(summary, code="store_write_failed")
+
+    async def delete_other_versions(self, tenant: str, library: str, document_id: str,
+                                    version: str) -> int:
+        """Delete the chunks of every other version of a document; returns how many."""
+        where = (
+            Filter.by_property("library").equal(library)
+            & Filter.by_property("document_id").equal(document_id)
+            & Filter.by_property("version").not_equal(version)
+        )
+        result = await self._collection.with_tenant(tenant).data.delete_many(where=where)
+        return int(result.successful)
+
+    async def search(
+        self,
+        *,
+        tenant: str,
+        libraries: tuple[str, ...],
+        query: str,
+        vector: list[float] | None,
+        search_type: SearchType,
+        alpha: float,
+        limit: int,
+        filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]],
+    ) -> list[Candidate]:
+        """Candidates for a query, scoped to a tenant and its libraries."""
+        where = _scope(libraries, filters)
+        col = self._collection.with_tenant(tenant)
+        if search_type is SearchType.KEYWORD:
+            res = await col.query.bm25(
+                query=query, query_properties=KEYWORD_PROPERTIES, limit=limit, filters=where,
+                return_metadata=MetadataQuery(score=True), return_properties=RETURN_PROPERTIES,
+            )
+            return [Candidate(str(o.uuid), o.properties, o.metadata.score, None, None)
+                    for o in res.objects]
+        if search_type is SearchType.VECTOR:
+            res = await col.query.near_vector(
+                near_vector=vector, limit=limit, filters=where,
+                return_metadata=MetadataQuery(distance=True), return_properties=RETURN_PROPERTIES,
+            )
+            return [Candidate(str(o.uuid), o.properties, None, 1.0 - float(o.metadata.distance),
+                              None) for o in res.objects]
+        res = await col.query.hybrid(
+            query=query, vector=vector, alpha=alpha, limit=limit, filters=where,
+            fusion_type=HybridFusion.RELATIVE_SCORE, query_properties=KEYWORD_PROPERTIES,
+            return_metadata=MetadataQuery(score=True, explain_score=True),
+            return_properties=RETURN_PROPERTIES,
+        )
+        candidates = []
+        for o in res.objects:
+            keyword, cosine = parse_explain(o.metadata.explain_score)
+            candidates.append(Candidate(str(o.uuid), o.properties, keyword, cosine,
+                                        o.metadata.score))
+        return candidates
+
+
+def _scope(
+    libraries: tuple[str, ...], filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]]
+) -> _Filters:
+    where: _Filters = Filter.by_property("library").contains_any(list(libraries))
+    for key, wanted in filters.items():
+        values = wanted if isinstance(wanted, tuple) else (wanted,)
+        where = where & Filter.by_property("metadata_kv").contains_any(
+            [f"{key}={_scalar_term(v)}" for v in values]
+        )
+    return where

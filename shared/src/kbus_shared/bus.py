@@ -1,0 +1,109 @@
+"""Bus wiring every service shares: the broker, stream declaration, requests and the ASGI app."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from faststream.asgi import AsgiFastStream, make_ping_asgi
+from faststream.nats import NatsBroker
+from faststream.nats.prometheus import NatsPrometheusMiddleware
+from faststream.security import SASLPlaintext
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import StreamConfig
+from nats.js.errors import NotFoundError
+from prometheus_client import CollectorRegistry, make_asgi_app
+from pydantic import BaseModel
+
+from kbus_shared.consuming import parse_reply
+from kbus_shared.errors import TransientError
+from kbus_shared.settings import BusSettings
+from kbus_shared.topology import Topology
+
+M = TypeVar("M", bound=BaseModel)
+
+log = logging.getLogger("kbus")
+
+JSON_HEADERS = {"content-type": "application/json"}
+
+
+def make_broker(settings: BusSettings, registry: CollectorRegistry, app_name: str) -> NatsBroker:
+    """A NATS broker with Prometheus metrics; it connects when the app starts."""
+    security = None
+    if settings.nats_user:
+        password = settings.nats_password.get_secret_value() if settings.nats_password else ""
+        security = SASLPlaintext(username=settings.nats_user, password=password)
+    return NatsBroker(
+        settings.nats_url,
+        security=security,
+        name=f"kbus-{app_name}",
+        middlewares=[NatsPrometheusMiddleware(registry=registry, app_name=app_name)],
+        graceful_timeout=30.0,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=1.0,
+    )
+
+
+async def declare_streams(js: JetStreamContext, topology: Topology) -> None:
+    """Create or update every stream, so no stage publishes into a stream that does not exist."""
+    for stream in topology.streams:
+        # JStream keeps its subjects apart from its config until FastStream declares it.
+        config: StreamConfig = replace(stream.config, subjects=list(stream.subjects))
+        try:
+            await js.stream_info(stream.name)
+        except NotFoundError:
+            await js.add_stream(config)
+            log.info("declared stream %s", stream.name)
+        else:
+            await js.update_stream(config)
+
+
+def make_app(
+    broker: NatsBroker,
+    registry: CollectorRegistry,
+    lifespan: Any,
+    extra_routes: Sequence[tuple[str, Any]] = (),
+) -> AsgiFastStream:
+    """The service as an ASGI app: the broker, ``/health`` and ``/metrics``."""
+    return AsgiFastStream(
+        broker,
+        asgi_routes=[
+            ("/health", make_ping_asgi(broker, timeout=2.0, include_in_schema=False)),
+            ("/metrics", make_asgi_app(registry)),
+            *extra_routes,
+        ],
+        lifespan=lifespan,
+    )
+
+
+async def request(
+    broker: NatsBroker,
+    payload: BaseModel,
+    subject: str,
+    reply_model: type[M],
+    *,
+    stage: str,
+    timeout_s: float,
+) -> M:
+    """Send a request and parse its reply; silence and error replies become typed errors."""
+    try:
+        response = await broker.request(
+            payload.model_dump_json().encode(), subject, timeout=timeout_s, headers=JSON_HEADERS
+        )
+    except NoRespondersError as exc:
+        raise TransientError(f"no {stage} is running", code=f"{stage}_unavailable") from exc
+    except (NatsTimeoutError, TimeoutError) as exc:
+        raise TransientError(
+            f"{stage} did not answer within {timeout_s:.1f}s", code=f"{stage}_timeout"
+        ) from exc
+    return parse_reply(response.body, reply_model, stage)
+
+
+async def connect_and_declare(broker: NatsBroker, topology: Topology) -> None:
+    """Connect (before the subscribers start) and make sure every stream exists."""
+    await broker.connect()
+    await declare_streams(broker.connection.jetstream(), topology)

@@ -1,0 +1,264 @@
+"""Where errors become acks, nacks, dead letters and error replies: the only place.
+
+Stream consumers run with FastStream's ``AckPolicy.MANUAL`` and hand each message to
+:meth:`Stage.settle`; request-reply handlers hand theirs to :meth:`Stage.answer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from faststream.nats import NatsBroker
+from faststream.nats.message import NatsMessage
+from prometheus_client import CollectorRegistry, Counter
+from pydantic import BaseModel, ValidationError
+
+from kbus_shared.contracts import DeadLetter, ErrorInfo, ErrorReply
+from kbus_shared.errors import PermanentError, TransientError
+from kbus_shared.topology import MAX_DELIVER, Topology
+
+M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)
+
+log = logging.getLogger("kbus")
+
+ORIGINAL_LIMIT = 64 * 1024
+BACKOFF_BASE_S = 1.0
+BACKOFF_CAP_S = 60.0
+
+
+def decode(body: bytes, model: type[M]) -> M:
+    """Parse a message body into its contract, or raise :class:`PermanentError` saying why."""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise PermanentError(describe_validation_error(exc), code="invalid_message") from exc
+
+
+def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
+    """A short, readable account of what was wrong with a message."""
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False)[:limit]:
+        where = ".".join(str(p) for p in err["loc"]) or "message"
+        parts.append(f"{where}: {err['msg']}")
+    more = exc.error_count() - limit
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+def backoff_s(deliveries: int) -> float:
+    """Delay before the next attempt, growing with each delivery."""
+    return float(min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(0, deliveries - 1)))
+
+
+def identity_of(body: bytes) -> dict[str, str]:
+    """Best-effort tenant, library and document id of a message, even a malformed one."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    source = data.get("document") if isinstance(data.get("document"), dict) else data
+    return {
+        key: value[:256]
+        for key in ("tenant", "library", "document_id")
+        if isinstance(value := source.get(key), str)
+    }
+
+
+@dataclass
+class StageMetrics:
+    """Counters every stage keeps."""
+
+    processed: Counter
+    dead_lettered: Counter
+    retried: Counter
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry) -> StageMetrics:
+        return cls(
+            processed=Counter(
+                "kbus_messages_processed", "Messages processed successfully", ["stage"],
+                registry=registry,
+            ),
+            dead_lettered=Counter(
+                "kbus_messages_dead_lettered", "Messages sent to the dead-letter stream",
+                ["stage", "code"], registry=registry,
+            ),
+            retried=Counter(
+                "kbus_messages_retried", "Messages nacked for a later retry", ["stage", "code"],
+                registry=registry,
+            ),
+        )
+
+
+@dataclass
+class Stage:
+    """One stage of the pipeline: its name, its bus and its metrics."""
+
+    name: str
+    broker: NatsBroker
+    topology: Topology
+    metrics: StageMetrics
+    ack_wait_s: float = 60.0
+
+    async def settle(
+        self, message: NatsMessage, model: type[M], work: Callable[[M], Awaitable[None]]
+    ) -> None:
+        """Decode, process and acknowledge one stream message according to how it ended."""
+        deliveries = _deliveries(message)
+        try:
+            payload = decode(message.body, model)
+            async with self._keep_alive(message):
+                await work(payload)
+        except PermanentError as exc:
+            await self._dead_letter(message, exc.code, exc.reason, deliveries)
+        except asyncio.CancelledError:
+            await message.nack()
+            raise
+        except Exception as exc:
+            await self._retry_or_give_up(message, exc, deliveries)
+        else:
+            await message.ack()
+            self.metrics.processed.labels(self.name).inc()
+
+    async def answer(
+        self, message: NatsMessage, model: type[M], work: Callable[[M], Awaitable[R]]
+    ) -> R | ErrorReply:
+        """Decode and answer one request; every failure becomes a typed error reply."""
+        try:
+            return await work(decode(message.body, model))
+        except PermanentError as exc:
+            return self.error_reply(exc.code, exc.reason, retryable=False)
+        except TransientError as exc:
+            return self.error_reply(exc.code, exc.reason, retryable=True)
+        except Exception as exc:
+            log.exception("%s: request failed", self.name)
+            return self.error_reply("internal", f"{type(exc).__name__}: {exc}", retryable=True)
+
+    def error_reply(self, code: str, message: str, *, retryable: bool) -> ErrorReply:
+        """An error reply from this stage."""
+        return ErrorReply(
+            error=ErrorInfo(code=code, message=message, stage=self.name, retryable=retryable)
+        )
+
+    async def publish(self, model: BaseModel, subject: str, *, stream: str) -> None:
+        """Publish to a stream and wait for the server's acknowledgement that it is stored."""
+        await self.broker.publish(
+            model.model_dump_json().encode(),
+            subject,
+            stream=stream,
+            headers={"content-type": "application/json"},
+        )
+
+    async def _retry_or_give_up(
+        self, message: NatsMessage, exc: Exception, deliveries: int
+    ) -> None:
+        code = exc.code if isinstance(exc, TransientError) else "internal"
+        if not isinstance(exc, TransientError):
+            log.exception("%s: unexpected failure (delivery %d)", self.name, deliveries)
+        reason = f"{type(exc).__name__}: {exc}"
+        if deliveries >= MAX_DELIVER:
+            await self._dead_letter(
+                message, "max_deliveries", f"gave up after {deliveries} deliveries: {reason}",
+                deliveries,
+            )
+            return
+        retry_after = exc.retry_after_s if isinstance(exc, TransientError) else None
+        delay = retry_after if retry_after is not None else backoff_s(deliveries)
+        log.warning("%s: retrying in %.1fs (delivery %d): %s", self.name, delay, deliveries, reason)
+        self.metrics.retried.labels(self.name, code).inc()
+        await message.nack(delay=delay)
+
+    async def _dead_letter(
+        self, message: NatsMessage, code: str, reason: str, deliveries: int
+    ) -> None:
+        body = message.body
+        letter = DeadLetter(
+            stage=self.name,
+            code=code,
+            reason=reason[:4_096],
+            subject=message.raw_message.subject,
+            stream_sequence=_stream_sequence(message),
+            deliveries=deliveries,
+            original=body[:ORIGINAL_LIMIT].decode("utf-8", errors="replace"),
+            original_size=len(body),
+            **identity_of(body),
+        )
+        log.warning("%s: dead-lettering (%s): %s", self.name, code, reason)
+        try:
+            await self.publish(
+                letter,
+                self.topology.dead_letter(self.name),
+                stream=self.topology.dead_letter_stream.name,
+            )
+        except Exception:
+            # Never drop a message we could not record: leave it for a later delivery.
+            log.exception("%s: could not dead-letter; will retry", self.name)
+            await message.nack(delay=backoff_s(deliveries))
+            return
+        self.metrics.dead_lettered.labels(self.name, code).inc()
+        await message.reject()
+
+    @contextlib.asynccontextmanager
+    async def _keep_alive(self, message: NatsMessage) -> AsyncIterator[None]:
+        """Tell the server the message is still being worked on, so it is not redelivered."""
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(self.ack_wait_s / 3)
+                with contextlib.suppress(Exception):
+                    await message.in_progress()
+
+        task = asyncio.create_task(beat())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _deliveries(message: NatsMessage) -> int:
+    try:
+        return int(message.raw_message.metadata.num_delivered)
+    except Exception:
+        return 1
+
+
+def _stream_sequence(message: NatsMessage) -> int | None:
+    try:
+        return int(message.raw_message.metadata.sequence.stream)
+    except Exception:
+        return None
+
+
+def model_json_bytes(model: BaseModel) -> bytes:
+    """The wire form of a contract."""
+    return model.model_dump_json().encode()
+
+
+def parse_reply(body: bytes, model: type[M], stage: str) -> M:
+    """Parse a request's reply: the expected model, or raise what the error reply says."""
+    try:
+        data: Any = json.loads(body)
+    except ValueError as exc:
+        raise TransientError(f"{stage} sent a reply that is not JSON", code="bad_reply") from exc
+    if isinstance(data, dict) and data.get("kind") == "error":
+        info = ErrorReply.model_validate(data).error
+        error_cls = TransientError if info.retryable else PermanentError
+        raise error_cls(f"{info.stage}: {info.message}", code=info.code)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise TransientError(
+            f"{stage} sent an unexpected reply: {describe_validation_error(exc)}", code="bad_reply"
+        ) from exc

@@ -1,0 +1,300 @@
+"""The bus contract: every message that crosses NATS, as frozen, versioned pydantic models."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+
+from kbus_shared.identifiers import DocumentId, LibraryId, TenantId
+from kbus_shared.vectors import Vector
+
+SCHEMA_VERSION = 1
+MAX_K = 50
+
+Metadata = dict[str, JsonValue]
+MetadataScalar = str | int | float | bool
+
+
+class Contract(BaseModel):
+    """Base of every message: immutable, strict about unknown fields, versioned."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+
+
+class ContentType(StrEnum):
+    """Document formats the ingestor understands."""
+
+    PLAIN = "text/plain"
+    MARKDOWN = "text/markdown"
+
+
+# --- documents and the indexing pipeline -----------------------------------------------------
+
+
+class DocumentAdded(Contract):
+    """A document to index, published on ``document.added`` by any service."""
+
+    tenant: TenantId
+    library: LibraryId
+    document_id: DocumentId
+    title: str = Field(max_length=1_000)
+    text: str
+    source_uri: str = Field(default="", max_length=4_096)
+    content_type: ContentType = ContentType.PLAIN
+    metadata: Metadata = Field(default_factory=dict)
+    version: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The publisher's version of this document; derived from its content if absent.",
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _text_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("text is empty or whitespace only")
+        return value
+
+
+class Chunk(Contract):
+    """One piece of a document, small enough to embed and to show an agent."""
+
+    chunk_id: str
+    position: int = Field(ge=0)
+    text: str
+    char_start: int = Field(ge=0, description="Offset of the chunk in the document text, in code points.")
+    char_end: int = Field(ge=0, description="End offset (exclusive): text == document.text[start:end].")
+    heading_path: tuple[str, ...] = ()
+
+
+class DocumentRef(Contract):
+    """What every stage carries along about the document a message belongs to."""
+
+    tenant: TenantId
+    library: LibraryId
+    document_id: DocumentId
+    version: str
+    title: str
+    source_uri: str
+    content_type: ContentType
+    metadata: Metadata
+
+
+class ChunksReady(Contract):
+    """All chunks of one document, published by the ingestor on ``chunks.ready``."""
+
+    document: DocumentRef
+    chunks: tuple[Chunk, ...]
+
+
+class EmbeddedChunk(Chunk):
+    """A chunk with its vector."""
+
+    vector: Vector
+
+
+class EmbeddingsReady(Contract):
+    """All chunks of one document with their vectors, published on ``embeddings.ready``."""
+
+    document: DocumentRef
+    model: str
+    dimension: int = Field(gt=0)
+    chunks: tuple[EmbeddedChunk, ...]
+
+
+class DocumentIndexed(Contract):
+    """Receipt: the document's current version is searchable (``document.indexed``)."""
+
+    tenant: TenantId
+    library: LibraryId
+    document_id: DocumentId
+    version: str
+    chunk_count: int
+    model: str
+
+
+class DeadLetter(Contract):
+    """A message a stage could not process, with the reason (``deadletter.<stage>``)."""
+
+    stage: str
+    reason: str
+    code: str
+    subject: str
+    stream_sequence: int | None = None
+    deliveries: int | None = None
+    tenant: str | None = None
+    library: str | None = None
+    document_id: str | None = None
+    original: str = Field(description="The original payload (truncated), for inspection and replay.")
+    original_size: int
+
+
+# --- request-reply ---------------------------------------------------------------------------
+
+
+class ErrorInfo(Contract):
+    """A typed error: what failed, where, and whether retrying can help."""
+
+    code: str
+    message: str
+    stage: str
+    retryable: bool = False
+
+
+class ErrorReply(Contract):
+    """The reply to any request that could not be answered."""
+
+    kind: Literal["error"] = "error"
+    error: ErrorInfo
+
+
+class InputType(StrEnum):
+    """Asymmetric models embed queries and documents differently."""
+
+    QUERY = "search_query"
+    DOCUMENT = "search_document"
+
+
+class EmbedRequest(Contract):
+    """Ask the embedder for vectors (``kb.embed``)."""
+
+    texts: tuple[Annotated[str, Field(min_length=1, max_length=8_192)], ...] = Field(
+        min_length=1, max_length=256
+    )
+    input_type: InputType = InputType.QUERY
+
+
+class EmbedReply(Contract):
+    """Vectors for an :class:`EmbedRequest`, in order."""
+
+    kind: Literal["embeddings"] = "embeddings"
+    model: str
+    dimension: int
+    vectors: tuple[Vector, ...]
+
+
+class SearchType(StrEnum):
+    """How candidates are found."""
+
+    HYBRID = "hybrid"
+    VECTOR = "vector"
+    KEYWORD = "keyword"
+
+
+class SearchRequest(Contract):
+    """A question for the knowledge base (``kb.search``)."""
+
+    tenant: TenantId
+    libraries: tuple[LibraryId, ...] = Field(max_length=100)
+    query: str = Field(min_length=1, max_length=4_096)
+    k: int = Field(default=5, ge=1, le=MAX_K)
+    search_type: SearchType = SearchType.HYBRID
+    alpha: float | None = Field(default=None, ge=0.0, le=1.0)
+    min_score: float | None = Field(
+        default=None, ge=0.0, description="Drop hits whose final score is lower."
+    )
+    rerank: bool = True
+    filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="Equality on top-level metadata keys; a list means any of its values.",
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is empty or whitespace only")
+        return value
+
+
+class Scores(Contract):
+    """Every score that placed a hit, each named for what it is.
+
+    ``keyword`` is the raw BM25 score; ``vector`` the cosine similarity of query and chunk;
+    ``fused`` the hybrid score ``alpha*norm(vector) + (1-alpha)*norm(keyword)`` over the
+    min-max-normalised candidate lists (0..1, relative to this result set); ``rerank`` the
+    reranker's score (its meaning is given by ``SearchReply.reranker``); ``final`` is the score
+    the hits are ordered by and that ``min_score`` is applied to.
+    """
+
+    keyword: float | None = None
+    vector: float | None = None
+    fused: float | None = None
+    rerank: float | None = None
+    final: float
+
+
+class SearchHit(Contract):
+    """One chunk in a search reply."""
+
+    chunk_id: str
+    document_id: str
+    library: str
+    title: str
+    text: str
+    heading_path: tuple[str, ...]
+    source_uri: str
+    char_start: int
+    char_end: int
+    position: int
+    version: str
+    metadata: Metadata
+    scores: Scores
+
+
+class StageTimings(Contract):
+    """Milliseconds spent in each stage of one search."""
+
+    embed_ms: float = 0.0
+    search_ms: float = 0.0
+    rerank_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class SearchReply(Contract):
+    """The answer to a :class:`SearchRequest`."""
+
+    kind: Literal["search_results"] = "search_results"
+    results: tuple[SearchHit, ...]
+    searched: bool = Field(description="False when the request named no library: nothing was run.")
+    no_match: bool = Field(description="True when candidates existed but none passed min_score.")
+    candidates: int = Field(description="How many candidates the store returned before reranking.")
+    search_type: SearchType
+    alpha: float
+    min_score: float
+    score_kind: str = Field(
+        description="What `scores.final` is: rerank (the reranker's score), fused (relative "
+        "hybrid score, 0..1), cosine (vector similarity) or bm25 (raw keyword score)."
+    )
+    model: str
+    reranker: str
+    timings: StageTimings
+
+
+class RerankCandidate(Contract):
+    """A passage for the reranker to score."""
+
+    id: str
+    text: str = Field(max_length=16_384)
+    prior: float | None = Field(default=None, description="The first-stage score, 0..1, if any.")
+
+
+class RerankRequest(Contract):
+    """Ask the reranker to score passages for a query (``kb.rerank``)."""
+
+    query: str = Field(min_length=1, max_length=4_096)
+    candidates: tuple[RerankCandidate, ...] = Field(max_length=1_000)
+
+
+class RerankReply(Contract):
+    """Scores for a :class:`RerankRequest`, one per candidate, in the request's order."""
+
+    kind: Literal["rerank_scores"] = "rerank_scores"
+    model: str
+    scores: tuple[float, ...]
+

@@ -1,0 +1,46 @@
+"""Identifier rules and deterministic ids shared by every stage."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from typing import Annotated
+
+from pydantic import StringConstraints
+
+# Weaviate tenant names allow exactly this alphabet, and none of it is special in a NATS subject.
+TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+LIBRARY_PATTERN = TENANT_PATTERN
+# Document ids come from other systems (paths, URLs, database keys), so they may hold more, but
+# never whitespace or the NATS wildcards `*` and `>`.
+DOCUMENT_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/@~+=#-]{0,255}$"
+
+TenantId = Annotated[str, StringConstraints(pattern=TENANT_PATTERN)]
+LibraryId = Annotated[str, StringConstraints(pattern=LIBRARY_PATTERN)]
+DocumentId = Annotated[str, StringConstraints(pattern=DOCUMENT_ID_PATTERN)]
+
+# A fixed namespace: chunk ids must be the same on every machine and in every release.
+CHUNK_NAMESPACE = uuid.UUID("6f0d3c1e-6a55-4d4e-9a51-5b1f0c2a9e10")
+
+_TENANT_RE = re.compile(TENANT_PATTERN)
+
+
+def is_valid_tenant(value: str) -> bool:
+    """Whether ``value`` is a valid tenant or library name."""
+    return bool(_TENANT_RE.match(value))
+
+
+def content_version(*parts: str) -> str:
+    """A short, stable version derived from a document's content."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\x1f")
+    return digest.hexdigest()[:16]
+
+
+def chunk_id(tenant: str, library: str, document_id: str, version: str, position: int) -> str:
+    """The deterministic id of one chunk: a redelivery overwrites, never duplicates."""
+    name = "\x1f".join((tenant, library, document_id, version, str(position)))
+    return str(uuid.uuid5(CHUNK_NAMESPACE, name))

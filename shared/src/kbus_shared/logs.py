@@ -1,0 +1,13 @@
+"""Logging set-up shared by the services."""
+
+from __future__ import annotations
+
+import logging
+
+
+def configure_logging(level: str) -> None:
+    """One line per event, with the time and the logger's name."""
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )

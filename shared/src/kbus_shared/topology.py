@@ -1,0 +1,167 @@
+"""Subjects, streams and consumers: the one place the bus's shape is declared.
+
+Every name can carry a prefix so that several kbus installations (or test runs) share one NATS
+server without seeing each other's messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from faststream.nats import JStream
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+)
+
+DAY = 24 * 60 * 60.0
+DEDUPE_WINDOW_S = 2 * 60.0
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Names on the bus for one kbus installation."""
+
+    prefix: str = ""
+
+    def _subject(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def _stream(self, name: str) -> str:
+        stem = f"{self.prefix}_{name}" if self.prefix else f"KBUS_{name}"
+        return stem.upper().replace(".", "_").replace("-", "_")
+
+    # -- subjects ------------------------------------------------------------------------------
+
+    @property
+    def document_added(self) -> str:
+        return self._subject("document.added")
+
+    @property
+    def document_indexed(self) -> str:
+        return self._subject("document.indexed")
+
+    @property
+    def document_failed(self) -> str:
+        return self._subject("document.failed")
+
+    @property
+    def chunks_ready(self) -> str:
+        return self._subject("chunks.ready")
+
+    @property
+    def embeddings_ready(self) -> str:
+        return self._subject("embeddings.ready")
+
+    def dead_letter(self, stage: str) -> str:
+        return self._subject(f"deadletter.{stage}")
+
+    @property
+    def dead_letters(self) -> str:
+        return self._subject("deadletter.>")
+
+    @property
+    def search(self) -> str:
+        return self._subject("kb.search")
+
+    @property
+    def embed(self) -> str:
+        return self._subject("kb.embed")
+
+    @property
+    def rerank(self) -> str:
+        return self._subject("kb.rerank")
+
+    # -- durable consumers (shared names: N replicas split the work) ---------------------------
+
+    ingestor_durable = "ingestor"
+    embedder_durable = "embedder"
+    indexer_durable = "indexer"
+
+    # -- queue groups for request-reply --------------------------------------------------------
+
+    search_queue = "searcher"
+    embed_queue = "embedder"
+    rerank_queue = "reranker"
+
+    # -- streams -------------------------------------------------------------------------------
+
+    @cached_property
+    def documents_stream(self) -> JStream:
+        return _work_stream(self._stream("documents"), [self.document_added])
+
+    @cached_property
+    def chunks_stream(self) -> JStream:
+        return _work_stream(self._stream("chunks"), [self.chunks_ready])
+
+    @cached_property
+    def embeddings_stream(self) -> JStream:
+        return _work_stream(self._stream("embeddings"), [self.embeddings_ready])
+
+    @cached_property
+    def receipts_stream(self) -> JStream:
+        return JStream(
+            self._stream("receipts"),
+            subjects=[self.document_indexed, self.document_failed],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=7 * DAY,
+            max_msgs_per_subject=-1,
+            discard=DiscardPolicy.OLD,
+        )
+
+    @cached_property
+    def dead_letter_stream(self) -> JStream:
+        return JStream(
+            self._stream("deadletter"),
+            subjects=[self.dead_letters],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=30 * DAY,
+            # Dead letters are the record of what failed: refuse new ones rather than drop old ones.
+            discard=DiscardPolicy.NEW,
+            max_bytes=1024**3,
+        )
+
+    @property
+    def streams(self) -> tuple[JStream, ...]:
+        return (
+            self.documents_stream,
+            self.chunks_stream,
+            self.embeddings_stream,
+            self.receipts_stream,
+            self.dead_letter_stream,
+        )
+
+
+MAX_DELIVER = 10
+
+
+def work_consumer(durable: str, *, ack_wait_s: float = 60.0) -> ConsumerConfig:
+    """The durable pull consumer of one pipeline stage; replicas bind to the same name."""
+    return ConsumerConfig(
+        durable_name=durable,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait_s,
+        max_deliver=MAX_DELIVER,
+        max_ack_pending=1_000,
+    )
+
+
+def _work_stream(name: str, subjects: list[str]) -> JStream:
+    # Work queues: a message lives until a consumer acks it. With DiscardPolicy.NEW a full stream
+    # refuses the publish (the publisher sees an error) instead of evicting unconsumed work.
+    return JStream(
+        name,
+        subjects=subjects,
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        discard=DiscardPolicy.NEW,
+        max_bytes=8 * 1024**3,
+        max_msgs=10_000_000,
+        duplicate_window=DEDUPE_WINDOW_S,
+    )

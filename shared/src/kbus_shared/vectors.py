@@ -1,0 +1,46 @@
+"""A compact wire form for embedding vectors.
+
+Vectors travel as base64 of little-endian float32: about a third of the size of a JSON list of
+floats, and exact. Readers also accept a plain list of numbers, so other clients can publish
+without knowing the encoding.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+
+
+def encode_vector(values: Any) -> str:
+    """Encode a sequence of floats as base64 little-endian float32."""
+    array = np.asarray(values, dtype="<f4")
+    return base64.b64encode(array.tobytes()).decode("ascii")
+
+
+def decode_vector(value: Any) -> tuple[float, ...]:
+    """Decode base64 float32 (or pass through a list of numbers)."""
+    if isinstance(value, str):
+        raw = base64.b64decode(value, validate=True)
+        if len(raw) % 4:
+            raise ValueError("vector bytes are not a multiple of 4")
+        return tuple(float(x) for x in np.frombuffer(raw, dtype="<f4"))
+    if isinstance(value, list | tuple | np.ndarray):
+        return tuple(float(x) for x in value)
+    raise ValueError("a vector is base64 float32 or a list of numbers")
+
+
+Vector = Annotated[
+    tuple[float, ...],
+    BeforeValidator(decode_vector),
+    PlainSerializer(encode_vector, return_type=str, when_used="json"),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "contentEncoding": "base64",
+            "description": "little-endian float32 values, base64-encoded",
+        }
+    ),
+]
