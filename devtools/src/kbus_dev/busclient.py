@@ -8,23 +8,24 @@ from collections.abc import Iterable
 from typing import Any
 
 import nats
+from kbus_shared.topology import Topology
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-
-from kbus_shared.topology import Topology
 
 
 async def connect(url: str) -> Client:
     return await nats.connect(url, max_reconnect_attempts=5)
 
 
-async def publish_documents(nc: Client, topology: Topology, docs: Iterable[dict[str, Any]]
-                            ) -> None:
+async def publish_documents(nc: Client, topology: Topology, docs: Iterable[dict[str, Any]]) -> None:
     """Publish documents to ``document.added`` and wait for JetStream to store each."""
     js = nc.jetstream()
     for doc in docs:
-        await js.publish(topology.document_added, json.dumps(doc).encode(),
-                         headers={"content-type": "application/json"})
+        await js.publish(
+            topology.document_added,
+            json.dumps(doc).encode(),
+            headers={"content-type": "application/json"},
+        )
 
 
 class Receipts:
@@ -57,8 +58,9 @@ class Receipts:
             raise TimeoutError(f"not indexed within {timeout_s}s: {missing}") from exc
 
 
-async def search(nc: Client, topology: Topology, request: dict[str, Any],
-                 timeout_s: float = 30.0) -> dict[str, Any]:
+async def search(
+    nc: Client, topology: Topology, request: dict[str, Any], timeout_s: float = 30.0
+) -> dict[str, Any]:
     """Send a search request and return the decoded reply."""
     reply = await nc.request(topology.search, json.dumps(request).encode(), timeout=timeout_s)
     result: dict[str, Any] = json.loads(reply.data)

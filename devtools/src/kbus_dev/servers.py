@@ -47,11 +47,13 @@ def ensure_binary(name: str, module: str, version: str) -> Path:
     if go is None:
         raise RuntimeError(f"{name} is not installed and there is no Go toolchain to install it")
     bin_dir().mkdir(parents=True, exist_ok=True)
-    print(f"installing {name} {version} with go install (first time only; takes minutes)",
-          flush=True)
+    print(
+        f"installing {name} {version} with go install (first time only; takes minutes)", flush=True
+    )
     env = {**os.environ, "GOBIN": str(bin_dir()), "CGO_ENABLED": os.environ.get("CGO_ENABLED", "0")}
-    subprocess.run([go, "install", f"{module}@{version}"], check=True, env=env,
-                   cwd=str(kbus_home()))
+    subprocess.run(
+        [go, "install", f"{module}@{version}"], check=True, env=env, cwd=str(kbus_home())
+    )
     stamp.write_text(version + "\n")
     return target
 
@@ -70,13 +72,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait(check: Callable[[], bool], what: str, timeout_s: float,
-          proc: subprocess.Popen[bytes], log: Path) -> None:
+def _wait(
+    check: Callable[[], bool], what: str, timeout_s: float, proc: subprocess.Popen[bytes], log: Path
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}; see {log}:\n"
-                               + log.read_text(errors="replace")[-3000:])
+            raise RuntimeError(
+                f"{what} exited with {proc.returncode}; see {log}:\n"
+                + log.read_text(errors="replace")[-3000:]
+            )
         if check():
             return
         time.sleep(0.2)
@@ -106,8 +111,9 @@ class Server:
 def _spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        return subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
 
 
 def _tcp_open(port: int) -> bool:
@@ -116,8 +122,13 @@ def _tcp_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def start_nats(data_dir: Path, port: int | None = None, *, max_payload: int = 1024 * 1024,
-               timeout_s: float = 30.0) -> Server:
+def start_nats(
+    data_dir: Path,
+    port: int | None = None,
+    *,
+    max_payload: int = 1024 * 1024,
+    timeout_s: float = 30.0,
+) -> Server:
     """nats-server with JetStream (file storage under ``data_dir``) on 127.0.0.1."""
     binary = ensure_binary("nats-server", NATS_MODULE, NATS_VERSION)
     port = port or free_port()
@@ -128,7 +139,7 @@ def start_nats(data_dir: Path, port: int | None = None, *, max_payload: int = 10
         f"listen: 127.0.0.1:{port}\n"
         f"http: 127.0.0.1:{monitor}\n"
         f"max_payload: {max_payload}\n"
-        f"jetstream {{\n  store_dir: \"{data_dir / 'jetstream'}\"\n}}\n"
+        f'jetstream {{\n  store_dir: "{data_dir / "jetstream"}"\n}}\n'
     )
     log = data_dir / "nats.log"
     proc = _spawn([str(binary), "-c", str(config)], log)
@@ -139,14 +150,23 @@ def start_nats(data_dir: Path, port: int | None = None, *, max_payload: int = 10
 
 def _healthz(monitor: int) -> bool:
     try:
-        return httpx.get(f"http://127.0.0.1:{monitor}/healthz?js-enabled-only=true",
-                         timeout=1.0).status_code == 200
+        return (
+            httpx.get(
+                f"http://127.0.0.1:{monitor}/healthz?js-enabled-only=true", timeout=1.0
+            ).status_code
+            == 200
+        )
     except httpx.HTTPError:
         return False
 
 
-def start_weaviate(data_dir: Path, http_port: int | None = None, grpc_port: int | None = None,
-                   *, timeout_s: float = 120.0) -> Server:
+def start_weaviate(
+    data_dir: Path,
+    http_port: int | None = None,
+    grpc_port: int | None = None,
+    *,
+    timeout_s: float = 120.0,
+) -> Server:
     """weaviate-server on 127.0.0.1 with anonymous access, no modules and no telemetry."""
     binary = ensure_binary("weaviate-server", WEAVIATE_MODULE, WEAVIATE_VERSION)
     ports = {
@@ -182,17 +202,27 @@ def start_weaviate(data_dir: Path, http_port: int | None = None, grpc_port: int 
         "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2"),
     }
     log = data_dir / "weaviate.log"
-    proc = _spawn([str(binary), "--host", "127.0.0.1", "--port", str(ports["http"]),
-                   "--scheme", "http"], log, env)
+    proc = _spawn(
+        [str(binary), "--host", "127.0.0.1", "--port", str(ports["http"]), "--scheme", "http"],
+        log,
+        env,
+    )
     server = Server("weaviate", proc, log, ports)
-    _wait(lambda: _weaviate_ready(ports["http"]) and _tcp_open(ports["grpc"]), "weaviate-server",
-          timeout_s, proc, log)
+    _wait(
+        lambda: _weaviate_ready(ports["http"]) and _tcp_open(ports["grpc"]),
+        "weaviate-server",
+        timeout_s,
+        proc,
+        log,
+    )
     return server
 
 
 def _weaviate_ready(port: int) -> bool:
     try:
-        return httpx.get(f"http://127.0.0.1:{port}/v1/.well-known/ready",
-                         timeout=1.0).status_code == 200
+        return (
+            httpx.get(f"http://127.0.0.1:{port}/v1/.well-known/ready", timeout=1.0).status_code
+            == 200
+        )
     except httpx.HTTPError:
         return False

@@ -14,9 +14,15 @@ from kbus_dev.servers import Server, _spawn, free_port
 SERVICES = ("ingestor", "embedder", "searcher", "reranker")
 
 
-def service_env(nats_url: str, weaviate_http: int, weaviate_grpc: int, *, prefix: str = "",
-                collection: str = "KbusChunks", extra: dict[str, str] | None = None
-                ) -> dict[str, str]:
+def service_env(
+    nats_url: str,
+    weaviate_http: int,
+    weaviate_grpc: int,
+    *,
+    prefix: str = "",
+    collection: str = "KbusChunks",
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
     """The environment that points every service at one NATS and one Weaviate."""
     return {
         **os.environ,
@@ -29,8 +35,7 @@ def service_env(nats_url: str, weaviate_http: int, weaviate_grpc: int, *, prefix
     }
 
 
-def start_service(name: str, env: dict[str, str], log_dir: Path, port: int | None = None
-                  ) -> Server:
+def start_service(name: str, env: dict[str, str], log_dir: Path, port: int | None = None) -> Server:
     """Start ``python -m kbus_<name>`` with its HTTP port set; returns at once."""
     port = port or free_port()
     proc_env = {**env, f"KBUS_{name.upper()}_HTTP_PORT": str(port)}
@@ -45,8 +50,10 @@ def wait_healthy(servers: list[Server], timeout_s: float = 180.0) -> None:
     while pending and time.monotonic() < deadline:
         for server in list(pending):
             if server.proc.poll() is not None:
-                raise RuntimeError(f"{server.name} exited with {server.proc.returncode}:\n"
-                                   + server.log.read_text(errors="replace")[-3000:])
+                raise RuntimeError(
+                    f"{server.name} exited with {server.proc.returncode}:\n"
+                    + server.log.read_text(errors="replace")[-3000:]
+                )
             if _healthy(server.ports["http"]):
                 pending.remove(server)
         time.sleep(0.3)
@@ -61,8 +68,9 @@ def _healthy(port: int) -> bool:
         return False
 
 
-def start_all(env: dict[str, str], log_dir: Path, ports: dict[str, int] | None = None
-              ) -> list[Server]:
+def start_all(
+    env: dict[str, str], log_dir: Path, ports: dict[str, int] | None = None
+) -> list[Server]:
     """All four services, healthy."""
     servers = [start_service(name, env, log_dir, (ports or {}).get(name)) for name in SERVICES]
     try:

@@ -5,6 +5,7 @@ Its state (process ids, ports, logs, data) lives under ``.kbus/`` in the working
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -31,8 +32,9 @@ class Stack:
 
     def save(self) -> None:
         STATE_DIR.mkdir(parents=True, exist_ok=True)
-        (STATE_DIR / "state.json").write_text(json.dumps(
-            {"nats_url": self.nats_url, "pids": self.pids}, indent=2))
+        (STATE_DIR / "state.json").write_text(
+            json.dumps({"nats_url": self.nats_url, "pids": self.pids}, indent=2)
+        )
 
     @classmethod
     def load(cls) -> Stack | None:
@@ -84,8 +86,10 @@ def up() -> Stack:
         raise
     stack = Stack(nats_url, {s.name: s.proc.pid for s in started})
     stack.save()
-    print(f"kbus is up: NATS {nats_url}, Weaviate http://127.0.0.1:{WEAVIATE_HTTP}, "
-          f"logs in {logs}", flush=True)
+    print(
+        f"kbus is up: NATS {nats_url}, Weaviate http://127.0.0.1:{WEAVIATE_HTTP}, logs in {logs}",
+        flush=True,
+    )
     return stack
 
 
@@ -112,7 +116,5 @@ def down(timeout_s: float = 30.0) -> None:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass

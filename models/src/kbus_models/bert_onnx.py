@@ -13,9 +13,10 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import NodeProto, TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file
 
 OPSET = 17
@@ -47,7 +48,7 @@ class _Graph:
     """Accumulates nodes and initializers with unique names."""
 
     def __init__(self) -> None:
-        self.nodes: list[helper.NodeProto] = []
+        self.nodes: list[NodeProto] = []
         self.initializers: list[TensorProto] = []
         self._count = 0
         self._names: set[str] = set()
@@ -60,7 +61,7 @@ class _Graph:
     def const_once(self, name: str, value: np.ndarray) -> str:
         return name if name in self._names else self.const(name, value)
 
-    def op(self, op_type: str, *inputs: str, **attrs: object) -> str:
+    def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
         self._count += 1
         out = f"{op_type.lower()}_{self._count}"
         self.nodes.append(helper.make_node(op_type, list(inputs), [out], **attrs))

@@ -13,7 +13,7 @@ Any other model is a directory holding ``tokenizer.json`` and either ``model.onn
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,4 +115,5 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     weights = mask[..., None].astype(np.float32)
     pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-    return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+    unit: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+    return unit

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from faststream.asgi import AsgiFastStream, make_ping_asgi
@@ -44,7 +44,7 @@ def make_broker(settings: BusSettings, registry: CollectorRegistry, app_name: st
         middlewares=[NatsPrometheusMiddleware(registry=registry, app_name=app_name)],
         graceful_timeout=30.0,
         max_reconnect_attempts=-1,
-        reconnect_time_wait=1.0,
+        reconnect_time_wait=1,
     )
 
 

@@ -66,7 +66,8 @@ def identity_of(body: bytes) -> dict[str, str]:
         return {}
     if not isinstance(data, dict):
         return {}
-    source = data.get("document") if isinstance(data.get("document"), dict) else data
+    nested = data.get("document")
+    source: dict[str, Any] = nested if isinstance(nested, dict) else data
     return {
         key: value[:256]
         for key in ("tenant", "library", "document_id")
@@ -86,15 +87,21 @@ class StageMetrics:
     def create(cls, registry: CollectorRegistry) -> StageMetrics:
         return cls(
             processed=Counter(
-                "kbus_messages_processed", "Messages processed successfully", ["stage"],
+                "kbus_messages_processed",
+                "Messages processed successfully",
+                ["stage"],
                 registry=registry,
             ),
             dead_lettered=Counter(
-                "kbus_messages_dead_lettered", "Messages sent to the dead-letter stream",
-                ["stage", "code"], registry=registry,
+                "kbus_messages_dead_lettered",
+                "Messages sent to the dead-letter stream",
+                ["stage", "code"],
+                registry=registry,
             ),
             retried=Counter(
-                "kbus_messages_retried", "Messages nacked for a later retry", ["stage", "code"],
+                "kbus_messages_retried",
+                "Messages nacked for a later retry",
+                ["stage", "code"],
                 registry=registry,
             ),
         )
@@ -168,7 +175,9 @@ class Stage:
         reason = f"{type(exc).__name__}: {exc}"
         if deliveries >= MAX_DELIVER:
             await self._dead_letter(
-                message, "max_deliveries", f"gave up after {deliveries} deliveries: {reason}",
+                message,
+                "max_deliveries",
+                f"gave up after {deliveries} deliveries: {reason}",
                 deliveries,
             )
             return

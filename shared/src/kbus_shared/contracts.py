@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from kbus_shared.identifiers import DocumentId, LibraryId, TenantId
 from kbus_shared.vectors import Vector
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 MAX_K = 50
 
 Metadata = dict[str, JsonValue]
@@ -66,8 +66,12 @@ class Chunk(Contract):
     chunk_id: str
     position: int = Field(ge=0)
     text: str
-    char_start: int = Field(ge=0, description="Offset of the chunk in the document text, in code points.")
-    char_end: int = Field(ge=0, description="End offset (exclusive): text == document.text[start:end].")
+    char_start: int = Field(
+        ge=0, description="Offset of the chunk in the document text, in code points."
+    )
+    char_end: int = Field(
+        ge=0, description="End offset (exclusive): text == document.text[start:end]."
+    )
     heading_path: tuple[str, ...] = ()
 
 
@@ -129,7 +133,9 @@ class DeadLetter(Contract):
     tenant: str | None = None
     library: str | None = None
     document_id: str | None = None
-    original: str = Field(description="The original payload (truncated), for inspection and replay.")
+    original: str = Field(
+        description="The original payload (truncated), for inspection and replay."
+    )
     original_size: int
 
 
@@ -297,4 +303,3 @@ class RerankReply(Contract):
     kind: Literal["rerank_scores"] = "rerank_scores"
     model: str
     scores: tuple[float, ...]
-

@@ -1,4 +1,4 @@
-"""Typed errors. Where they turn into acks, nacks and error replies: :mod:`kbus_shared.consuming`."""
+"""Typed errors; :mod:`kbus_shared.consuming` turns them into acks, nacks and error replies."""
 
 from __future__ import annotations
 

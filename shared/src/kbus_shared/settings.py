@@ -25,11 +25,13 @@ class BusSettings(BaseSettings):
     )
     nats_user: str | None = None
     nats_password: SecretStr | None = None
-    request_timeout_s: float = Field(default=10.0, gt=0)
+    stream_max_bytes: int = Field(
+        default=1024**3, gt=0, description="Bytes each stream may hold (reserved on the server)."
+    )
 
     @property
     def topology(self) -> Topology:
-        return Topology(self.bus_prefix)
+        return Topology(self.bus_prefix, self.stream_max_bytes)
 
 
 class StoreSettings(BaseSettings):

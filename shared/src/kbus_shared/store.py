@@ -20,8 +20,9 @@ def weaviate_client(settings: StoreSettings) -> weaviate.WeaviateAsyncClient:
         grpc_secure=settings.secure,
         auth_credentials=auth,
         additional_config=AdditionalConfig(
-            timeout=Timeout(init=settings.timeout_s, query=settings.timeout_s,
-                            insert=settings.timeout_s)
+            timeout=Timeout(
+                init=settings.timeout_s, query=settings.timeout_s, insert=settings.timeout_s
+            )
         ),
         # The init checks also ask pypi.org for the newest client version: a call to the
         # outside world at every start. connect() still checks that Weaviate answers.

@@ -27,6 +27,8 @@ class Topology:
     """Names on the bus for one kbus installation."""
 
     prefix: str = ""
+    #: Bytes each work stream may hold; JetStream reserves this much storage per stream.
+    stream_max_bytes: int = 1024**3
 
     def _subject(self, name: str) -> str:
         return f"{self.prefix}.{name}" if self.prefix else name
@@ -92,15 +94,15 @@ class Topology:
 
     @cached_property
     def documents_stream(self) -> JStream:
-        return _work_stream(self._stream("documents"), [self.document_added])
+        return self._work_stream("documents", [self.document_added])
 
     @cached_property
     def chunks_stream(self) -> JStream:
-        return _work_stream(self._stream("chunks"), [self.chunks_ready])
+        return self._work_stream("chunks", [self.chunks_ready])
 
     @cached_property
     def embeddings_stream(self) -> JStream:
-        return _work_stream(self._stream("embeddings"), [self.embeddings_ready])
+        return self._work_stream("embeddings", [self.embeddings_ready])
 
     @cached_property
     def receipts_stream(self) -> JStream:
@@ -110,7 +112,7 @@ class Topology:
             retention=RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
             max_age=7 * DAY,
-            max_msgs_per_subject=-1,
+            max_bytes=self.stream_max_bytes,
             discard=DiscardPolicy.OLD,
         )
 
@@ -124,7 +126,21 @@ class Topology:
             max_age=30 * DAY,
             # Dead letters are the record of what failed: refuse new ones rather than drop old ones.
             discard=DiscardPolicy.NEW,
-            max_bytes=1024**3,
+            max_bytes=self.stream_max_bytes,
+        )
+
+    def _work_stream(self, name: str, subjects: list[str]) -> JStream:
+        # Work queues: a message lives until a consumer acks it. With DiscardPolicy.NEW a full
+        # stream refuses the publish (the publisher sees an error) instead of evicting work.
+        return JStream(
+            self._stream(name),
+            subjects=subjects,
+            retention=RetentionPolicy.WORK_QUEUE,
+            storage=StorageType.FILE,
+            discard=DiscardPolicy.NEW,
+            max_bytes=self.stream_max_bytes,
+            max_msgs=10_000_000,
+            duplicate_window=DEDUPE_WINDOW_S,
         )
 
     @property
@@ -149,19 +165,4 @@ def work_consumer(durable: str, *, ack_wait_s: float = 60.0) -> ConsumerConfig:
         ack_wait=ack_wait_s,
         max_deliver=MAX_DELIVER,
         max_ack_pending=1_000,
-    )
-
-
-def _work_stream(name: str, subjects: list[str]) -> JStream:
-    # Work queues: a message lives until a consumer acks it. With DiscardPolicy.NEW a full stream
-    # refuses the publish (the publisher sees an error) instead of evicting unconsumed work.
-    return JStream(
-        name,
-        subjects=subjects,
-        retention=RetentionPolicy.WORK_QUEUE,
-        storage=StorageType.FILE,
-        discard=DiscardPolicy.NEW,
-        max_bytes=8 * 1024**3,
-        max_msgs=10_000_000,
-        duplicate_window=DEDUPE_WINDOW_S,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import numpy as np
 from kbus_shared.contracts import Chunk, DocumentRef, InputType
@@ -45,14 +45,21 @@ class LocalEmbedder:
         )
         batch = [prefix + t for t in texts]
         async with self._lock:
-            return await asyncio.to_thread(self.encoder.embed, batch, self.batch_size)
+            vectors: np.ndarray = await asyncio.to_thread(
+                self.encoder.embed, batch, self.batch_size
+            )
+        return vectors
 
 
 class CohereEmbedder:
     """Cohere's embed endpoint (input types search_document and search_query)."""
 
-    DIMENSIONS = {"embed-english-v3.0": 1024, "embed-multilingual-v3.0": 1024,
-                  "embed-english-light-v3.0": 384, "embed-multilingual-light-v3.0": 384}
+    DIMENSIONS: ClassVar[dict[str, int]] = {
+        "embed-english-v3.0": 1024,
+        "embed-multilingual-v3.0": 1024,
+        "embed-english-light-v3.0": 384,
+        "embed-multilingual-light-v3.0": 384,
+    }
 
     def __init__(self, settings: CohereSettings) -> None:
         import cohere
@@ -86,7 +93,10 @@ class CohereEmbedder:
                 raise TransientError(f"Cohere embed failed: {exc}", code="cohere") from exc
             vectors.extend(response.embeddings.float_ or [])
         array = np.asarray(vectors, dtype=np.float32)
-        return array / np.clip(np.linalg.norm(array, axis=1, keepdims=True), 1e-12, None)
+        unit: np.ndarray = array / np.clip(
+            np.linalg.norm(array, axis=1, keepdims=True), 1e-12, None
+        )
+        return unit
 
 
 def create_embedder(settings: EmbedderSettings) -> Embedder:
@@ -97,7 +107,6 @@ def create_embedder(settings: EmbedderSettings) -> Embedder:
     if use_cohere:
         return CohereEmbedder(settings.cohere)
     return LocalEmbedder(settings.model, settings.threads, settings.batch_size)
-
 
 
 def document_text(document: DocumentRef, chunk: Chunk, include_title: bool) -> str:

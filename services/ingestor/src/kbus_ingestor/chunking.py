@@ -15,7 +15,7 @@ from dataclasses import dataclass
 _BOUNDARIES: tuple[re.Pattern[str], ...] = (
     re.compile(r"\n[ \t]*\n\s*"),  # paragraph
     re.compile(r"\n\s*"),  # line
-    re.compile(r"(?:(?<=[.!?。！？])|(?<=[.!?。！？][\"'”’)\]]))\s+"),  # sentence end
+    re.compile(r"(?:(?<=[.!?。！？])|(?<=[.!?。！？][\"'”’)\]]))\s+"),  # noqa: RUF001 (sentence end)
     re.compile(r"\s+"),  # word
 )
 

@@ -16,16 +16,18 @@ from kbus_ingestor.chunking import ChunkingConfig, Span, split_text
 from kbus_ingestor.markdown import sections
 
 
-def chunk_document(
-    doc: DocumentAdded, config: ChunkingConfig, max_chunks: int
-) -> ChunksReady:
+def chunk_document(doc: DocumentAdded, config: ChunkingConfig, max_chunks: int) -> ChunksReady:
     """Split a document into chunks with deterministic ids.
 
     Raises:
         PermanentError: the document yields no chunk, or more than ``max_chunks``.
     """
     version = doc.version or content_version(
-        doc.title, doc.text, doc.source_uri, doc.content_type, json.dumps(doc.metadata, sort_keys=True)
+        doc.title,
+        doc.text,
+        doc.source_uri,
+        doc.content_type,
+        json.dumps(doc.metadata, sort_keys=True),
     )
     pieces = _pieces(doc, config)
     if not pieces:
@@ -87,9 +89,7 @@ class Ingestor:
         self.config = config
         self.max_document_bytes = max_document_bytes
         self.max_chunks = max_chunks
-        self.chunks_made = Counter(
-            "kbus_ingestor_chunks", "Chunks produced", registry=registry
-        )
+        self.chunks_made = Counter("kbus_ingestor_chunks", "Chunks produced", registry=registry)
 
     async def handle(self, message: NatsMessage) -> None:
         """Settle one ``document.added`` message."""

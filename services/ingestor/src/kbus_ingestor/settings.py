@@ -18,6 +18,6 @@ class IngestorSettings(ServiceSettings):
     max_document_bytes: int = Field(
         default=256 * 1024,
         gt=0,
-        description="Larger documents are dead-lettered (a document's chunks must fit one message).",
+        description="Larger documents are dead-lettered (its chunks must fit in one message).",
     )
     max_chunks: int = Field(default=1_000, gt=0)

@@ -29,8 +29,11 @@ def create_app(settings: RerankerSettings | None = None) -> AsgiFastStream:
     topology = settings.bus.topology
     stage = Stage("reranker", broker, topology, StageMetrics.create(registry))
     reranker = Reranker(
-        stage, lambda: create_scorer(settings), prior_weight=settings.prior_weight,
-        max_candidates=settings.max_candidates, registry=registry,
+        stage,
+        lambda: create_scorer(settings),
+        prior_weight=settings.prior_weight,
+        max_candidates=settings.max_candidates,
+        registry=registry,
     )
     register(broker, topology, reranker)
 

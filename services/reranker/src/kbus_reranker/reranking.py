@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+import numpy as np
 from faststream.nats.message import NatsMessage
 from kbus_shared.consuming import Stage
-from kbus_shared.contracts import ErrorReply, RerankReply, RerankRequest
+from kbus_shared.contracts import ErrorReply, RerankCandidate, RerankReply, RerankRequest
 from kbus_shared.errors import PermanentError, TransientError
 from prometheus_client import CollectorRegistry, Histogram
 
@@ -33,8 +34,9 @@ class Reranker:
         self._lock = asyncio.Lock()
         self.prior_weight = prior_weight
         self.max_candidates = max_candidates
-        self.seconds = Histogram("kbus_rerank_seconds", "Time to rerank one request",
-                                 registry=registry)
+        self.seconds = Histogram(
+            "kbus_rerank_seconds", "Time to rerank one request", registry=registry
+        )
 
     def load(self) -> Scorer:
         """Load the scorer's model (in the app's lifespan)."""
@@ -66,11 +68,30 @@ class Reranker:
         if not request.candidates:
             return RerankReply(model=self.model_name, scores=())
         started = time.perf_counter()
-        scores = await score_async(self.scorer, self._lock, request.query,
-                                   [c.text for c in request.candidates])
+        scores = await score_async(
+            self.scorer, self._lock, request.query, [c.text for c in request.candidates]
+        )
         self.seconds.observe(time.perf_counter() - started)
-        blended = [
-            (1 - self.prior_weight) * float(s) + self.prior_weight * (c.prior or 0.0)
-            for s, c in zip(scores, request.candidates, strict=True)
-        ]
-        return RerankReply(model=self.model_name, scores=tuple(blended))
+        return RerankReply(
+            model=self.model_name, scores=blend(scores, request.candidates, self.prior_weight)
+        )
+
+
+def blend(
+    scores: np.ndarray, candidates: Sequence[RerankCandidate], prior_weight: float
+) -> tuple[float, ...]:
+    """``(1-w) * minmax(scores) + w * prior``; the raw scores when there is no prior to use.
+
+    Dense re-scorers are blind to exact tokens (part numbers, error codes) that the keyword side
+    of the first stage finds; blending keeps that evidence. Both sides are on a 0..1 scale
+    relative to this candidate list, as the first stage's relative-score fusion is.
+    """
+    priors = [c.prior for c in candidates]
+    if prior_weight <= 0 or any(p is None for p in priors):
+        return tuple(float(s) for s in scores)
+    lo, hi = float(np.min(scores)), float(np.max(scores))
+    norm = (scores - lo) / (hi - lo) if hi > lo else np.ones_like(scores)
+    return tuple(
+        (1 - prior_weight) * float(n) + prior_weight * float(p)  # type: ignore[arg-type]
+        for n, p in zip(norm, priors, strict=True)
+    )

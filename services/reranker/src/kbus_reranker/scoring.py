@@ -35,7 +35,8 @@ class E5Scorer:
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         q = np.asarray(self.model.query(query), dtype=np.float32)
         p = np.asarray(self.model.passage(list(passages)), dtype=np.float32).reshape(-1, q.size)
-        return p @ q
+        scores: np.ndarray = p @ q
+        return scores
 
 
 class EncoderScorer:
@@ -49,7 +50,8 @@ class EncoderScorer:
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         vectors = self.encoder.embed([query, *passages])
-        return vectors[1:] @ vectors[0]
+        scores: np.ndarray = vectors[1:] @ vectors[0]
+        return scores
 
 
 class OnnxCrossEncoder:
@@ -82,7 +84,7 @@ class OnnxCrossEncoder:
 
 
 class SentenceTransformersCrossEncoder:
-    """A sentence-transformers CrossEncoder (needs ``sentence-transformers``, not installed here)."""
+    """A sentence-transformers CrossEncoder (needs ``sentence-transformers``, not shipped)."""
 
     def __init__(self, path: str) -> None:
         try:
@@ -109,7 +111,8 @@ class CohereScorer:
         if settings.api_key is None:
             raise ValueError("the Cohere backend needs KBUS_COHERE_API_KEY")
         self.client = cohere.ClientV2(
-            api_key=settings.api_key.get_secret_value(), base_url=settings.base_url,
+            api_key=settings.api_key.get_secret_value(),
+            base_url=settings.base_url,
             timeout=settings.timeout_s,
         )
         self.model = settings.rerank_model
@@ -119,8 +122,9 @@ class CohereScorer:
         import cohere
 
         try:
-            response = self.client.rerank(model=self.model, query=query,
-                                          documents=list(passages), top_n=len(passages))
+            response = self.client.rerank(
+                model=self.model, query=query, documents=list(passages), top_n=len(passages)
+            )
         except cohere.errors.BadRequestError as exc:
             raise PermanentError(f"Cohere refused the request: {exc}", code="cohere") from exc
         except Exception as exc:
@@ -148,8 +152,9 @@ def create_scorer(settings: RerankerSettings) -> Scorer:
     return E5Scorer(settings.threads)
 
 
-async def score_async(scorer: Scorer, lock: asyncio.Lock, query: str,
-                      passages: Sequence[str]) -> np.ndarray:
+async def score_async(
+    scorer: Scorer, lock: asyncio.Lock, query: str, passages: Sequence[str]
+) -> np.ndarray:
     """Run a scorer in a worker thread, one call at a time."""
     async with lock:
         return await asyncio.to_thread(scorer.score, query, passages)

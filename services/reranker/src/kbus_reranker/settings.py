@@ -28,8 +28,11 @@ class RerankerSettings(ServiceSettings):
         "directory with model.onnx and tokenizer.json, or a sentence-transformers model.",
     )
     prior_weight: float = Field(
-        default=0.0, ge=0.0, le=1.0,
-        description="Weight of the first-stage score in the reranker's score (0: ignore it).",
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Weight of the first-stage score against the min-max-normalised reranker "
+        "score (0: the reranker's raw score alone).",
     )
     threads: int = Field(default=0, ge=0)
     max_candidates: int = Field(default=200, gt=0)

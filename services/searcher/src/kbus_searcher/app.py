@@ -1,4 +1,4 @@
-"""The searcher: owns the Weaviate collection; indexes ``embeddings.ready``; answers ``kb.search``."""
+"""The searcher: owns the Weaviate collection, indexes ``embeddings.ready``, answers searches."""
 
 from __future__ import annotations
 
@@ -33,8 +33,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         indexer = Indexer(Stage("indexer", broker, topology, metrics), store, registry)
         register_indexing(broker, topology, indexer)
     if settings.serve:
-        searcher = Searcher(Stage("searcher", broker, topology, metrics), store, settings,
-                            registry)
+        searcher = Searcher(Stage("searcher", broker, topology, metrics), store, settings, registry)
         register_search(broker, topology, searcher)
 
     @asynccontextmanager

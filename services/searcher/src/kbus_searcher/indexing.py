@@ -34,8 +34,9 @@ class Indexer:
         """Upsert a document's chunks (the new version first), then delete the old versions."""
         doc = ready.document
         if any(len(c.vector) != ready.dimension for c in ready.chunks):
-            raise PermanentError("a vector's length differs from the stated dimension",
-                                 code="bad_vector")
+            raise PermanentError(
+                "a vector's length differs from the stated dimension", code="bad_vector"
+            )
         try:
             await self.store.upsert(ready)
             removed = await self.store.delete_other_versions(
@@ -47,9 +48,14 @@ class Indexer:
             log.info("replaced %d chunks of older versions of %s", removed, doc.document_id)
         self.chunks_indexed.inc(len(ready.chunks))
         receipt = DocumentIndexed(
-            tenant=doc.tenant, library=doc.library, document_id=doc.document_id,
-            version=doc.version, chunk_count=len(ready.chunks), model=ready.model,
+            tenant=doc.tenant,
+            library=doc.library,
+            document_id=doc.document_id,
+            version=doc.version,
+            chunk_count=len(ready.chunks),
+            model=ready.model,
         )
         topology = self.stage.topology
-        await self.stage.publish(receipt, topology.document_indexed,
-                                 stream=topology.receipts_stream.name)
+        await self.stage.publish(
+            receipt, topology.document_indexed, stream=topology.receipts_stream.name
+        )

@@ -48,7 +48,10 @@ class Searcher:
         self.store = store
         self.settings = settings
         self.latency = Histogram(
-            "kbus_search_stage_seconds", "Search latency by stage", ["stage"], registry=registry,
+            "kbus_search_stage_seconds",
+            "Search latency by stage",
+            ["stage"],
+            registry=registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
 
@@ -74,8 +77,18 @@ class Searcher:
         rerank_scores, reranker = await self._rerank(req, candidates, timings)
         hits = _rank(candidates, rerank_scores, req.search_type)
         hits = [h for h in hits if h.scores.final >= min_score][: req.k]
-        return self._reply(req, tuple(hits), len(candidates), alpha, min_score, model, reranker,
-                           timings, started, True)
+        return self._reply(
+            req,
+            tuple(hits),
+            len(candidates),
+            alpha,
+            min_score,
+            model,
+            reranker,
+            timings,
+            started,
+            True,
+        )
 
     async def _embed(
         self, req: SearchRequest, timings: dict[str, float]
@@ -84,15 +97,21 @@ class Searcher:
             return None, ""
         t0 = time.perf_counter()
         reply = await request(
-            self.broker, EmbedRequest(texts=(req.query,), input_type=InputType.QUERY),
-            self.stage.topology.embed, EmbedReply, stage="embedder",
+            self.broker,
+            EmbedRequest(texts=(req.query,), input_type=InputType.QUERY),
+            self.stage.topology.embed,
+            EmbedReply,
+            stage="embedder",
             timeout_s=self.settings.embed_timeout_s,
         )
         timings["embed_ms"] = self._observe("embed", t0)
         return list(reply.vectors[0]), reply.model
 
     async def _candidates(
-        self, req: SearchRequest, vector: list[float] | None, alpha: float,
+        self,
+        req: SearchRequest,
+        vector: list[float] | None,
+        alpha: float,
         timings: dict[str, float],
     ) -> list[Candidate]:
         t0 = time.perf_counter()
@@ -100,8 +119,13 @@ class Searcher:
             if not await self.store.tenant_exists(req.tenant):
                 return []
             return await self.store.search(
-                tenant=req.tenant, libraries=req.libraries, query=req.query, vector=vector,
-                search_type=req.search_type, alpha=alpha, limit=self._fetch_size(req.k),
+                tenant=req.tenant,
+                libraries=req.libraries,
+                query=req.query,
+                vector=vector,
+                search_type=req.search_type,
+                alpha=alpha,
+                limit=self._fetch_size(req.k),
                 filters=req.filters,
             )
         except WeaviateBaseError as exc:
@@ -127,7 +151,9 @@ class Searcher:
                     for c in candidates
                 ),
             ),
-            self.stage.topology.rerank, RerankReply, stage="reranker",
+            self.stage.topology.rerank,
+            RerankReply,
+            stage="reranker",
             timeout_s=self.settings.rerank_timeout_s,
         )
         timings["rerank_ms"] = self._observe("rerank", t0)
@@ -139,8 +165,16 @@ class Searcher:
         return elapsed * 1000.0
 
     def _reply(
-        self, req: SearchRequest, hits: tuple[SearchHit, ...], candidates: int, alpha: float,
-        min_score: float, model: str, reranker: str, timings: dict[str, float], started: float,
+        self,
+        req: SearchRequest,
+        hits: tuple[SearchHit, ...],
+        candidates: int,
+        alpha: float,
+        min_score: float,
+        model: str,
+        reranker: str,
+        timings: dict[str, float],
+        started: float,
         searched: bool,
     ) -> SearchReply:
         timings["total_ms"] = self._observe("total", started)
@@ -175,13 +209,17 @@ def _prior(c: Candidate, search_type: SearchType) -> float | None:
 def _score_kind(search_type: SearchType, reranked: bool) -> str:
     if reranked:
         return "rerank"
-    return {SearchType.HYBRID: "fused", SearchType.VECTOR: "cosine",
-            SearchType.KEYWORD: "bm25"}[search_type]
+    return {SearchType.HYBRID: "fused", SearchType.VECTOR: "cosine", SearchType.KEYWORD: "bm25"}[
+        search_type
+    ]
 
 
 def _first_stage(c: Candidate, search_type: SearchType) -> float:
-    score = {SearchType.HYBRID: c.fused, SearchType.VECTOR: c.vector,
-             SearchType.KEYWORD: c.keyword}[search_type]
+    score = {
+        SearchType.HYBRID: c.fused,
+        SearchType.VECTOR: c.vector,
+        SearchType.KEYWORD: c.keyword,
+    }[search_type]
     return float(score or 0.0)
 
 
@@ -192,10 +230,18 @@ def _rank(
     for i, c in enumerate(candidates):
         first = _first_stage(c, search_type)
         final = rerank[i] if rerank is not None else first
-        hits.append(_hit(c, Scores(
-            keyword=c.keyword, vector=c.vector, fused=c.fused,
-            rerank=rerank[i] if rerank is not None else None, final=final,
-        )))
+        hits.append(
+            _hit(
+                c,
+                Scores(
+                    keyword=c.keyword,
+                    vector=c.vector,
+                    fused=c.fused,
+                    rerank=rerank[i] if rerank is not None else None,
+                    final=final,
+                ),
+            )
+        )
     # Stable: ties keep the first stage's order.
     return sorted(hits, key=lambda h: -h.scores.final)
 

@@ -11,7 +11,7 @@ import logging
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import weaviate
 from kbus_shared.contracts import EmbeddingsReady, MetadataScalar, SearchType
@@ -27,7 +27,7 @@ from weaviate.classes.data import DataObject
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
-from weaviate.exceptions import WeaviateBaseError
+from weaviate.exceptions import WeaviateBaseError, WeaviateInsertManyAllFailedError
 
 log = logging.getLogger("kbus.searcher")
 
@@ -46,24 +46,33 @@ def _text(name: str, *, searchable: bool = False, filterable: bool = True) -> Pr
 
 
 def _int(name: str) -> Property:
-    return Property(name=name, data_type=DataType.INT, index_filterable=False,
-                    index_range_filters=False)
+    return Property(
+        name=name, data_type=DataType.INT, index_filterable=False, index_range_filters=False
+    )
 
 
 SCHEMA_PROPERTIES = [
     _text("text", searchable=True, filterable=False),
     _text("title", searchable=True, filterable=False),
     _text("heading_text", searchable=True, filterable=False),
-    Property(name="heading_path", data_type=DataType.TEXT_ARRAY, index_filterable=False,
-             index_searchable=False),
+    Property(
+        name="heading_path",
+        data_type=DataType.TEXT_ARRAY,
+        index_filterable=False,
+        index_searchable=False,
+    ),
     _text("library"),
     _text("document_id"),
     _text("version"),
     _text("model"),
     _text("source_uri", filterable=False),
     _text("metadata_json", filterable=False),
-    Property(name="metadata_kv", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD,
-             index_searchable=False),
+    Property(
+        name="metadata_kv",
+        data_type=DataType.TEXT_ARRAY,
+        tokenization=Tokenization.FIELD,
+        index_searchable=False,
+    ),
     _int("position"),
     _int("char_start"),
     _int("char_end"),
@@ -84,7 +93,7 @@ class Candidate:
 
 def metadata_terms(metadata: dict[str, Any]) -> list[str]:
     """``key=value`` terms for top-level scalar metadata (and each scalar of a list)."""
-    terms = []
+    terms: list[str] = []
     for key, value in metadata.items():
         values = value if isinstance(value, list) else [value]
         terms.extend(
@@ -201,16 +210,17 @@ class ChunkStore:
             )
             for chunk in ready.chunks
         ]
-        result = await self._collection.with_tenant(doc.tenant).data.insert_many(objects)
+        try:
+            result = await self._collection.with_tenant(doc.tenant).data.insert_many(objects)
+        except WeaviateInsertManyAllFailedError as exc:
+            _raise_write_errors(len(objects), len(objects), exc.message)
         if result.errors:
             first = next(iter(result.errors.values())).message
-            summary = f"{len(result.errors)} of {len(objects)} chunks were not stored: {first}"
-            if "vector lengths don't match" in first or "invalid" in first:
-                raise PermanentError(summary, code="store_rejected")
-            raise TransientError(summary, code="store_write_failed")
+            _raise_write_errors(len(result.errors), len(objects), first)
 
-    async def delete_other_versions(self, tenant: str, library: str, document_id: str,
-                                    version: str) -> int:
+    async def delete_other_versions(
+        self, tenant: str, library: str, document_id: str, version: str
+    ) -> int:
         """Delete the chunks of every other version of a document; returns how many."""
         where = (
             Filter.by_property("library").equal(library)
@@ -237,30 +247,58 @@ class ChunkStore:
         col = self._collection.with_tenant(tenant)
         if search_type is SearchType.KEYWORD:
             res = await col.query.bm25(
-                query=query, query_properties=KEYWORD_PROPERTIES, limit=limit, filters=where,
-                return_metadata=MetadataQuery(score=True), return_properties=RETURN_PROPERTIES,
+                query=query,
+                query_properties=KEYWORD_PROPERTIES,
+                limit=limit,
+                filters=where,
+                return_metadata=MetadataQuery(score=True),
+                return_properties=RETURN_PROPERTIES,
             )
-            return [Candidate(str(o.uuid), o.properties, o.metadata.score, None, None)
-                    for o in res.objects]
+            return [
+                Candidate(str(o.uuid), o.properties, o.metadata.score, None, None)
+                for o in res.objects
+            ]
         if search_type is SearchType.VECTOR:
             res = await col.query.near_vector(
-                near_vector=vector, limit=limit, filters=where,
-                return_metadata=MetadataQuery(distance=True), return_properties=RETURN_PROPERTIES,
+                near_vector=vector,
+                limit=limit,
+                filters=where,
+                return_metadata=MetadataQuery(distance=True),
+                return_properties=RETURN_PROPERTIES,
             )
-            return [Candidate(str(o.uuid), o.properties, None, 1.0 - float(o.metadata.distance),
-                              None) for o in res.objects]
+            return [
+                Candidate(str(o.uuid), o.properties, None, 1.0 - float(o.metadata.distance), None)
+                for o in res.objects
+            ]
         res = await col.query.hybrid(
-            query=query, vector=vector, alpha=alpha, limit=limit, filters=where,
-            fusion_type=HybridFusion.RELATIVE_SCORE, query_properties=KEYWORD_PROPERTIES,
+            query=query,
+            vector=vector,
+            alpha=alpha,
+            limit=limit,
+            filters=where,
+            fusion_type=HybridFusion.RELATIVE_SCORE,
+            query_properties=KEYWORD_PROPERTIES,
             return_metadata=MetadataQuery(score=True, explain_score=True),
             return_properties=RETURN_PROPERTIES,
         )
         candidates = []
         for o in res.objects:
             keyword, cosine = parse_explain(o.metadata.explain_score)
-            candidates.append(Candidate(str(o.uuid), o.properties, keyword, cosine,
-                                        o.metadata.score))
+            candidates.append(
+                Candidate(str(o.uuid), o.properties, keyword, cosine, o.metadata.score)
+            )
         return candidates
+
+
+_REJECTED = ("dimensions do not match", "vector lengths don't match", "invalid ")
+
+
+def _raise_write_errors(failed: int, total: int, first: str) -> NoReturn:
+    """A batch with failed objects is never acked: the data problems are permanent."""
+    summary = f"{failed} of {total} chunks were not stored: {first}"
+    if any(marker in first for marker in _REJECTED):
+        raise PermanentError(summary, code="store_rejected")
+    raise TransientError(summary, code="store_write_failed")
 
 
 def _scope(

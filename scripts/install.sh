@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs everything kbus needs on a new machine: uv, the Python workspace (from uv.lock), and
+# nats-server and weaviate-server with `go install` at pinned versions into ~/.cache/kbus/bin.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+UV_VERSION=0.13.8
+if ! python3 -m uv --version >/dev/null 2>&1; then
+  echo "installing uv ${UV_VERSION} ..."
+  python3 -m pip install --quiet "uv==${UV_VERSION}"
+fi
+python3 -m uv sync --frozen
+python3 -m uv run --frozen python -m kbus_dev install

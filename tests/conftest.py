@@ -1,0 +1,64 @@
+"""Fixtures: one real NATS and one real Weaviate per test session, started on loopback.
+
+Set KBUS_TEST_NATS_URL, KBUS_TEST_WEAVIATE_HTTP_PORT and KBUS_TEST_WEAVIATE_GRPC_PORT to use
+servers that are already running instead.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kbus_dev.servers import start_nats, start_weaviate
+
+
+@dataclass(frozen=True)
+class Servers:
+    nats_url: str
+    weaviate_http: int
+    weaviate_grpc: int
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    if os.environ.get("KBUS_TEST_NATS_URL"):
+        yield Servers(
+            os.environ["KBUS_TEST_NATS_URL"],
+            int(os.environ["KBUS_TEST_WEAVIATE_HTTP_PORT"]),
+            int(os.environ["KBUS_TEST_WEAVIATE_GRPC_PORT"]),
+        )
+        return
+    root: Path = tmp_path_factory.mktemp("servers")
+    nats = start_nats(root / "nats")
+    try:
+        weaviate = start_weaviate(root / "weaviate")
+    except BaseException:
+        nats.stop()
+        raise
+    try:
+        yield Servers(
+            f"nats://127.0.0.1:{nats.ports['client']}",
+            weaviate.ports["http"],
+            weaviate.ports["grpc"],
+        )
+    finally:
+        weaviate.stop()
+        nats.stop()
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """Names that belong to one test only: a bus prefix and a Weaviate collection."""
+
+    prefix: str
+    collection: str
+
+
+@pytest.fixture
+def namespace() -> Namespace:
+    tag = uuid.uuid4().hex[:10]
+    return Namespace(prefix=f"t{tag}", collection=f"T{tag}")

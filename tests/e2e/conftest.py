@@ -1,0 +1,53 @@
+"""End-to-end: NATS, Weaviate and the four services as separate processes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nats
+import pytest
+from kbus_dev.services import service_env, start_all
+from kbus_shared.topology import Topology
+from nats.aio.client import Client
+
+from tests.conftest import Servers
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass(frozen=True)
+class Stack:
+    nats_url: str
+    topology: Topology
+    logs: Path
+
+
+@pytest.fixture(scope="session")
+def stack(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    tag = uuid.uuid4().hex[:8]
+    prefix, collection = f"e2e{tag}", f"E2e{tag}"
+    logs = tmp_path_factory.mktemp("service-logs")
+    env = service_env(
+        servers.nats_url,
+        servers.weaviate_http,
+        servers.weaviate_grpc,
+        prefix=prefix,
+        collection=collection,
+        extra={"KBUS_STREAM_MAX_BYTES": str(256 * 1024**2)},
+    )
+    running = start_all(env, logs)
+    try:
+        yield Stack(servers.nats_url, Topology(prefix), logs)
+    finally:
+        for server in running:
+            server.stop()
+
+
+@pytest.fixture
+async def nc(stack: Stack) -> AsyncIterator[Client]:
+    client = await nats.connect(stack.nats_url)
+    yield client
+    await client.close()

@@ -1,0 +1,201 @@
+"""A client's view of kbus: plain nats-py, JSON on document.added, requests on kb.search."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kbus_dev.busclient import Receipts, search
+from nats.aio.client import Client
+
+from tests.e2e.conftest import Stack
+from tests.helpers import document, publish_raw, read_stream
+
+HANDBOOK = [
+    document(
+        "acme",
+        "handbook",
+        "account-help",
+        title="Account help",
+        text=(
+            "Forgotten passwords: click the reset link on the login screen and we will email you "
+            "a new one within minutes."
+        ),
+    ),
+    document(
+        "acme",
+        "handbook",
+        "building",
+        title="Building",
+        text=(
+            "Building access: badges are issued at reception. A lost badge must be reported the "
+            "same day so that security can block it. Visitors sign in at the front desk."
+        ),
+    ),
+    document(
+        "acme",
+        "handbook",
+        "expenses",
+        title="Expenses",
+        text=(
+            "Meals while travelling are reimbursed up to 60 euros per day when you keep the "
+            "receipts. Submit claims within 30 days."
+        ),
+    ),
+    document(
+        "acme",
+        "handbook",
+        "errors",
+        title="Upload errors",
+        content_type="text/markdown",
+        text=(
+            "# Upload errors\n\n## E-7730-QX\nThe file type is not allowed.\n\n"
+            "## E-7731-QX\nThe upload quota of your workspace is exhausted; delete old files or "
+            "ask an administrator for more space.\n\n## E-7732-QX\nThe upload timed out.\n"
+        ),
+    ),
+    document(
+        "acme",
+        "handbook",
+        "plants",
+        title="Office plants",
+        text=("Water office plants only when the top of the soil is dry; turn the pots weekly."),
+    ),
+]
+LEGAL = [
+    document(
+        "acme",
+        "legal",
+        "contract",
+        title="Contract",
+        text=("The supplier shall keep every password and secret of the customer confidential."),
+    )
+]
+GLOBEX = [
+    document(
+        "globex",
+        "handbook",
+        "globex-only",
+        title="Globex",
+        text=("Forgotten passwords at Globex are reset by the service desk in person."),
+    )
+]
+ALL = HANDBOOK + LEGAL + GLOBEX
+
+
+@pytest.fixture(scope="module")
+async def indexed(stack: Stack) -> Stack:
+    import nats
+
+    nc = await nats.connect(stack.nats_url)
+    try:
+        receipts = Receipts()
+        await receipts.subscribe(nc, stack.topology)
+        for doc in ALL:
+            await publish_raw(nc, stack.topology, json.dumps(doc).encode())
+        await receipts.wait_for(
+            [(d["tenant"], d["library"], d["document_id"]) for d in ALL], timeout_s=240
+        )
+    finally:
+        await nc.close()
+    return stack
+
+
+async def _search(nc: Client, stack: Stack, **request: Any) -> dict[str, Any]:
+    reply = await search(
+        nc, stack.topology, {"tenant": "acme", "libraries": ["handbook"], **request}
+    )
+    assert reply["kind"] == "search_results", reply
+    return reply
+
+
+async def test_a_paraphrase_with_no_shared_keyword_finds_its_answer_first(
+    indexed: Stack, nc: Client
+) -> None:
+    query = "how can I recover when I lost my sign-in secret"
+    answer = HANDBOOK[0]["text"].lower()
+    assert not set(query.lower().split()) & set(answer.replace(":", " ").split())
+    reply = await _search(nc, indexed, query=query)
+    top = reply["results"][0]
+    assert top["document_id"] == "account-help"
+    assert len(reply["results"]) == 5
+    assert reply["score_kind"] == "rerank"
+    assert reply["reranker"]
+    assert top["scores"]["vector"] is not None
+    assert top["scores"]["fused"] is not None
+    assert reply["timings"]["total_ms"] > 0
+
+
+async def test_an_exact_rare_token_finds_its_chunk_first(indexed: Stack, nc: Client) -> None:
+    reply = await _search(nc, indexed, query="E-7731-QX")
+    top = reply["results"][0]
+    assert top["document_id"] == "errors"
+    assert "quota" in top["text"]
+    assert top["heading_path"] == ["Upload errors", "E-7731-QX"]
+    keyword_only = await _search(
+        nc, indexed, query="E-7731-QX", search_type="keyword", rerank=False
+    )
+    assert "quota" in keyword_only["results"][0]["text"]
+    assert keyword_only["score_kind"] == "bm25"
+
+
+async def test_a_library_scope_never_returns_another_librarys_chunks(
+    indexed: Stack, nc: Client
+) -> None:
+    legal = await _search(nc, indexed, query="password secret", libraries=["legal"], k=50)
+    assert {r["library"] for r in legal["results"]} == {"legal"}
+    handbook = await _search(nc, indexed, query="supplier confidential", k=50)
+    assert "contract" not in {r["document_id"] for r in handbook["results"]}
+    both = await _search(nc, indexed, query="password", libraries=["legal", "handbook"], k=50)
+    assert {r["library"] for r in both["results"]} == {"legal", "handbook"}
+
+
+async def test_a_tenant_never_sees_another_tenants_chunks(indexed: Stack, nc: Client) -> None:
+    for search_type in ("hybrid", "vector", "keyword"):
+        acme = await _search(
+            nc,
+            indexed,
+            query="forgotten passwords Globex service desk",
+            search_type=search_type,
+            k=50,
+        )
+        assert "globex-only" not in {r["document_id"] for r in acme["results"]}
+    globex = await _search(nc, indexed, tenant="globex", query="forgotten passwords", k=50)
+    assert {r["document_id"] for r in globex["results"]} == {"globex-only"}
+
+
+async def test_no_library_means_nothing_is_searched(indexed: Stack, nc: Client) -> None:
+    reply = await _search(nc, indexed, query="passwords", libraries=[])
+    assert reply["searched"] is False
+    assert reply["results"] == []
+    assert reply["no_match"] is False
+    assert reply["timings"]["embed_ms"] == 0
+
+
+async def test_min_score_gives_no_match(indexed: Stack, nc: Client) -> None:
+    reply = await _search(
+        nc, indexed, query="passwords", min_score=0.9999, rerank=False, search_type="vector"
+    )
+    assert reply["no_match"] is True
+    assert reply["results"] == []
+    assert reply["candidates"] > 0
+
+
+async def test_metadata_filters_and_k(indexed: Stack, nc: Client) -> None:
+    reply = await _search(nc, indexed, query="office", k=2)
+    assert len(reply["results"]) == 2
+
+
+async def test_a_malformed_document_lands_on_the_dead_letter_subject_with_a_reason(
+    indexed: Stack, nc: Client
+) -> None:
+    bad = document("acme", "handbook", "bad*id", text="text")
+    await publish_raw(nc, indexed.topology, json.dumps(bad).encode())
+    letters = await read_stream(nc, indexed.topology.dead_letters, count=1)
+    assert letters[0]["stage"] == "ingestor"
+    assert "document_id" in letters[0]["reason"]
+    assert letters[0]["tenant"] == "acme"
+    # The pipeline keeps working after it.
+    ok = await _search(nc, indexed, query="E-7731-QX")
+    assert ok["results"]

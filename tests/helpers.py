@@ -1,0 +1,74 @@
+"""Small helpers the integration and end-to-end tests share."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from kbus_shared.topology import Topology
+from nats.aio.client import Client
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+
+async def read_stream(
+    nc: Client, subject: str, *, count: int, timeout_s: float = 30.0
+) -> list[dict[str, Any]]:
+    """Read ``count`` messages on a subject from the start of its stream, without consuming."""
+    js = nc.jetstream()
+    sub = await js.subscribe(
+        subject, ordered_consumer=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+    )
+    out: list[dict[str, Any]] = []
+    try:
+        async with asyncio.timeout(timeout_s):
+            while len(out) < count:
+                msg = await sub.next_msg(timeout=timeout_s)
+                out.append(json.loads(msg.data))
+    finally:
+        await sub.unsubscribe()
+    return out
+
+
+async def publish_raw(nc: Client, topology: Topology, payload: bytes) -> None:
+    """Publish raw bytes to ``document.added`` and wait for the stream to store them."""
+    await nc.jetstream().publish(topology.document_added, payload)
+
+
+def document(
+    tenant: str,
+    library: str,
+    doc_id: str,
+    text: str,
+    title: str = "",
+    content_type: str = "text/plain",
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "tenant": tenant,
+        "library": library,
+        "document_id": doc_id,
+        "title": title or doc_id,
+        "text": text,
+        "source_uri": f"test://{doc_id}",
+        "content_type": content_type,
+        **extra,
+    }
+
+
+async def take_work(
+    nc: Client, subject: str, durable: str, *, count: int, timeout_s: float = 30.0
+) -> list[dict[str, Any]]:
+    """Consume ``count`` messages from a work-queue stream, as the next stage would."""
+    sub = await nc.jetstream().pull_subscribe(subject, durable=durable)
+    out: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout_s):
+        while len(out) < count:
+            try:
+                msgs = await sub.fetch(count - len(out), timeout=1.0)
+            except TimeoutError:
+                continue
+            for msg in msgs:
+                out.append(json.loads(msg.data))
+                await msg.ack()
+    return out

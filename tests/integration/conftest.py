@@ -1,0 +1,43 @@
+"""Integration fixtures: a bus connection and settings pointing at this test's namespace."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import nats
+import pytest
+from kbus_shared.settings import BusSettings, StoreSettings
+from kbus_shared.topology import Topology
+from nats.aio.client import Client
+
+from tests.conftest import Namespace, Servers
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def bus(servers: Servers, namespace: Namespace) -> BusSettings:
+    return BusSettings(
+        nats_url=servers.nats_url, bus_prefix=namespace.prefix, stream_max_bytes=64 * 1024**2
+    )
+
+
+@pytest.fixture
+def store_settings(servers: Servers, namespace: Namespace) -> StoreSettings:
+    return StoreSettings(
+        http_port=servers.weaviate_http,
+        grpc_port=servers.weaviate_grpc,
+        collection=namespace.collection,
+    )
+
+
+@pytest.fixture
+def topology(bus: BusSettings) -> Topology:
+    return bus.topology
+
+
+@pytest.fixture
+async def nc(servers: Servers) -> AsyncIterator[Client]:
+    client = await nats.connect(servers.nats_url)
+    yield client
+    await client.close()

@@ -1,0 +1,73 @@
+"""The searcher's replies when a request is bad or a stage is missing: typed, never silence."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from faststream import TestApp
+from kbus_searcher.app import create_app
+from kbus_searcher.settings import SearcherSettings
+from kbus_shared.settings import BusSettings, StoreSettings
+from kbus_shared.topology import Topology
+from nats.aio.client import Client
+
+
+async def _ask(nc: Client, topology: Topology, payload: bytes) -> dict[str, Any]:
+    reply = await nc.request(topology.search, payload, timeout=10)
+    result: dict[str, Any] = json.loads(reply.data)
+    return result
+
+
+async def test_replies_without_any_other_stage_running(
+    nc: Client, bus: BusSettings, store_settings: StoreSettings, topology: Topology
+) -> None:
+    app = create_app(SearcherSettings(bus=bus, store=store_settings, embed_timeout_s=2))
+    async with TestApp(app):
+        # No library: nothing is searched and no model is called (no embedder is running).
+        empty = await _ask(
+            nc,
+            topology,
+            json.dumps({"tenant": "acme", "libraries": [], "query": "anything"}).encode(),
+        )
+        assert empty["kind"] == "search_results"
+        assert empty["searched"] is False
+        assert empty["results"] == []
+
+        malformed = await _ask(nc, topology, b"{nope")
+        assert malformed["kind"] == "error"
+        assert malformed["error"]["code"] == "invalid_message"
+
+        too_many = await _ask(
+            nc,
+            topology,
+            json.dumps({"tenant": "acme", "libraries": ["a"], "query": "q", "k": 10_000}).encode(),
+        )
+        assert too_many["error"]["code"] == "invalid_message"
+        assert "k" in too_many["error"]["message"]
+
+        started = time.monotonic()
+        missing = await _ask(
+            nc, topology, json.dumps({"tenant": "acme", "libraries": ["a"], "query": "q"}).encode()
+        )
+        assert missing["error"]["code"] == "embedder_unavailable"
+        assert missing["error"]["retryable"] is True
+        assert time.monotonic() - started < 5
+
+        # Keyword search needs no model: an unknown tenant simply has no match.
+        keyword = await _ask(
+            nc,
+            topology,
+            json.dumps(
+                {
+                    "tenant": "nobody",
+                    "libraries": ["a"],
+                    "query": "q",
+                    "search_type": "keyword",
+                    "rerank": False,
+                }
+            ).encode(),
+        )
+        assert keyword["searched"] is True
+        assert keyword["no_match"] is True

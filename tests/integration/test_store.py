@@ -1,0 +1,170 @@
+"""The chunk collection on a real Weaviate: writes, scoping, versions, per-object errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+from kbus_searcher.store import ChunkStore
+from kbus_shared.contracts import (
+    ContentType,
+    DocumentRef,
+    EmbeddedChunk,
+    EmbeddingsReady,
+    SearchType,
+)
+from kbus_shared.errors import PermanentError
+from kbus_shared.identifiers import chunk_id
+from kbus_shared.settings import StoreSettings
+from kbus_shared.store import weaviate_client
+
+DIM = 8
+
+
+def _vector(seed: int) -> tuple[float, ...]:
+    v = np.random.default_rng(seed).normal(size=DIM)
+    return tuple(float(x) for x in v / np.linalg.norm(v))
+
+
+def ready(
+    tenant: str,
+    library: str,
+    doc_id: str,
+    version: str,
+    texts: list[str],
+    seed: int = 0,
+    dim: int = DIM,
+    metadata: dict[str, object] | None = None,
+) -> EmbeddingsReady:
+    ref = DocumentRef(
+        tenant=tenant,
+        library=library,
+        document_id=doc_id,
+        version=version,
+        title=doc_id,
+        source_uri="",
+        content_type=ContentType.PLAIN,
+        metadata=metadata or {},
+    )
+    chunks = tuple(
+        EmbeddedChunk(
+            chunk_id=chunk_id(tenant, library, doc_id, version, i),
+            position=i,
+            text=t,
+            char_start=0,
+            char_end=len(t),
+            vector=_vector(seed + i)[:dim] if dim <= DIM else (0.1,) * dim,
+        )
+        for i, t in enumerate(texts)
+    )
+    return EmbeddingsReady(document=ref, model="test", dimension=dim, chunks=chunks)
+
+
+@pytest.fixture
+async def store(store_settings: StoreSettings) -> AsyncIterator[ChunkStore]:
+    client = weaviate_client(store_settings)
+    await client.connect()
+    s = ChunkStore(client, store_settings.collection)
+    await s.ensure_collection()
+    await s.ensure_collection()  # idempotent
+    yield s
+    await client.collections.delete(store_settings.collection)
+    await client.close()
+
+
+async def _search(
+    store: ChunkStore,
+    tenant: str,
+    libraries: tuple[str, ...],
+    query: str,
+    search_type: SearchType = SearchType.KEYWORD,
+    **filters: object,
+) -> list[str]:
+    found = await store.search(
+        tenant=tenant,
+        libraries=libraries,
+        query=query,
+        vector=list(_vector(0)),
+        search_type=search_type,
+        alpha=0.5,
+        limit=20,
+        filters=filters,  # type: ignore[arg-type]
+    )
+    return [c.properties["document_id"] for c in found]
+
+
+async def test_tenants_and_libraries_are_walls(store: ChunkStore) -> None:
+    await store.upsert(ready("t1", "lib-a", "a1", "v1", ["zebra crossing"]))
+    await store.upsert(ready("t1", "lib-b", "b1", "v1", ["zebra stripes"]))
+    await store.upsert(ready("t2", "lib-a", "x1", "v1", ["zebra herd"]))
+    assert await _search(store, "t1", ("lib-a",), "zebra") == ["a1"]
+    assert sorted(await _search(store, "t1", ("lib-a", "lib-b"), "zebra")) == ["a1", "b1"]
+    assert await _search(store, "t2", ("lib-a",), "zebra") == ["x1"]
+    for kind in SearchType:
+        assert set(await _search(store, "t1", ("lib-b",), "zebra", kind)) == {"b1"}
+
+
+async def test_hybrid_candidates_carry_every_score(store: ChunkStore) -> None:
+    await store.upsert(ready("t1", "lib", "d", "v1", ["quartz watch repair", "other text"]))
+    [top, *_] = await store.search(
+        tenant="t1",
+        libraries=("lib",),
+        query="quartz",
+        vector=list(_vector(0)),
+        search_type=SearchType.HYBRID,
+        alpha=0.5,
+        limit=5,
+        filters={},
+    )
+    assert top.keyword is not None
+    assert top.keyword > 0
+    assert top.vector == pytest.approx(1.0, abs=1e-4)  # its own vector
+    assert top.fused == pytest.approx(1.0, abs=1e-4)
+
+
+async def test_a_redelivery_overwrites_and_a_new_version_replaces(store: ChunkStore) -> None:
+    first = ready("t1", "lib", "doc", "v1", ["one", "two", "three"])
+    await store.upsert(first)
+    await store.upsert(first)
+    assert len(await _search(store, "t1", ("lib",), "one two three")) == 3
+    await store.upsert(ready("t1", "lib", "doc", "v2", ["uno"]))
+    removed = await store.delete_other_versions("t1", "lib", "doc", "v2")
+    assert removed == 3
+    found = await store.search(
+        tenant="t1",
+        libraries=("lib",),
+        query="one two three uno",
+        vector=None,
+        search_type=SearchType.KEYWORD,
+        alpha=0.5,
+        limit=20,
+        filters={},
+    )
+    assert [(c.properties["version"], c.properties["text"]) for c in found] == [("v2", "uno")]
+
+
+async def test_metadata_filters(store: ChunkStore) -> None:
+    await store.upsert(ready("t1", "lib", "en", "v1", ["apple pie"], metadata={"lang": "en"}))
+    await store.upsert(
+        ready("t1", "lib", "de", "v1", ["apple strudel"], metadata={"lang": "de", "year": 2024})
+    )
+    assert await _search(store, "t1", ("lib",), "apple", lang="de") == ["de"]
+    assert await _search(store, "t1", ("lib",), "apple", year=2024) == ["de"]
+    assert sorted(await _search(store, "t1", ("lib",), "apple", lang=("de", "en"))) == ["de", "en"]
+
+
+async def test_per_object_errors_are_raised_not_swallowed(store: ChunkStore) -> None:
+    await store.upsert(ready("t1", "lib", "good", "v1", ["fine"]))
+    with pytest.raises(PermanentError, match="1 of 1 chunks were not stored"):
+        await store.upsert(ready("t1", "lib", "wrong-dim", "v1", ["bad"], dim=DIM + 4))
+    # One bad object among good ones: the batch reports it without raising; we must not.
+    mixed = ready("t1", "lib", "mixed", "v1", ["a", "b", "c"])
+    bad_chunk = mixed.chunks[1].model_copy(update={"vector": (0.5,) * (DIM + 1)})
+    mixed = mixed.model_copy(update={"chunks": (mixed.chunks[0], bad_chunk, mixed.chunks[2])})
+    with pytest.raises(PermanentError, match="1 of 3 chunks were not stored"):
+        await store.upsert(mixed)
+
+
+async def test_unknown_tenant(store: ChunkStore) -> None:
+    assert not await store.tenant_exists("never-written")
