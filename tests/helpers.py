@@ -72,3 +72,21 @@ async def take_work(
                 out.append(json.loads(msg.data))
                 await msg.ack()
     return out
+
+
+async def find_in_stream(
+    nc: Client, subject: str, match: dict[str, Any], timeout_s: float = 30.0
+) -> dict[str, Any]:
+    """The first message on a subject (from the start of its stream) whose fields match."""
+    js = nc.jetstream()
+    sub = await js.subscribe(
+        subject, ordered_consumer=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+    )
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                data = json.loads((await sub.next_msg(timeout=timeout_s)).data)
+                if all(data.get(k) == v for k, v in match.items()):
+                    return dict(data)
+    finally:
+        await sub.unsubscribe()

@@ -23,6 +23,7 @@ class Stack:
     nats_url: str
     topology: Topology
     logs: Path
+    http_ports: dict[str, int]
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +41,8 @@ def stack(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     )
     running = start_all(env, logs)
     try:
-        yield Stack(servers.nats_url, Topology(prefix), logs)
+        ports = {s.name: s.ports["http"] for s in running}
+        yield Stack(servers.nats_url, Topology(prefix), logs, ports)
     finally:
         for server in running:
             server.stop()

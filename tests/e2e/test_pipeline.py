@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 from kbus_dev.busclient import Receipts, search
 from nats.aio.client import Client
 
 from tests.e2e.conftest import Stack
-from tests.helpers import document, publish_raw, read_stream
+from tests.helpers import document, find_in_stream, publish_raw
 
 HANDBOOK = [
     document(
@@ -182,7 +183,7 @@ async def test_min_score_gives_no_match(indexed: Stack, nc: Client) -> None:
     assert reply["candidates"] > 0
 
 
-async def test_metadata_filters_and_k(indexed: Stack, nc: Client) -> None:
+async def test_k_limits_the_results(indexed: Stack, nc: Client) -> None:
     reply = await _search(nc, indexed, query="office", k=2)
     assert len(reply["results"]) == 2
 
@@ -192,10 +193,26 @@ async def test_a_malformed_document_lands_on_the_dead_letter_subject_with_a_reas
 ) -> None:
     bad = document("acme", "handbook", "bad*id", text="text")
     await publish_raw(nc, indexed.topology, json.dumps(bad).encode())
-    letters = await read_stream(nc, indexed.topology.dead_letters, count=1)
-    assert letters[0]["stage"] == "ingestor"
-    assert "document_id" in letters[0]["reason"]
-    assert letters[0]["tenant"] == "acme"
+    letter = await find_in_stream(
+        nc, indexed.topology.dead_letters, {"tenant": "acme", "document_id": "bad*id"}
+    )
+    assert letter["stage"] == "ingestor"
+    assert "document_id" in letter["reason"]
+    assert letter["code"] == "invalid_message"
     # The pipeline keeps working after it.
     ok = await _search(nc, indexed, query="E-7731-QX")
     assert ok["results"]
+
+
+async def test_every_service_serves_health_and_metrics(indexed: Stack) -> None:
+    async with httpx.AsyncClient() as http:
+        for name, port in indexed.http_ports.items():
+            health = await http.get(f"http://127.0.0.1:{port}/health")
+            assert health.status_code == 204, name
+            metrics = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+            assert "faststream_received_messages_total" in metrics, name
+            assert "kbus_" in metrics, name
+        embedder = await http.get(f"http://127.0.0.1:{indexed.http_ports['embedder']}/metrics")
+        assert 'kbus_embedder_chunks_total{model="all-MiniLM-L6-v2"}' in embedder.text
+        searcher = await http.get(f"http://127.0.0.1:{indexed.http_ports['searcher']}/metrics")
+        assert 'kbus_search_stage_seconds_count{stage="rerank"}' in searcher.text

@@ -58,7 +58,9 @@ def ready(
         )
         for i, t in enumerate(texts)
     )
-    return EmbeddingsReady(document=ref, model="test", dimension=dim, chunks=chunks)
+    return EmbeddingsReady(
+        document=ref, model="test", dimension=dim, total_chunks=len(chunks), chunks=chunks
+    )
 
 
 @pytest.fixture

@@ -157,13 +157,19 @@ class Stage:
             error=ErrorInfo(code=code, message=message, stage=self.name, retryable=retryable)
         )
 
-    async def publish(self, model: BaseModel, subject: str, *, stream: str) -> None:
-        """Publish to a stream and wait for the server's acknowledgement that it is stored."""
+    async def publish(
+        self, model: BaseModel, subject: str, *, stream: str, msg_id: str | None = None
+    ) -> None:
+        """Publish to a stream and wait for the server's acknowledgement that it is stored.
+
+        With ``msg_id``, JetStream drops a second publish of the same id inside the stream's
+        duplicate window.
+        """
+        headers = {"content-type": "application/json"}
+        if msg_id is not None:
+            headers["Nats-Msg-Id"] = msg_id
         await self.broker.publish(
-            model.model_dump_json().encode(),
-            subject,
-            stream=stream,
-            headers={"content-type": "application/json"},
+            model.model_dump_json().encode(), subject, stream=stream, headers=headers
         )
 
     async def _retry_or_give_up(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
-from kbus_shared.identifiers import DocumentId, LibraryId, TenantId
+from kbus_shared.identifiers import DocumentId, LibraryId, TenantId, content_version
 from kbus_shared.vectors import Vector
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -59,6 +60,16 @@ class DocumentAdded(Contract):
             raise ValueError("text is empty or whitespace only")
         return value
 
+    def effective_version(self) -> str:
+        """The publisher's version, or one derived from everything that is indexed."""
+        return self.version or content_version(
+            self.title,
+            self.text,
+            self.source_uri,
+            self.content_type.value,
+            json.dumps(self.metadata, sort_keys=True),
+        )
+
 
 class Chunk(Contract):
     """One piece of a document, small enough to embed and to show an agent."""
@@ -102,11 +113,18 @@ class EmbeddedChunk(Chunk):
 
 
 class EmbeddingsReady(Contract):
-    """All chunks of one document with their vectors, published on ``embeddings.ready``."""
+    """Chunks of one document with their vectors, published on ``embeddings.ready``.
+
+    A document with many chunks travels in several parts so that each message stays well under
+    the bus's payload limit; the document is indexed when all ``total_chunks`` are stored.
+    """
 
     document: DocumentRef
     model: str
     dimension: int = Field(gt=0)
+    part: int = Field(default=0, ge=0)
+    parts: int = Field(default=1, ge=1)
+    total_chunks: int = Field(ge=1)
     chunks: tuple[EmbeddedChunk, ...]
 
 
@@ -224,8 +242,9 @@ class Scores(Contract):
     ``keyword`` is the raw BM25 score; ``vector`` the cosine similarity of query and chunk;
     ``fused`` the hybrid score ``alpha*norm(vector) + (1-alpha)*norm(keyword)`` over the
     min-max-normalised candidate lists (0..1, relative to this result set); ``rerank`` the
-    reranker's score (its meaning is given by ``SearchReply.reranker``); ``final`` is the score
-    the hits are ordered by and that ``min_score`` is applied to.
+    reranker's score (``SearchReply.reranker`` names it; ``+prior(w)`` means its normalised
+    score blended with weight ``w`` of the fused score); ``final`` is the score the hits are
+    ordered by and that ``min_score`` is applied to (``SearchReply.score_kind`` says which).
     """
 
     keyword: float | None = None

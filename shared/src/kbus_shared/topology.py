@@ -114,6 +114,7 @@ class Topology:
             max_age=7 * DAY,
             max_bytes=self.stream_max_bytes,
             discard=DiscardPolicy.OLD,
+            duplicate_window=DEDUPE_WINDOW_S,
         )
 
     @cached_property

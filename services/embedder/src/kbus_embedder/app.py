@@ -29,7 +29,11 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
     topology = settings.bus.topology
     stage = Stage("embedder", broker, topology, StageMetrics.create(registry))
     vectorizer = Vectorizer(
-        stage, lambda: create_embedder(settings), settings.include_title, registry
+        stage,
+        lambda: create_embedder(settings),
+        settings.include_title,
+        registry,
+        part_chunks=settings.part_chunks,
     )
     register(broker, topology, vectorizer)
 

@@ -31,8 +31,10 @@ class Vectorizer:
         load: Callable[[], Embedder],
         include_title: bool,
         registry: CollectorRegistry,
+        part_chunks: int = 64,
     ) -> None:
         self.stage = stage
+        self.part_chunks = part_chunks
         self._load = load
         self._embedder: Embedder | None = None
         self.include_title = include_title
@@ -64,19 +66,27 @@ class Vectorizer:
         started = time.perf_counter()
         vectors = await self.embedder.embed(texts, InputType.DOCUMENT)
         self.seconds.labels("document").observe(time.perf_counter() - started)
-        out = EmbeddingsReady(
-            document=ready.document,
-            model=self.embedder.model,
-            dimension=self.embedder.dimension,
-            chunks=tuple(
-                EmbeddedChunk(**chunk.model_dump(), vector=tuple(vector.tolist()))
-                for chunk, vector in zip(ready.chunks, vectors, strict=True)
-            ),
-        )
+        embedded = [
+            EmbeddedChunk(**chunk.model_dump(), vector=tuple(vector.tolist()))
+            for chunk, vector in zip(ready.chunks, vectors, strict=True)
+        ]
         topology = self.stage.topology
-        await self.stage.publish(
-            out, topology.embeddings_ready, stream=topology.embeddings_stream.name
-        )
+        parts = [
+            embedded[i : i + self.part_chunks] for i in range(0, len(embedded), self.part_chunks)
+        ]
+        for number, part in enumerate(parts):
+            out = EmbeddingsReady(
+                document=ready.document,
+                model=self.embedder.model,
+                dimension=self.embedder.dimension,
+                part=number,
+                parts=len(parts),
+                total_chunks=len(embedded),
+                chunks=tuple(part),
+            )
+            await self.stage.publish(
+                out, topology.embeddings_ready, stream=topology.embeddings_stream.name
+            )
         self.chunks_embedded.labels(self.embedder.model).inc(len(ready.chunks))
 
     async def handle_request(self, message: NatsMessage) -> EmbedReply | ErrorReply:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 
 from faststream.nats.message import NatsMessage
 from kbus_shared.consuming import Stage
 from kbus_shared.contracts import Chunk, ChunksReady, ContentType, DocumentAdded, DocumentRef
 from kbus_shared.errors import PermanentError
-from kbus_shared.identifiers import chunk_id, content_version
+from kbus_shared.identifiers import chunk_id
 from prometheus_client import CollectorRegistry, Counter
 
 from kbus_ingestor.chunking import ChunkingConfig, Span, split_text
@@ -22,13 +21,7 @@ def chunk_document(doc: DocumentAdded, config: ChunkingConfig, max_chunks: int) 
     Raises:
         PermanentError: the document yields no chunk, or more than ``max_chunks``.
     """
-    version = doc.version or content_version(
-        doc.title,
-        doc.text,
-        doc.source_uri,
-        doc.content_type,
-        json.dumps(doc.metadata, sort_keys=True),
-    )
+    version = doc.effective_version()
     pieces = _pieces(doc, config)
     if not pieces:
         raise PermanentError("the document has no text to index", code="empty_document")

@@ -31,7 +31,11 @@ class Indexer:
         await self.stage.settle(message, EmbeddingsReady, self.index)
 
     async def index(self, ready: EmbeddingsReady) -> None:
-        """Upsert a document's chunks (the new version first), then delete the old versions."""
+        """Upsert a part of a document; once every part is stored, retire the older versions.
+
+        The new version is complete in the store before the old one is deleted, so a search
+        sees the old version, then the new one, never neither.
+        """
         doc = ready.document
         if any(len(c.vector) != ready.dimension for c in ready.chunks):
             raise PermanentError(
@@ -39,6 +43,12 @@ class Indexer:
             )
         try:
             await self.store.upsert(ready)
+            self.chunks_indexed.inc(len(ready.chunks))
+            stored = await self.store.count_version(
+                doc.tenant, doc.library, doc.document_id, doc.version
+            )
+            if stored < ready.total_chunks:
+                return  # another part completes the document
             removed = await self.store.delete_other_versions(
                 doc.tenant, doc.library, doc.document_id, doc.version
             )
@@ -46,16 +56,19 @@ class Indexer:
             raise TransientError(f"the store is unavailable: {exc}", code="store_error") from exc
         if removed:
             log.info("replaced %d chunks of older versions of %s", removed, doc.document_id)
-        self.chunks_indexed.inc(len(ready.chunks))
         receipt = DocumentIndexed(
             tenant=doc.tenant,
             library=doc.library,
             document_id=doc.document_id,
             version=doc.version,
-            chunk_count=len(ready.chunks),
+            chunk_count=ready.total_chunks,
             model=ready.model,
         )
         topology = self.stage.topology
+        # Parts finishing together may each see the document complete: one receipt is kept.
         await self.stage.publish(
-            receipt, topology.document_indexed, stream=topology.receipts_stream.name
+            receipt,
+            topology.document_indexed,
+            stream=topology.receipts_stream.name,
+            msg_id=f"indexed:{doc.tenant}:{doc.library}:{doc.document_id}:{doc.version}",
         )

@@ -218,6 +218,18 @@ class ChunkStore:
             first = next(iter(result.errors.values())).message
             _raise_write_errors(len(result.errors), len(objects), first)
 
+    async def count_version(self, tenant: str, library: str, document_id: str, version: str) -> int:
+        """How many chunks of one version of a document are stored."""
+        where = (
+            Filter.by_property("library").equal(library)
+            & Filter.by_property("document_id").equal(document_id)
+            & Filter.by_property("version").equal(version)
+        )
+        result = await self._collection.with_tenant(tenant).aggregate.over_all(
+            filters=where, total_count=True
+        )
+        return int(result.total_count or 0)
+
     async def delete_other_versions(
         self, tenant: str, library: str, document_id: str, version: str
     ) -> int:

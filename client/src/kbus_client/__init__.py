@@ -1,0 +1,16 @@
+"""kbus's client: publish documents, search, and give agents retrieval as a tool."""
+
+from kbus_client.client import KbClient, PublishResult
+from kbus_client.errors import DocumentRejectedError, KbError
+from kbus_client.sync import SyncKbClient
+from kbus_client.tool import KbTool, format_for_model
+
+__all__ = [
+    "DocumentRejectedError",
+    "KbClient",
+    "KbError",
+    "KbTool",
+    "PublishResult",
+    "SyncKbClient",
+    "format_for_model",
+]

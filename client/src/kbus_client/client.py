@@ -1,0 +1,217 @@
+"""The async client: publish documents, wait for receipts, search."""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Any
+
+import nats
+from kbus_shared.consuming import describe_validation_error
+from kbus_shared.contracts import (
+    ContentType,
+    DocumentAdded,
+    DocumentIndexed,
+    ErrorReply,
+    MetadataScalar,
+    SearchReply,
+    SearchRequest,
+    SearchType,
+)
+from kbus_shared.topology import Topology
+from nats.aio.client import Client
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from pydantic import ValidationError
+
+from kbus_client.errors import KbError
+from kbus_client.receipts import ReceiptWatcher
+from kbus_client.tool import KbTool
+
+
+class PublishResult:
+    """What a publish returned: the version kbus will index, and its receipt if awaited."""
+
+    def __init__(self, document: DocumentAdded, receipt: DocumentIndexed | None) -> None:
+        self.document_id = document.document_id
+        self.version = document.effective_version()
+        self.receipt = receipt
+
+    def __repr__(self) -> str:
+        return (
+            f"PublishResult({self.document_id!r}, version={self.version!r}, "
+            f"indexed={self.receipt is not None})"
+        )
+
+
+class KbClient:
+    """A connection to one kbus installation (one bus prefix), optionally for one tenant."""
+
+    def __init__(
+        self, nc: Client, *, prefix: str = "", tenant: str | None = None, timeout_s: float = 30.0
+    ) -> None:
+        self.nc = nc
+        self.topology = Topology(prefix)
+        self.tenant = tenant
+        self.timeout_s = timeout_s
+        self._receipts = ReceiptWatcher(nc, self.topology)
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str = "nats://127.0.0.1:4222",
+        *,
+        prefix: str = "",
+        tenant: str | None = None,
+        timeout_s: float = 30.0,
+        **nats_options: Any,
+    ) -> KbClient:
+        """Connect to NATS; ``nats_options`` go to ``nats.connect`` (credentials, TLS, ...)."""
+        nc = await nats.connect(url, **nats_options)
+        return cls(nc, prefix=prefix, tenant=tenant, timeout_s=timeout_s)
+
+    async def close(self) -> None:
+        await self._receipts.stop()
+        await self.nc.drain()
+
+    async def __aenter__(self) -> KbClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _tenant(self, tenant: str | None) -> str:
+        chosen = tenant or self.tenant
+        if not chosen:
+            raise ValueError("no tenant: pass tenant= here or to the client")
+        return chosen
+
+    async def publish_document(
+        self,
+        *,
+        library: str,
+        document_id: str,
+        title: str,
+        text: str,
+        tenant: str | None = None,
+        source_uri: str = "",
+        content_type: ContentType | str = ContentType.PLAIN,
+        metadata: dict[str, Any] | None = None,
+        version: str | None = None,
+        wait: bool = False,
+        timeout_s: float = 300.0,
+    ) -> PublishResult:
+        """Publish a document; with ``wait``, return once it is searchable.
+
+        Raises:
+            ValueError: the document is invalid (checked before it is sent).
+            DocumentRejectedError: kbus dead-lettered it (``wait`` only).
+            TimeoutError: no receipt within ``timeout_s`` (``wait`` only).
+        """
+        try:
+            doc = DocumentAdded(
+                tenant=self._tenant(tenant),
+                library=library,
+                document_id=document_id,
+                title=title,
+                text=text,
+                source_uri=source_uri,
+                content_type=ContentType(content_type),
+                metadata=metadata or {},
+                version=version,
+            )
+        except ValidationError as exc:
+            raise ValueError(describe_validation_error(exc)) from exc
+        key = (doc.tenant, doc.library, doc.document_id)
+        future = None
+        if wait:
+            await self._receipts.start()
+            future = self._receipts.expect(key, doc.effective_version())
+        try:
+            await self.nc.jetstream().publish(
+                self.topology.document_added,
+                doc.model_dump_json().encode(),
+                headers={"content-type": "application/json"},
+            )
+            receipt = await asyncio.wait_for(future, timeout_s) if future else None
+        finally:
+            if future is not None:
+                self._receipts.forget(key, future)
+        return PublishResult(doc, receipt)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        libraries: list[str] | tuple[str, ...],
+        tenant: str | None = None,
+        k: int = 5,
+        search_type: SearchType | str = SearchType.HYBRID,
+        alpha: float | None = None,
+        min_score: float | None = None,
+        rerank: bool = True,
+        filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
+        timeout_s: float | None = None,
+    ) -> SearchReply:
+        """Search and return the typed reply; an error reply raises :class:`KbError`."""
+        try:
+            request = SearchRequest(
+                tenant=self._tenant(tenant),
+                libraries=tuple(libraries),
+                query=query,
+                k=k,
+                search_type=SearchType(search_type),
+                alpha=alpha,
+                min_score=min_score,
+                rerank=rerank,
+                filters=filters or {},
+            )
+        except ValidationError as exc:
+            raise ValueError(describe_validation_error(exc)) from exc
+        try:
+            reply = await self.nc.request(
+                self.topology.search,
+                request.model_dump_json().encode(),
+                timeout=timeout_s or self.timeout_s,
+            )
+        except NoRespondersError as exc:
+            raise KbError(
+                "no searcher is running", code="searcher_unavailable", retryable=True
+            ) from exc
+        except (NatsTimeoutError, TimeoutError) as exc:
+            raise KbError(
+                "the search did not finish in time", code="timeout", retryable=True
+            ) from exc
+        return parse_search_reply(reply.data)
+
+    def as_tool(
+        self,
+        *,
+        libraries: list[str] | tuple[str, ...],
+        name: str = "search_knowledge_base",
+        tenant: str | None = None,
+        k: int = 5,
+        description: str | None = None,
+    ) -> KbTool:
+        """Retrieval as a tool for function calling, scoped to these libraries."""
+        chosen = self._tenant(tenant)
+
+        async def run(query: str, top_k: int) -> SearchReply:
+            return await self.search(query, libraries=libraries, tenant=chosen, k=top_k)
+
+        return KbTool(
+            name=name, libraries=tuple(libraries), default_k=k, search=run, description=description
+        )
+
+
+def parse_search_reply(data: bytes) -> SearchReply:
+    """The typed reply, or :class:`KbError` for an error reply."""
+    if b'"kind":"error"' in data.replace(b" ", b""):
+        info = ErrorReply.model_validate_json(data).error
+        raise KbError(info.message, code=info.code, stage=info.stage, retryable=info.retryable)
+    return SearchReply.model_validate_json(data)

@@ -1,0 +1,95 @@
+"""Retrieval as a tool: a function-calling schema and a callable that answers it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kbus_shared.contracts import SearchReply
+
+MAX_TOOL_K = 20
+
+
+@dataclass(frozen=True)
+class KbTool:
+    """A search tool scoped to some libraries; call it with the model's arguments."""
+
+    name: str
+    libraries: tuple[str, ...]
+    default_k: int
+    search: Callable[[str, int], Awaitable[SearchReply]]
+    description: str | None = None
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """JSON schema of the arguments."""
+        return {
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "description": "A question or keywords; a full question works best.",
+                },
+                "k": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_TOOL_K,
+                    "description": f"How many passages to return (default {self.default_k}).",
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        }
+
+    @property
+    def text(self) -> str:
+        return self.description or (
+            "Search the knowledge base (" + ", ".join(self.libraries) + ") and return the most "
+            "relevant passages with their titles, sections, sources and relevance scores. "
+            "Use it for any question the documents may answer; cite the sources you use."
+        )
+
+    def openai(self) -> dict[str, Any]:
+        """The tool in OpenAI's function-calling format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.text,
+                "parameters": self.parameters,
+            },
+        }
+
+    def anthropic(self) -> dict[str, Any]:
+        """The tool in Anthropic's tool-use format."""
+        return {"name": self.name, "description": self.text, "input_schema": self.parameters}
+
+    async def __call__(self, query: str, k: int | None = None) -> str:
+        """Run the search and format the result for a model to read."""
+        top_k = max(1, min(MAX_TOOL_K, k or self.default_k))
+        return format_for_model(await self.search(query, top_k))
+
+    async def call_json(self, arguments: dict[str, Any]) -> str:
+        """Run with a model's arguments (a dict parsed from its tool call)."""
+        return await self(str(arguments["query"]), arguments.get("k"))
+
+
+def format_for_model(reply: SearchReply) -> str:
+    """Passages as a model should read them: rank, score, title, section, source, text."""
+    if not reply.searched:
+        return "No library was searched."
+    if not reply.results:
+        return "No passage in the knowledge base matches this query."
+    blocks = []
+    for rank, hit in enumerate(reply.results, 1):
+        section = " > ".join(hit.heading_path)
+        head = [
+            f"[{rank}] score {hit.scores.final:.3f} ({reply.score_kind})",
+            f"title: {hit.title}",
+        ]
+        if section:
+            head.append(f"section: {section}")
+        head.append(f"source: {hit.source_uri or hit.document_id}")
+        blocks.append("\n".join(head) + "\n" + hit.text.strip())
+    return "\n\n".join(blocks)
