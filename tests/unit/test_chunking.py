@@ -161,3 +161,11 @@ def test_too_many_chunks_is_a_permanent_error() -> None:
 def test_config_rejects_nonsense() -> None:
     with pytest.raises(ValueError, match="overlap"):
         ChunkingConfig(size=100, overlap=60)
+
+
+def test_a_heading_with_only_subheadings_makes_no_chunk_of_its_own() -> None:
+    text = "# Errors\n\n## E1\nFirst.\n\n## E2\nSecond.\n"
+    ready = chunk_document(_doc(text, ContentType.MARKDOWN), CONFIG, max_chunks=10)
+    assert [c.heading_path for c in ready.chunks] == [("Errors", "E1"), ("Errors", "E2")]
+    only_title = chunk_document(_doc("# Title\n", ContentType.MARKDOWN), CONFIG, max_chunks=10)
+    assert [c.text for c in only_title.chunks] == ["# Title"]

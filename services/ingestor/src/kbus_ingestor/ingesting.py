@@ -58,7 +58,10 @@ def _pieces(doc: DocumentAdded, config: ChunkingConfig) -> list[tuple[Span, tupl
     if doc.content_type is not ContentType.MARKDOWN:
         return [(span, ()) for span in split_text(doc.text, config)]
     pieces: list[tuple[Span, tuple[str, ...]]] = []
-    for section in sections(doc.text):
+    found = sections(doc.text)
+    # A heading with nothing under it but deeper headings is only a path: its children carry it.
+    with_body = [s for s in found if s.has_body(doc.text)] or found
+    for section in with_body:
         body = doc.text[section.start : section.end]
         pieces.extend(
             (span, section.heading_path) for span in split_text(body, config, base=section.start)

@@ -17,6 +17,13 @@ class Section:
     end: int
     heading_path: tuple[str, ...]
 
+    def has_body(self, text: str) -> bool:
+        """Whether the section holds anything besides its heading line."""
+        lines = [line for line in text[self.start : self.end].splitlines() if line.strip()]
+        if not self.heading_path:  # text before the first heading
+            return bool(lines)
+        return len(lines) > 1
+
 
 def sections(text: str) -> list[Section]:
     """Split Markdown at ATX headings (``#`` to ``######``), ignoring fenced code blocks."""
