@@ -108,3 +108,30 @@ def test_the_sync_client_does_the_same_without_an_event_loop(stack: Stack) -> No
         assert reply.results[0].document_id == "d"
         assert "kettle" in kb.as_tool(libraries=["sync"])("kettle").lower()
     assert asyncio.get_event_loop_policy() is not None
+
+
+async def test_delete_a_document_then_publish_it_again(client: KbClient) -> None:
+    async with client:
+        await client.publish_document(
+            library="tmp",
+            document_id="memo",
+            title="Memo",
+            text="The quarterly memo about parking permits.",
+            wait=True,
+        )
+        assert (await client.search("parking permits", libraries=["tmp"])).results
+        removed = await client.delete_document(library="tmp", document_id="memo", wait=True)
+        assert removed is not None
+        assert removed.chunks_deleted == 1
+        assert (await client.search("parking permits", libraries=["tmp"])).no_match
+        again = await client.publish_document(
+            library="tmp",
+            document_id="memo",
+            title="Memo",
+            text="The quarterly memo about parking permits.",
+            wait=True,
+        )
+        assert again.receipt is not None
+        assert (await client.search("parking permits", libraries=["tmp"])).results
+        with pytest.raises(ValueError, match="library"):
+            await client.delete_document(document_id="memo")

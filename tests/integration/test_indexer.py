@@ -12,7 +12,7 @@ from kbus_shared.settings import BusSettings, StoreSettings
 from kbus_shared.topology import Topology
 from nats.aio.client import Client
 
-from tests.helpers import read_stream
+from tests.helpers import find_in_stream, read_stream
 from tests.integration.test_store import ready
 
 
@@ -57,7 +57,7 @@ async def test_parts_then_one_receipt_then_a_shorter_version_replaces_all(
         assert DocumentIndexed.model_validate(receipt).chunk_count == 7
         assert len((await _keyword(nc, topology, "common")).results) == 7
 
-        v2 = ready("t1", "lib", "doc", "v2", ["beta common", "gamma common"])
+        v2 = ready("t1", "lib", "doc", "v2", ["beta common", "gamma common"], sequence=2)
         await _publish(nc, topology, v2)
         receipts = await read_stream(nc, topology.document_indexed, count=2)
         assert receipts[1]["version"] == "v2"
@@ -73,9 +73,82 @@ async def test_a_bad_vector_is_dead_lettered_and_not_acked_silently(
     app = create_app(SearcherSettings(bus=bus, store=store_settings))
     async with TestApp(app):
         await _publish(nc, topology, ready("t1", "lib", "first", "v1", ["ok"]))
+        # The first vector written fixes the index's dimension.
+        await find_in_stream(nc, topology.document_indexed, {"document_id": "first"})
         wrong = ready("t1", "lib", "second", "v1", ["bad"], dim=12)
         await _publish(nc, topology, wrong)
         [letter] = await read_stream(nc, topology.dead_letters, count=1)
     assert letter["stage"] == "indexer"
     assert letter["code"] == "store_rejected"
     assert letter["document_id"] == "second"
+
+
+async def _delete(nc: Client, topology: Topology, **scope: str) -> int:
+    """Publish a deletion; returns its stream sequence."""
+    ack = await nc.jetstream().publish(
+        topology.document_deleted, json.dumps({"tenant": "t1", **scope}).encode()
+    )
+    return int(ack.seq)
+
+
+async def test_the_latest_publish_wins_whatever_order_the_pipeline_delivers(
+    nc: Client, bus: BusSettings, store_settings: StoreSettings, topology: Topology
+) -> None:
+    app = create_app(SearcherSettings(bus=bus, store=store_settings))
+    async with TestApp(app):
+        await _publish(nc, topology, ready("t1", "lib", "doc", "new", ["fresh words"], sequence=9))
+        await find_in_stream(nc, topology.document_indexed, {"version": "new"})
+        # An older publish whose embeddings arrive late must not come back.
+        await _publish(nc, topology, ready("t1", "lib", "doc", "old", ["stale words"], sequence=3))
+        await _publish(nc, topology, ready("t1", "lib", "probe", "p", ["probe words"], sequence=10))
+        await find_in_stream(nc, topology.document_indexed, {"document_id": "probe"})
+        texts = {h.text for h in (await _keyword(nc, topology, "words")).results}
+    assert texts == {"fresh words", "probe words"}
+
+
+async def test_deletions_of_a_document_a_library_and_a_tenant(
+    nc: Client, bus: BusSettings, store_settings: StoreSettings, topology: Topology
+) -> None:
+    app = create_app(SearcherSettings(bus=bus, store=store_settings))
+    async with TestApp(app):
+        # Publishes and deletions share the documents stream's sequence. No ingestor runs here,
+        # so stand-in publishes take sequences 1-3 and the deletions come after them.
+        for _ in range(3):
+            await nc.jetstream().publish(topology.document_added, b"{}")
+        for i, (library, doc) in enumerate([("lib", "a"), ("lib", "b"), ("lib2", "c")]):
+            await _publish(
+                nc, topology, ready("t1", library, doc, "v", [f"{doc} shared"], sequence=i + 1)
+            )
+        for doc in "abc":
+            await find_in_stream(nc, topology.document_indexed, {"document_id": doc})
+
+        seq = await _delete(nc, topology, library="lib", document_id="a")
+        removed = await find_in_stream(nc, topology.document_removed, {"document_id": "a"})
+        assert removed["chunks_deleted"] == 1
+        assert {h.document_id for h in (await _keyword(nc, topology, "shared")).results} == {"b"}
+
+        # Embeddings of a publish made before the deletion arrive after it: not indexed.
+        late = ready("t1", "lib", "a", "v", ["a shared"], sequence=seq - 1)
+        await _publish(nc, topology, late)
+        # A publish made after the deletion is indexed again.
+        after = (await nc.jetstream().publish(topology.document_added, b"{}")).seq
+        await _publish(nc, topology, ready("t1", "lib", "a", "v2", ["a again"], sequence=after))
+        await find_in_stream(nc, topology.document_indexed, {"document_id": "a", "version": "v2"})
+        texts = {h.text for h in (await _keyword(nc, topology, "shared again")).results}
+        assert texts == {"a again", "b shared"}
+
+        await _delete(nc, topology, library="lib")
+        await find_in_stream(nc, topology.document_removed, {"library": "lib", "document_id": None})
+        assert (await _keyword(nc, topology, "shared again")).no_match
+
+        await _delete(nc, topology)
+        await find_in_stream(nc, topology.document_removed, {"library": None})
+        request = {
+            "tenant": "t1",
+            "libraries": ["lib2"],
+            "query": "shared",
+            "search_type": "keyword",
+            "rerank": False,
+        }
+        reply = await nc.request(topology.search, json.dumps(request).encode(), timeout=10)
+        assert SearchReply.model_validate_json(reply.data).no_match

@@ -36,6 +36,7 @@ def ready(
     seed: int = 0,
     dim: int = DIM,
     metadata: dict[str, object] | None = None,
+    sequence: int = 1,
 ) -> EmbeddingsReady:
     ref = DocumentRef(
         tenant=tenant,
@@ -46,6 +47,7 @@ def ready(
         source_uri="",
         content_type=ContentType.PLAIN,
         metadata=metadata or {},
+        sequence=sequence,
     )
     chunks = tuple(
         EmbeddedChunk(
@@ -130,9 +132,11 @@ async def test_a_redelivery_overwrites_and_a_new_version_replaces(store: ChunkSt
     await store.upsert(first)
     await store.upsert(first)
     assert len(await _search(store, "t1", ("lib",), "one two three")) == 3
-    await store.upsert(ready("t1", "lib", "doc", "v2", ["uno"]))
-    removed = await store.delete_other_versions("t1", "lib", "doc", "v2")
-    assert removed == 3
+    second = ready("t1", "lib", "doc", "v2", ["uno"], sequence=2)
+    await store.upsert(second)
+    assert await store.count_stored(second) == 1
+    assert await store.newest_sequence("t1", "lib", "doc") == 2
+    assert await store.delete_superseded(second) == 3
     found = await store.search(
         tenant="t1",
         libraries=("lib",),

@@ -11,7 +11,9 @@ from kbus_shared.consuming import describe_validation_error
 from kbus_shared.contracts import (
     ContentType,
     DocumentAdded,
+    DocumentDeleted,
     DocumentIndexed,
+    DocumentRemoved,
     ErrorReply,
     MetadataScalar,
     SearchReply,
@@ -20,6 +22,7 @@ from kbus_shared.contracts import (
 )
 from kbus_shared.topology import Topology
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from pydantic import ValidationError
@@ -143,6 +146,52 @@ class KbClient:
             if future is not None:
                 self._receipts.forget(key, future)
         return PublishResult(doc, receipt)
+
+    async def delete_document(
+        self,
+        *,
+        library: str | None = None,
+        document_id: str | None = None,
+        tenant: str | None = None,
+        wait: bool = False,
+        timeout_s: float = 120.0,
+    ) -> DocumentRemoved | None:
+        """Delete a document, a whole library (no ``document_id``) or the whole tenant (neither).
+
+        Everything published before the deletion goes; a later publish is indexed again. With
+        ``wait``, returns the receipt saying how many chunks were removed.
+        """
+        try:
+            deletion = DocumentDeleted(
+                tenant=self._tenant(tenant), library=library, document_id=document_id
+            )
+        except ValidationError as exc:
+            raise ValueError(describe_validation_error(exc)) from exc
+        done: asyncio.Future[DocumentRemoved] = asyncio.get_running_loop().create_future()
+
+        async def on_removed(msg: Msg) -> None:
+            receipt = DocumentRemoved.model_validate_json(msg.data)
+            same = (receipt.tenant, receipt.library, receipt.document_id) == (
+                deletion.tenant,
+                deletion.library,
+                deletion.document_id,
+            )
+            if same and not done.done():
+                done.set_result(receipt)
+
+        sub = (
+            await self.nc.subscribe(self.topology.document_removed, cb=on_removed) if wait else None
+        )
+        try:
+            await self.nc.jetstream().publish(
+                self.topology.document_deleted,
+                deletion.model_dump_json().encode(),
+                headers={"content-type": "application/json"},
+            )
+            return await asyncio.wait_for(done, timeout_s) if wait else None
+        finally:
+            if sub is not None:
+                await sub.unsubscribe()
 
     async def search(
         self,

@@ -202,7 +202,7 @@ class Stage:
             code=code,
             reason=reason[:4_096],
             subject=message.raw_message.subject,
-            stream_sequence=_stream_sequence(message),
+            stream_sequence=stream_sequence(message),
             deliveries=deliveries,
             original=body[:ORIGINAL_LIMIT].decode("utf-8", errors="replace"),
             original_size=len(body),
@@ -249,7 +249,8 @@ def _deliveries(message: NatsMessage) -> int:
         return 1
 
 
-def _stream_sequence(message: NatsMessage) -> int | None:
+def stream_sequence(message: NatsMessage) -> int | None:
+    """The message's sequence in its stream: the order in which it was published."""
     try:
         return int(message.raw_message.metadata.sequence.stream)
     except Exception:

@@ -6,7 +6,14 @@ import json
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationInfo,
+    field_validator,
+)
 
 from kbus_shared.identifiers import DocumentId, LibraryId, TenantId, content_version
 from kbus_shared.vectors import Vector
@@ -71,6 +78,25 @@ class DocumentAdded(Contract):
         )
 
 
+class DocumentDeleted(Contract):
+    """Remove a document (``document_id`` set), a whole library, or a whole tenant.
+
+    Published on ``document.deleted``. Applies to everything published before it; a document
+    published after it is indexed again.
+    """
+
+    tenant: TenantId
+    library: LibraryId | None = None
+    document_id: DocumentId | None = None
+
+    @field_validator("document_id")
+    @classmethod
+    def _document_needs_library(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("library") is None:
+            raise ValueError("a document_id needs its library")
+        return value
+
+
 class Chunk(Contract):
     """One piece of a document, small enough to embed and to show an agent."""
 
@@ -97,6 +123,11 @@ class DocumentRef(Contract):
     source_uri: str
     content_type: ContentType
     metadata: Metadata
+    sequence: int = Field(
+        default=0,
+        ge=0,
+        description="Stream sequence of the document.added message: later publishes win.",
+    )
 
 
 class ChunksReady(Contract):
@@ -137,6 +168,15 @@ class DocumentIndexed(Contract):
     version: str
     chunk_count: int
     model: str
+
+
+class DocumentRemoved(Contract):
+    """Receipt: what a :class:`DocumentDeleted` removed (``document.removed``)."""
+
+    tenant: TenantId
+    library: LibraryId | None
+    document_id: DocumentId | None
+    chunks_deleted: int
 
 
 class DeadLetter(Contract):

@@ -44,6 +44,14 @@ class Topology:
         return self._subject("document.added")
 
     @property
+    def document_deleted(self) -> str:
+        return self._subject("document.deleted")
+
+    @property
+    def document_removed(self) -> str:
+        return self._subject("document.removed")
+
+    @property
     def document_indexed(self) -> str:
         return self._subject("document.indexed")
 
@@ -81,6 +89,7 @@ class Topology:
     # -- durable consumers (shared names: N replicas split the work) ---------------------------
 
     ingestor_durable = "ingestor"
+    deleter_durable = "deleter"
     embedder_durable = "embedder"
     indexer_durable = "indexer"
 
@@ -94,7 +103,7 @@ class Topology:
 
     @cached_property
     def documents_stream(self) -> JStream:
-        return self._work_stream("documents", [self.document_added])
+        return self._work_stream("documents", [self.document_added, self.document_deleted])
 
     @cached_property
     def chunks_stream(self) -> JStream:
@@ -108,7 +117,7 @@ class Topology:
     def receipts_stream(self) -> JStream:
         return JStream(
             self._stream("receipts"),
-            subjects=[self.document_indexed, self.document_failed],
+            subjects=[self.document_indexed, self.document_removed, self.document_failed],
             retention=RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
             max_age=7 * DAY,
@@ -143,6 +152,11 @@ class Topology:
             max_msgs=10_000_000,
             duplicate_window=DEDUPE_WINDOW_S,
         )
+
+    @property
+    def tombstones_bucket(self) -> str:
+        """KV bucket of deletions: tombstone key to the stream sequence of the delete."""
+        return self._stream("tombstones")
 
     @property
     def streams(self) -> tuple[JStream, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from faststream.nats.message import NatsMessage
-from kbus_shared.consuming import Stage
+from kbus_shared.consuming import Stage, stream_sequence
 from kbus_shared.contracts import Chunk, ChunksReady, ContentType, DocumentAdded, DocumentRef
 from kbus_shared.errors import PermanentError
 from kbus_shared.identifiers import chunk_id
@@ -15,7 +15,9 @@ from kbus_ingestor.chunking import ChunkingConfig, Span, split_text
 from kbus_ingestor.markdown import sections
 
 
-def chunk_document(doc: DocumentAdded, config: ChunkingConfig, max_chunks: int) -> ChunksReady:
+def chunk_document(
+    doc: DocumentAdded, config: ChunkingConfig, max_chunks: int, sequence: int = 0
+) -> ChunksReady:
     """Split a document into chunks with deterministic ids.
 
     Raises:
@@ -50,6 +52,7 @@ def chunk_document(doc: DocumentAdded, config: ChunkingConfig, max_chunks: int) 
         source_uri=doc.source_uri,
         content_type=doc.content_type,
         metadata=doc.metadata,
+        sequence=sequence,
     )
     return ChunksReady(document=ref, chunks=chunks)
 
@@ -93,11 +96,12 @@ class Ingestor:
             # Checked before parsing, so a huge document costs no memory beyond its bytes.
             await self.stage.settle(message, DocumentAdded, self._too_large(len(message.body)))
             return
-        await self.stage.settle(message, DocumentAdded, self.ingest)
+        sequence = stream_sequence(message) or 0
+        await self.stage.settle(message, DocumentAdded, lambda doc: self.ingest(doc, sequence))
 
-    async def ingest(self, doc: DocumentAdded) -> None:
+    async def ingest(self, doc: DocumentAdded, sequence: int = 0) -> None:
         """Chunk a document and publish its chunks."""
-        ready = chunk_document(doc, self.config, self.max_chunks)
+        ready = chunk_document(doc, self.config, self.max_chunks, sequence)
         topology = self.stage.topology
         await self.stage.publish(ready, topology.chunks_ready, stream=topology.chunks_stream.name)
         self.chunks_made.inc(len(ready.chunks))

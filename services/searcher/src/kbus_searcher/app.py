@@ -17,6 +17,7 @@ from kbus_searcher.indexing import Indexer
 from kbus_searcher.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
+from kbus_searcher.tombstones import Tombstones
 
 
 def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
@@ -29,8 +30,9 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
     metrics = StageMetrics.create(registry)
     client = weaviate_client(settings.store)
     store = ChunkStore(client, settings.store.collection)
+    tombstones = Tombstones(topology.tombstones_bucket)
     if settings.index:
-        indexer = Indexer(Stage("indexer", broker, topology, metrics), store, registry)
+        indexer = Indexer(Stage("indexer", broker, topology, metrics), store, tombstones, registry)
         register_indexing(broker, topology, indexer)
     if settings.serve:
         searcher = Searcher(Stage("searcher", broker, topology, metrics), store, settings, registry)
@@ -41,6 +43,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         await client.connect()
         await store.ensure_collection()
         await connect_and_declare(broker, topology)
+        await tombstones.open(broker.connection.jetstream())
         try:
             yield
         finally:

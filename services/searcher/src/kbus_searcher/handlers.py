@@ -28,6 +28,19 @@ def register_indexing(broker: NatsBroker, topology: Topology, indexer: Indexer) 
     async def on_embeddings_ready(message: NatsMessage) -> None:
         await indexer.handle(message)
 
+    @broker.subscriber(
+        topology.document_deleted,
+        stream=topology.documents_stream,
+        durable=topology.deleter_durable,
+        config=work_consumer(topology.deleter_durable),
+        pull_sub=PullSub(batch_size=1, timeout=1.0),
+        ack_policy=AckPolicy.MANUAL,
+        title="searcher:document.deleted",
+        description="Delete a document, library or tenant; publish document.removed.",
+    )
+    async def on_document_deleted(message: NatsMessage) -> None:
+        await indexer.handle_deletion(message)
+
 
 def register_search(broker: NatsBroker, topology: Topology, searcher: Searcher) -> None:
     """Answer ``kb.search`` in a queue group, so replicas share the requests."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import weaviate
-from kbus_shared.contracts import EmbeddingsReady, MetadataScalar, SearchType
+from kbus_shared.contracts import DocumentDeleted, EmbeddingsReady, MetadataScalar, SearchType
 from kbus_shared.errors import PermanentError, TransientError
 from weaviate.classes.config import (
     Configure,
@@ -24,7 +24,7 @@ from weaviate.classes.config import (
     VectorDistances,
 )
 from weaviate.classes.data import DataObject
-from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
+from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateBaseError, WeaviateInsertManyAllFailedError
@@ -45,9 +45,12 @@ def _text(name: str, *, searchable: bool = False, filterable: bool = True) -> Pr
     )
 
 
-def _int(name: str) -> Property:
+def _int(name: str, *, filterable: bool = False) -> Property:
     return Property(
-        name=name, data_type=DataType.INT, index_filterable=False, index_range_filters=False
+        name=name,
+        data_type=DataType.INT,
+        index_filterable=filterable,
+        index_range_filters=filterable,
     )
 
 
@@ -73,6 +76,7 @@ SCHEMA_PROPERTIES = [
         tokenization=Tokenization.FIELD,
         index_searchable=False,
     ),
+    _int("sequence", filterable=True),
     _int("position"),
     _int("char_start"),
     _int("char_end"),
@@ -189,6 +193,7 @@ class ChunkStore:
             "library": doc.library,
             "document_id": doc.document_id,
             "version": doc.version,
+            "sequence": doc.sequence,
             "model": ready.model,
             "source_uri": doc.source_uri,
             "metadata_json": json.dumps(doc.metadata),
@@ -218,28 +223,62 @@ class ChunkStore:
             first = next(iter(result.errors.values())).message
             _raise_write_errors(len(result.errors), len(objects), first)
 
-    async def count_version(self, tenant: str, library: str, document_id: str, version: str) -> int:
-        """How many chunks of one version of a document are stored."""
+    async def count_stored(self, ready: EmbeddingsReady) -> int:
+        """How many chunks of this publish of a document are stored."""
+        doc = ready.document
         where = (
-            Filter.by_property("library").equal(library)
-            & Filter.by_property("document_id").equal(document_id)
-            & Filter.by_property("version").equal(version)
+            _document(doc.library, doc.document_id)
+            & Filter.by_property("version").equal(doc.version)
+            & Filter.by_property("sequence").equal(doc.sequence)
         )
-        result = await self._collection.with_tenant(tenant).aggregate.over_all(
+        result = await self._collection.with_tenant(doc.tenant).aggregate.over_all(
             filters=where, total_count=True
         )
         return int(result.total_count or 0)
 
-    async def delete_other_versions(
-        self, tenant: str, library: str, document_id: str, version: str
-    ) -> int:
-        """Delete the chunks of every other version of a document; returns how many."""
-        where = (
-            Filter.by_property("library").equal(library)
-            & Filter.by_property("document_id").equal(document_id)
-            & Filter.by_property("version").not_equal(version)
+    async def newest_sequence(self, tenant: str, library: str, document_id: str) -> int | None:
+        """The highest publish sequence stored for a document, if any chunk is stored."""
+        result = await self._collection.with_tenant(tenant).query.fetch_objects(
+            filters=_document(library, document_id),
+            sort=Sort.by_property("sequence", ascending=False),
+            limit=1,
+            return_properties=["sequence"],
         )
-        result = await self._collection.with_tenant(tenant).data.delete_many(where=where)
+        if not result.objects:
+            return None
+        return int(result.objects[0].properties["sequence"])
+
+    async def delete_superseded(self, ready: EmbeddingsReady) -> int:
+        """Delete the chunks of every other version published before this one."""
+        doc = ready.document
+        where = (
+            _document(doc.library, doc.document_id)
+            & Filter.by_property("version").not_equal(doc.version)
+            & Filter.by_property("sequence").less_than(doc.sequence)
+        )
+        result = await self._collection.with_tenant(doc.tenant).data.delete_many(where=where)
+        return int(result.successful)
+
+    async def delete_scope(self, deletion: DocumentDeleted, before_sequence: int) -> int:
+        """Delete what a deletion names (document, library or tenant) published before it."""
+        if not await self.tenant_exists(deletion.tenant):
+            return 0
+        where = Filter.by_property("sequence").less_than(before_sequence)
+        if deletion.library is not None:
+            where = where & Filter.by_property("library").equal(deletion.library)
+        if deletion.document_id is not None:
+            where = where & Filter.by_property("document_id").equal(deletion.document_id)
+        collection = self._collection.with_tenant(deletion.tenant)
+        result = await collection.data.delete_many(where=where)
+        return int(result.successful)
+
+    async def delete_publish(self, ready: EmbeddingsReady) -> int:
+        """Delete the chunks written by this publish (a deletion overtook it)."""
+        doc = ready.document
+        where = _document(doc.library, doc.document_id) & Filter.by_property("sequence").equal(
+            doc.sequence
+        )
+        result = await self._collection.with_tenant(doc.tenant).data.delete_many(where=where)
         return int(result.successful)
 
     async def search(
@@ -311,6 +350,12 @@ def _raise_write_errors(failed: int, total: int, first: str) -> NoReturn:
     if any(marker in first for marker in _REJECTED):
         raise PermanentError(summary, code="store_rejected")
     raise TransientError(summary, code="store_write_failed")
+
+
+def _document(library: str, document_id: str) -> _Filters:
+    return Filter.by_property("library").equal(library) & Filter.by_property("document_id").equal(
+        document_id
+    )
 
 
 def _scope(

@@ -1,0 +1,72 @@
+"""Deletions remembered in a JetStream key-value bucket, so late arrivals stay deleted.
+
+A deletion records the stream sequence at which it was published under a key for its scope
+(tenant, library or document). Anything published before that sequence must not be indexed,
+however late its embeddings arrive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from kbus_shared.contracts import DocumentDeleted
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
+
+
+def scope_key(tenant: str, library: str | None = None, document_id: str | None = None) -> str:
+    """The key of a tenant, a library or a document (document ids are hashed: any text)."""
+    key = f"t.{tenant}"
+    if library is not None:
+        key += f".l.{library}"
+    if document_id is not None:
+        key += ".d." + hashlib.sha256(document_id.encode()).hexdigest()[:32]
+    return key
+
+
+class Tombstones:
+    """The tombstone bucket."""
+
+    def __init__(self, bucket: str) -> None:
+        self.bucket = bucket
+        self._kv: KeyValue | None = None
+
+    async def open(self, js: JetStreamContext) -> None:
+        self._kv = await js.create_key_value(
+            KeyValueConfig(
+                bucket=self.bucket,
+                history=1,
+                storage=StorageType.FILE,
+                description="kbus deletions: scope to stream sequence",
+            )
+        )
+
+    @property
+    def kv(self) -> KeyValue:
+        if self._kv is None:
+            raise RuntimeError("tombstones are not open")
+        return self._kv
+
+    async def _get(self, key: str) -> int:
+        try:
+            entry = await self.kv.get(key)
+        except KeyNotFoundError:
+            return 0
+        return int(entry.value or b"0")
+
+    async def record(self, deletion: DocumentDeleted, sequence: int) -> None:
+        """Remember a deletion (never lowering an existing mark)."""
+        key = scope_key(deletion.tenant, deletion.library, deletion.document_id)
+        if await self._get(key) < sequence:
+            await self.kv.put(key, str(sequence).encode())
+
+    async def barrier(self, tenant: str, library: str, document_id: str) -> int:
+        """The latest deletion that covers this document (0: none)."""
+        keys = (
+            scope_key(tenant),
+            scope_key(tenant, library),
+            scope_key(tenant, library, document_id),
+        )
+        return max([await self._get(key) for key in keys])
