@@ -19,6 +19,8 @@ from kbus_shared.contracts import (
     SearchReply,
     SearchRequest,
     SearchType,
+    StatsReply,
+    StatsRequest,
 )
 from kbus_shared.topology import Topology
 from nats.aio.client import Client
@@ -222,21 +224,32 @@ class KbClient:
             )
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
+        data = await self._request(
+            self.topology.search, request.model_dump_json().encode(), timeout_s or self.timeout_s
+        )
+        return parse_search_reply(data)
+
+    async def stats(self, *, tenant: str | None = None) -> StatsReply:
+        """Documents and chunks per library of a tenant."""
+        request = StatsRequest(tenant=self._tenant(tenant))
+        data = await self._request(
+            self.topology.stats, request.model_dump_json().encode(), self.timeout_s
+        )
+        _raise_error_reply(data)
+        return StatsReply.model_validate_json(data)
+
+    async def _request(self, subject: str, payload: bytes, timeout_s: float) -> bytes:
         try:
-            reply = await self.nc.request(
-                self.topology.search,
-                request.model_dump_json().encode(),
-                timeout=timeout_s or self.timeout_s,
-            )
+            reply = await self.nc.request(subject, payload, timeout=timeout_s)
         except NoRespondersError as exc:
             raise KbError(
                 "no searcher is running", code="searcher_unavailable", retryable=True
             ) from exc
         except (NatsTimeoutError, TimeoutError) as exc:
             raise KbError(
-                "the search did not finish in time", code="timeout", retryable=True
+                "the request did not finish in time", code="timeout", retryable=True
             ) from exc
-        return parse_search_reply(reply.data)
+        return bytes(reply.data)
 
     def as_tool(
         self,
@@ -260,7 +273,11 @@ class KbClient:
 
 def parse_search_reply(data: bytes) -> SearchReply:
     """The typed reply, or :class:`KbError` for an error reply."""
+    _raise_error_reply(data)
+    return SearchReply.model_validate_json(data)
+
+
+def _raise_error_reply(data: bytes) -> None:
     if b'"kind":"error"' in data.replace(b" ", b""):
         info = ErrorReply.model_validate_json(data).error
         raise KbError(info.message, code=info.code, stage=info.stage, retryable=info.retryable)
-    return SearchReply.model_validate_json(data)

@@ -362,3 +362,25 @@ class RerankReply(Contract):
     kind: Literal["rerank_scores"] = "rerank_scores"
     model: str
     scores: tuple[float, ...]
+
+
+class StatsRequest(Contract):
+    """Ask what a tenant has indexed (``kb.stats``)."""
+
+    tenant: TenantId
+
+
+class LibraryStats(Contract):
+    """What one library holds."""
+
+    library: str
+    documents: int
+    chunks: int
+
+
+class StatsReply(Contract):
+    """The answer to a :class:`StatsRequest`."""
+
+    kind: Literal["stats"] = "stats"
+    tenant: str
+    libraries: tuple[LibraryStats, ...]

@@ -79,6 +79,10 @@ class Topology:
         return self._subject("kb.search")
 
     @property
+    def stats(self) -> str:
+        return self._subject("kb.stats")
+
+    @property
     def embed(self) -> str:
         return self._subject("kb.embed")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from faststream import AckPolicy
 from faststream.nats import NatsBroker, PullSub
 from faststream.nats.annotations import NatsMessage
-from kbus_shared.contracts import ErrorReply, SearchReply
+from kbus_shared.contracts import ErrorReply, SearchReply, StatsReply
 from kbus_shared.topology import Topology, work_consumer
 
 from kbus_searcher.indexing import Indexer
@@ -54,3 +54,13 @@ def register_search(broker: NatsBroker, topology: Topology, searcher: Searcher) 
     )
     async def on_search(message: NatsMessage) -> SearchReply | ErrorReply:
         return await searcher.handle(message)
+
+    @broker.subscriber(
+        topology.stats,
+        queue=topology.search_queue,
+        ack_policy=AckPolicy.MANUAL,
+        title="searcher:kb.stats",
+        description="Request-reply: StatsRequest in, StatsReply or ErrorReply out.",
+    )
+    async def on_stats(message: NatsMessage) -> StatsReply | ErrorReply:
+        return await searcher.handle_stats(message)

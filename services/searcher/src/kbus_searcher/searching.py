@@ -15,6 +15,7 @@ from kbus_shared.contracts import (
     EmbedRequest,
     ErrorReply,
     InputType,
+    LibraryStats,
     RerankCandidate,
     RerankReply,
     RerankRequest,
@@ -24,6 +25,8 @@ from kbus_shared.contracts import (
     SearchRequest,
     SearchType,
     StageTimings,
+    StatsReply,
+    StatsRequest,
 )
 from kbus_shared.errors import TransientError
 from kbus_shared.passages import passage_text
@@ -62,6 +65,24 @@ class Searcher:
     async def handle(self, message: NatsMessage) -> SearchReply | ErrorReply:
         """Answer one ``kb.search`` request."""
         return await self.stage.answer(message, SearchRequest, self.search)
+
+    async def handle_stats(self, message: NatsMessage) -> StatsReply | ErrorReply:
+        """Answer one ``kb.stats`` request."""
+        return await self.stage.answer(message, StatsRequest, self.stats)
+
+    async def stats(self, req: StatsRequest) -> StatsReply:
+        """Documents and chunks per library of a tenant."""
+        try:
+            rows = await self.store.library_stats(req.tenant)
+        except WeaviateBaseError as exc:
+            raise TransientError(f"the store could not count: {exc}", code="store_error") from exc
+        return StatsReply(
+            tenant=req.tenant,
+            libraries=tuple(
+                LibraryStats(library=lib, documents=docs, chunks=chunks)
+                for lib, docs, chunks in rows
+            ),
+        )
 
     async def search(self, req: SearchRequest) -> SearchReply:
         """Run a search request through every stage."""

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import weaviate
 from kbus_shared.contracts import DocumentDeleted, EmbeddingsReady, MetadataScalar, SearchType
 from kbus_shared.errors import PermanentError, TransientError
+from weaviate.classes.aggregate import GroupByAggregate
 from weaviate.classes.config import (
     Configure,
     DataType,
@@ -77,7 +78,7 @@ SCHEMA_PROPERTIES = [
         index_searchable=False,
     ),
     _int("sequence", filterable=True),
-    _int("position"),
+    _int("position", filterable=True),
     _int("char_start"),
     _int("char_end"),
 ]
@@ -280,6 +281,29 @@ class ChunkStore:
         )
         result = await self._collection.with_tenant(doc.tenant).data.delete_many(where=where)
         return int(result.successful)
+
+    async def library_stats(self, tenant: str) -> list[tuple[str, int, int]]:
+        """(library, documents, chunks) for every library of a tenant."""
+        if not await self.tenant_exists(tenant):
+            return []
+        col = self._collection.with_tenant(tenant)
+        by_library = GroupByAggregate(prop="library")
+        chunks = await col.aggregate.over_all(group_by=by_library, total_count=True)
+        # Every document has exactly one chunk at position 0.
+        firsts = await col.aggregate.over_all(
+            group_by=by_library,
+            total_count=True,
+            filters=Filter.by_property("position").equal(0),
+        )
+        documents = {str(g.grouped_by.value): int(g.total_count or 0) for g in firsts.groups}
+        return sorted(
+            (
+                str(g.grouped_by.value),
+                documents.get(str(g.grouped_by.value), 0),
+                int(g.total_count or 0),
+            )
+            for g in chunks.groups
+        )
 
     async def search(
         self,

@@ -1,0 +1,340 @@
+"""The ``kbus`` command: ingest, search, delete, status, dead letters, MCP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from kbus_client import DocumentRejectedError, KbClient, KbError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kbus_cli.files import UnsupportedFileError, find_files, read_document
+from kbus_cli.operations import ReplayError, list_dead_letters, replay, stage_statuses
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    help="kbus: an event-driven knowledge base on NATS and Weaviate.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+dlq = typer.Typer(help="Dead letters: messages a stage could not process.", no_args_is_help=True)
+app.add_typer(dlq, name="dlq")
+out = Console()
+err = Console(stderr=True)
+
+NatsUrl = Annotated[str, typer.Option(envvar="KBUS_NATS_URL", help="NATS server.")]
+Prefix = Annotated[str, typer.Option(envvar="KBUS_BUS_PREFIX", help="Bus prefix.")]
+Tenant = Annotated[str, typer.Option(envvar="KBUS_TENANT", help="Tenant.")]
+DEFAULT_URL = "nats://127.0.0.1:4222"
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+async def _client(url: str, prefix: str, tenant: str | None) -> KbClient:
+    try:
+        return await KbClient.connect(
+            url, prefix=prefix, tenant=tenant, max_reconnect_attempts=2, connect_timeout=5
+        )
+    except Exception as exc:
+        err.print(f"[red]cannot reach NATS at {url}: {exc}[/]")
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(exists=True, help="Files and folders.")],
+    library: Annotated[str, typer.Option(help="Library to add the documents to.")],
+    tenant: Tenant = "default",
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+    wait: Annotated[bool, typer.Option(help="Wait until every document is searchable.")] = True,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each receipt.")] = 600.0,
+) -> None:
+    """Publish .txt, .md, .html and .pdf files; list what failed and why."""
+    unreadable: list[tuple[str, str]] = []
+    docs = []
+    for file, root in find_files(paths):
+        try:
+            docs.append(read_document(file, root))
+        except UnsupportedFileError as exc:
+            unreadable.append((str(file), str(exc)))
+    failures = list(unreadable)
+    ok = _run(_ingest(docs, library, tenant, nats_url, prefix, wait, timeout, failures))
+    out.print(f"{ok} of {len(docs) + len(unreadable)} files {'indexed' if wait else 'published'}")
+    if failures:
+        table = Table("file", "reason", title="not ingested", title_style="red")
+        for name, reason in failures:
+            table.add_row(name, reason)
+        out.print(table)
+        raise typer.Exit(1)
+
+
+async def _ingest(
+    docs: list[Any],
+    library: str,
+    tenant: str,
+    url: str,
+    prefix: str,
+    wait: bool,
+    receipt_timeout_s: float,
+    failures: list[tuple[str, str]],
+) -> int:
+    client = await _client(url, prefix, tenant)
+    done = 0
+    limit = asyncio.Semaphore(32)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    async with client:
+        with Progress(*columns, console=err) as progress:
+            task = progress.add_task("indexing" if wait else "publishing", total=len(docs))
+
+            async def one(doc: Any) -> None:
+                nonlocal done
+                async with limit:
+                    try:
+                        await client.publish_document(
+                            library=library,
+                            document_id=doc.document_id,
+                            title=doc.title,
+                            text=doc.text,
+                            content_type=doc.content_type,
+                            source_uri=doc.source_uri,
+                            wait=wait,
+                            timeout_s=receipt_timeout_s,
+                        )
+                        done += 1
+                    except (DocumentRejectedError, ValueError, TimeoutError, KbError) as exc:
+                        failures.append((doc.document_id, str(exc) or type(exc).__name__))
+                    progress.advance(task)
+
+            await asyncio.gather(*(one(d) for d in docs))
+    return done
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="The question.")],
+    library: Annotated[list[str], typer.Option(help="Library to search (repeat for more).")],
+    tenant: Tenant = "default",
+    k: Annotated[int, typer.Option(min=1, max=50)] = 5,
+    search_type: Annotated[str, typer.Option(help="hybrid, vector or keyword")] = "hybrid",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Search and print the top results."""
+
+    async def go() -> Any:
+        client = await _client(nats_url, prefix, tenant)
+        async with client:
+            return await client.search(query, libraries=library, k=k, search_type=search_type)
+
+    try:
+        reply = _run(go())
+    except (KbError, ValueError) as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(1) from exc
+    if as_json:
+        out.print_json(reply.model_dump_json())
+        return
+    if reply.no_match:
+        out.print("no match")
+        return
+    table = Table("#", reply.score_kind, "title", "section", "source", "text")
+    for rank, hit in enumerate(reply.results, 1):
+        table.add_row(
+            str(rank),
+            f"{hit.scores.final:.3f}",
+            hit.title,
+            " > ".join(hit.heading_path),
+            hit.source_uri or hit.document_id,
+            " ".join(hit.text.split())[:120],
+        )
+    out.print(table)
+    out.print(
+        f"{reply.timings.total_ms:.0f} ms, model {reply.model or '-'}, "
+        f"reranker {reply.reranker or '-'}"
+    )
+
+
+@app.command()
+def delete(
+    library: Annotated[
+        str | None, typer.Option(help="Library (all of it without --document).")
+    ] = None,
+    document: Annotated[str | None, typer.Option(help="Document id.")] = None,
+    everything: Annotated[
+        bool, typer.Option("--tenant-wide", help="Delete the whole tenant.")
+    ] = False,
+    tenant: Tenant = "default",
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Delete a document, a library or a whole tenant, and wait for the receipt."""
+    if library is None and not everything:
+        err.print("[red]name a --library (and --document), or pass --tenant-wide[/]")
+        raise typer.Exit(2)
+
+    async def go() -> Any:
+        client = await _client(nats_url, prefix, tenant)
+        async with client:
+            return await client.delete_document(library=library, document_id=document, wait=True)
+
+    try:
+        removed = _run(go())
+    except (ValueError, TimeoutError) as exc:
+        err.print(f"[red]{exc or 'no receipt in time'}[/]")
+        raise typer.Exit(1) from exc
+    out.print(f"deleted {removed.chunks_deleted} chunks")
+
+
+@app.command()
+def status(
+    tenant: Tenant = "default",
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Backlog, redeliveries and dead letters per stage; documents per library."""
+
+    async def go() -> tuple[Any, Any]:
+        client = await _client(nats_url, prefix, tenant)
+        async with client:
+            stages = await stage_statuses(client.nc, client.topology)
+            stats: Any
+            try:
+                stats = await client.stats()
+            except KbError as exc:
+                stats = exc
+            return stages, stats
+
+    stages, stats = _run(go())
+    table = Table(
+        "stage", "pending", "in flight", "redelivered", "pulling", "dead letters", title="pipeline"
+    )
+    for s in stages:
+        table.add_row(
+            s.stage,
+            str(s.pending) if s.found else "no consumer",
+            str(s.in_flight),
+            str(s.redelivered),
+            str(s.waiting_pulls),
+            str(s.dead_letters),
+        )
+    out.print(table)
+    if isinstance(stats, KbError):
+        out.print(f"[red]documents: {stats}[/]")
+        return
+    libraries = Table("library", "documents", "chunks", title=f"tenant {stats.tenant}")
+    for lib in stats.libraries:
+        libraries.add_row(lib.library, str(lib.documents), str(lib.chunks))
+    out.print(libraries)
+
+
+@dlq.command("list")
+def dlq_list(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """List dead letters with their reasons."""
+
+    async def go() -> Any:
+        client = await _client(nats_url, prefix, None)
+        async with client:
+            return await list_dead_letters(client.nc, client.topology)
+
+    letters = _run(go())
+    if as_json:
+        out.print_json(
+            json.dumps(
+                [
+                    {"sequence": s.sequence, **s.letter.model_dump(exclude={"original"})}
+                    for s in letters
+                ]
+            )
+        )
+        return
+    table = Table("seq", "stage", "code", "tenant", "library", "document", "reason")
+    for s in letters:
+        lt = s.letter
+        table.add_row(
+            str(s.sequence),
+            lt.stage,
+            lt.code,
+            lt.tenant or "",
+            lt.library or "",
+            lt.document_id or "",
+            lt.reason[:160],
+        )
+    out.print(table)
+
+
+@dlq.command("replay")
+def dlq_replay(
+    sequence: Annotated[list[int] | None, typer.Argument(help="Dead letters to replay.")] = None,
+    everything: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Publish dead letters' original messages again (after fixing the cause)."""
+
+    async def go() -> tuple[int, list[str]]:
+        client = await _client(nats_url, prefix, None)
+        problems: list[str] = []
+        replayed = 0
+        async with client:
+            for stored in await list_dead_letters(client.nc, client.topology):
+                if not everything and stored.sequence not in (sequence or []):
+                    continue
+                try:
+                    await replay(client.nc, client.topology, stored)
+                    replayed += 1
+                except ReplayError as exc:
+                    problems.append(str(exc))
+        return replayed, problems
+
+    if not everything and not sequence:
+        err.print("[red]name dead letters by sequence, or pass --all[/]")
+        raise typer.Exit(2)
+    replayed, problems = _run(go())
+    out.print(f"replayed {replayed}")
+    for problem in problems:
+        err.print(f"[yellow]{problem}[/]")
+
+
+@app.command()
+def mcp(
+    library: Annotated[list[str], typer.Option(help="Library the agent may search (repeat).")],
+    tenant: Tenant = "default",
+    transport: Annotated[str, typer.Option(help="stdio or http")] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Serve the knowledge base to an agent host over MCP (stdio or streamable HTTP)."""
+    from kbus_cli.mcp_server import McpConfig, build_server
+
+    server = build_server(
+        McpConfig(nats_url=nats_url, tenant=tenant, libraries=tuple(library), prefix=prefix)
+    )
+    if transport == "stdio":
+        server.run("stdio")
+    elif transport == "http":
+        server.run("streamable-http", host=host, port=port)
+    else:
+        err.print("[red]--transport is stdio or http[/]")
+        raise typer.Exit(2)

@@ -1,0 +1,87 @@
+"""kbus as an MCP server: an agent host searches the knowledge base through tools."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from kbus_client import KbClient, KbError, format_for_model
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+INSTRUCTIONS = (
+    "This server searches a kbus knowledge base. Call search_knowledge_base with a full "
+    "question; each passage comes with its title, section, source and relevance score. "
+    "Cite sources. list_libraries names the libraries you may search."
+)
+
+
+@dataclass
+class McpConfig:
+    """What the MCP server connects to and what it may search."""
+
+    nats_url: str
+    tenant: str
+    libraries: tuple[str, ...]
+    prefix: str = ""
+    default_k: int = 5
+    nats_options: dict[str, Any] = field(default_factory=dict)
+
+
+def build_server(config: McpConfig) -> MCPServer[Any]:
+    """An MCP server with the tools ``search_knowledge_base`` and ``list_libraries``."""
+    holder: dict[str, KbClient] = {}
+    lock = asyncio.Lock()
+
+    async def client() -> KbClient:
+        async with lock:
+            if "client" not in holder:
+                holder["client"] = await KbClient.connect(
+                    config.nats_url,
+                    prefix=config.prefix,
+                    tenant=config.tenant,
+                    **config.nats_options,
+                )
+            return holder["client"]
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if "client" in holder:
+                await holder.pop("client").close()
+
+    server: MCPServer[Any] = MCPServer(name="kbus", instructions=INSTRUCTIONS, lifespan=lifespan)
+
+    @server.tool(
+        name="search_knowledge_base",
+        description="Search the knowledge base and return the most relevant passages with "
+        "their titles, sections, sources and relevance scores.",
+    )
+    async def search_knowledge_base(
+        query: Annotated[str, Field(description="A full question, or keywords.")],
+        k: Annotated[int, Field(ge=1, le=20, description="Passages to return.")] = config.default_k,
+        libraries: Annotated[
+            list[str] | None,
+            Field(description="Some of the libraries from list_libraries; all by default."),
+        ] = None,
+    ) -> str:
+        chosen = tuple(libraries) if libraries else config.libraries
+        unknown = sorted(set(chosen) - set(config.libraries))
+        if unknown:
+            return f"Unknown libraries: {', '.join(unknown)}. Use list_libraries."
+        try:
+            reply = await (await client()).search(query, libraries=chosen, k=k)
+        except KbError as exc:
+            return f"The search failed ({exc.code}): {exc.message}"
+        return format_for_model(reply)
+
+    @server.tool(name="list_libraries", description="The libraries this server can search.")
+    async def list_libraries() -> list[str]:
+        return list(config.libraries)
+
+    return server

@@ -1,0 +1,157 @@
+"""The kbus command, run through its entry point as an operator would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Stack
+
+
+def minimal_pdf(text: str) -> bytes:
+    """A one-page PDF whose page shows ``text`` (enough for a text extractor)."""
+    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+def kbus(stack: Stack, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "KBUS_NATS_URL": stack.nats_url,
+        "KBUS_BUS_PREFIX": stack.topology.prefix,
+        "KBUS_TENANT": "cli-co",
+        "COLUMNS": "200",
+    }
+    result = subprocess.run(["kbus", *args], env=env, capture_output=True, text=True, timeout=300)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kbus {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("docs")
+    (root / "guide.md").write_text("# Guide\n\n## Backups\n\nNightly backups run at 02:00.\n")
+    (root / "notes.txt").write_text("The cafeteria closes at three on Fridays.\n")
+    (root / "page.html").write_text(
+        "<html><head><title>Parking</title><script>var x=1;</script></head><body>"
+        "<h1>Parking</h1><h2>Bicycles</h2><p>Bicycle racks are behind building C.</p>"
+        "</body></html>"
+    )
+    (root / "badge.pdf").write_bytes(minimal_pdf("Lost badges are replaced at reception"))
+    (root / "sheet.xlsx").write_bytes(b"PK\x03\x04 not really")
+    return root
+
+
+def test_ingest_search_status_delete(stack: Stack, docs: Path) -> None:
+    result = kbus(stack, "ingest", str(docs), "--library", "ops", check=False)
+    assert result.returncode == 1  # one file was refused, and said why
+    assert "4 of 5 files indexed" in result.stdout
+    assert "sheet.xlsx" in result.stdout
+    assert "unsupported type .xlsx" in result.stdout
+
+    found = json.loads(
+        kbus(stack, "search", "where can I leave my bike", "--library", "ops", "--json").stdout
+    )
+    top = found["results"][0]
+    assert top["document_id"] == "page.html"
+    assert top["heading_path"] == ["Parking", "Bicycles"]
+    assert top["title"] == "Parking"
+    pdf = json.loads(
+        kbus(stack, "search", "badge replacement", "--library", "ops", "--json").stdout
+    )
+    assert pdf["results"][0]["document_id"] == "badge.pdf"
+    table = kbus(stack, "search", "nightly backups", "--library", "ops").stdout
+    assert "Guide" in table
+    assert "Backups" in table
+
+    status = kbus(stack, "status").stdout
+    assert "ingestor" in status
+    assert "embedder" in status
+    assert "indexer" in status
+    assert "ops" in status
+    row = next(line for line in status.splitlines() if " ops " in f" {line} ")
+    assert " 4 " in f" {row} "  # four documents
+
+    deleted = kbus(stack, "delete", "--library", "ops", "--document", "notes.txt").stdout
+    assert "deleted 1 chunks" in deleted
+    after = json.loads(
+        kbus(
+            stack,
+            "search",
+            "cafeteria Friday",
+            "--library",
+            "ops",
+            "--json",
+            "--search-type",
+            "keyword",
+        ).stdout
+    )
+    assert "notes.txt" not in {r["document_id"] for r in after["results"]}
+
+
+def test_dead_letters_are_listed_and_replayed(stack: Stack, docs: Path) -> None:
+    import asyncio
+
+    import nats
+
+    async def publish_bad() -> None:
+        nc = await nats.connect(stack.nats_url)
+        bad = {
+            "tenant": "cli-co",
+            "library": "ops",
+            "document_id": "fixable",
+            "title": "Fixable",
+            "text": "Replayed text about turnips.",
+        }
+        await nc.jetstream().publish(
+            stack.topology.document_added, json.dumps({**bad, "oops": 1}).encode()
+        )
+        await nc.close()
+
+    asyncio.run(publish_bad())
+    listing = json.loads(kbus(stack, "dlq", "list", "--json").stdout)
+    mine = [d for d in listing if d.get("document_id") == "fixable"]
+    for _ in range(20):
+        if mine:
+            break
+        listing = json.loads(kbus(stack, "dlq", "list", "--json").stdout)
+        mine = [d for d in listing if d.get("document_id") == "fixable"]
+    assert mine
+    assert "oops" in mine[0]["reason"]
+    assert "fixable" in kbus(stack, "dlq", "list").stdout
+    # Replaying the same bad message dead-letters it again (with the same reason).
+    replayed = kbus(stack, "dlq", "replay", str(mine[0]["sequence"])).stdout
+    assert "replayed 1" in replayed
+    assert kbus(stack, "dlq", "replay", check=False).returncode == 2
+
+
+def test_bad_connection_is_reported(stack: Stack) -> None:
+    env = {**os.environ, "KBUS_NATS_URL": "nats://127.0.0.1:1"}
+    result = subprocess.run(["kbus", "status"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "cannot reach NATS" in result.stderr

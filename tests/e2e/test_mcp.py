@@ -1,0 +1,97 @@
+"""The MCP server, driven by the MCP SDK's own client over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+
+import pytest
+from kbus_client import KbClient
+from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
+
+from tests.e2e.conftest import Stack
+
+TEXT = "Conference room Aurora has a video bar; book it in the calendar as 'Aurora'."
+
+
+@pytest.fixture(scope="module")
+async def published(stack: Stack) -> Stack:
+    client = await KbClient.connect(stack.nats_url, prefix=stack.topology.prefix, tenant="mcp")
+    async with client:
+        await client.publish_document(
+            library="rooms", document_id="aurora", title="Rooms", text=TEXT, wait=True
+        )
+    return stack
+
+
+def _env(stack: Stack) -> dict[str, str]:
+    return {
+        **os.environ,
+        "KBUS_NATS_URL": stack.nats_url,
+        "KBUS_BUS_PREFIX": stack.topology.prefix,
+        "KBUS_TENANT": "mcp",
+    }
+
+
+async def _exercise(client: Client) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) >= {"search_knowledge_base", "list_libraries"}
+    assert "query" in tools["search_knowledge_base"].input_schema["properties"]
+    result = await client.call_tool(
+        "search_knowledge_base", {"query": "which meeting room has video?", "k": 2}
+    )
+    text = "".join(c.text for c in result.content if isinstance(c, TextContent))
+    assert "[1] score" in text
+    assert "Aurora" in text
+    assert "title: Rooms" in text
+    refused = await client.call_tool(
+        "search_knowledge_base", {"query": "x", "libraries": ["secret"]}
+    )
+    assert "Unknown libraries: secret" in "".join(
+        c.text for c in refused.content if isinstance(c, TextContent)
+    )
+
+
+async def test_stdio(published: Stack) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kbus_cli", "mcp", "--library", "rooms"],
+        env=_env(published),
+    )
+    async with Client(params) as client:
+        await _exercise(client)
+
+
+async def test_streamable_http(published: Stack) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kbus_cli",
+        "mcp",
+        "--library",
+        "rooms",
+        "--transport",
+        "http",
+        "--port",
+        str(port),
+        env=_env(published),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            await asyncio.sleep(0.1)
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            await _exercise(client)
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 10)
