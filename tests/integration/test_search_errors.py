@@ -71,3 +71,43 @@ async def test_replies_without_any_other_stage_running(
         )
         assert keyword["searched"] is True
         assert keyword["no_match"] is True
+
+
+async def test_search_is_a_discoverable_nats_micro_service(
+    nc: Client, bus: BusSettings, store_settings: StoreSettings, topology: Topology
+) -> None:
+    app = create_app(SearcherSettings(bus=bus, store=store_settings))
+    async with TestApp(app):
+
+        async def gather(subject: str) -> list[dict[str, Any]]:
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            await nc.publish(subject, b"", reply=inbox)
+            found = []
+            try:
+                while True:
+                    found.append(json.loads((await sub.next_msg(timeout=1)).data))
+            except TimeoutError:
+                pass
+            await sub.unsubscribe()
+            return found
+
+        pings = await gather("$SRV.PING.kbus-search")
+        assert any(p["metadata"]["bus_prefix"] == topology.prefix for p in pings)
+        infos = await gather("$SRV.INFO.kbus-search")
+        info = next(i for i in infos if i["metadata"]["bus_prefix"] == topology.prefix)
+        endpoints = {e["name"]: e for e in info["endpoints"]}
+        assert endpoints["search"]["subject"] == topology.search
+        assert endpoints["search"]["queue_group"] == "searcher"
+        request_schema = json.loads(endpoints["search"]["metadata"]["request_schema"])
+        assert "query" in request_schema["properties"]
+        response_schema = json.loads(endpoints["search"]["metadata"]["response_schema"])
+        assert {s["title"] for s in response_schema["oneOf"]} == {"SearchReply", "ErrorReply"}
+        assert endpoints["stats"]["subject"] == topology.stats
+
+        await _ask(
+            nc, topology, json.dumps({"tenant": "acme", "libraries": [], "query": "q"}).encode()
+        )
+        stats = await nc.request(f"$SRV.STATS.kbus-search.{info['id']}", b"", timeout=5)
+        counted = {e["name"]: e for e in json.loads(stats.data)["endpoints"]}
+        assert counted["search"]["num_requests"] >= 1

@@ -138,11 +138,11 @@ class Stage:
             self.metrics.processed.labels(self.name).inc()
 
     async def answer(
-        self, message: NatsMessage, model: type[M], work: Callable[[M], Awaitable[R]]
+        self, body: bytes, model: type[M], work: Callable[[M], Awaitable[R]]
     ) -> R | ErrorReply:
         """Decode and answer one request; every failure becomes a typed error reply."""
         try:
-            return await work(decode(message.body, model))
+            return await work(decode(body, model))
         except PermanentError as exc:
             return self.error_reply(exc.code, exc.reason, retryable=False)
         except TransientError as exc:

@@ -91,7 +91,7 @@ class Vectorizer:
 
     async def handle_request(self, message: NatsMessage) -> EmbedReply | ErrorReply:
         """Answer one ``kb.embed`` request."""
-        return await self.stage.answer(message, EmbedRequest, self.embed_request)
+        return await self.stage.answer(message.body, EmbedRequest, self.embed_request)
 
     async def embed_request(self, request: EmbedRequest) -> EmbedReply:
         """Vectors for the texts of a request."""

@@ -56,7 +56,7 @@ class Reranker:
 
     async def handle(self, message: NatsMessage) -> RerankReply | ErrorReply:
         """Answer one ``kb.rerank`` request."""
-        return await self.stage.answer(message, RerankRequest, self.rerank)
+        return await self.stage.answer(message.body, RerankRequest, self.rerank)
 
     async def rerank(self, request: RerankRequest) -> RerankReply:
         """Scores in the request's order."""

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 
 from faststream.asgi import AsgiFastStream
 from kbus_shared.bus import connect_and_declare, make_app, make_broker
 from kbus_shared.consuming import Stage, StageMetrics
 from kbus_shared.logs import configure_logging
 from kbus_shared.store import weaviate_client
+from nats.micro.service import Service
 from prometheus_client import CollectorRegistry
 
-from kbus_searcher.handlers import register_indexing, register_search
+from kbus_searcher.handlers import register_indexing, register_search_service
 from kbus_searcher.indexing import Indexer
 from kbus_searcher.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
@@ -34,9 +36,9 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
     if settings.index:
         indexer = Indexer(Stage("indexer", broker, topology, metrics), store, tombstones, registry)
         register_indexing(broker, topology, indexer)
-    if settings.serve:
-        searcher = Searcher(Stage("searcher", broker, topology, metrics), store, settings, registry)
-        register_search(broker, topology, searcher)
+    searcher = Searcher(Stage("searcher", broker, topology, metrics), store, settings, registry)
+
+    services: list[Service] = []
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
@@ -44,9 +46,23 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         await store.ensure_collection()
         await connect_and_declare(broker, topology)
         await tombstones.open(broker.connection.jetstream())
+        if settings.serve:
+            services.append(
+                await register_search_service(
+                    broker.connection, topology, searcher, version("kbus-searcher")
+                )
+            )
         try:
             yield
         finally:
             await client.close()
 
-    return make_app(broker, registry, lifespan)
+    app = make_app(broker, registry, lifespan)
+
+    @app.on_shutdown
+    async def stop_services() -> None:
+        # Before the broker drains its connection: stop answering, then finish what is running.
+        while services:
+            await services.pop().stop()
+
+    return app

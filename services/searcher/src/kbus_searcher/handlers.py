@@ -1,12 +1,21 @@
-"""Subscriptions of the searcher: thin; the work is in ``indexing`` and ``searching``."""
+"""Subscriptions and endpoints of the searcher: thin; the work is in ``indexing`` and
+``searching``."""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 from faststream import AckPolicy
 from faststream.nats import NatsBroker, PullSub
 from faststream.nats.annotations import NatsMessage
-from kbus_shared.contracts import ErrorReply, SearchReply, StatsReply
+from kbus_shared.bus import JSON_HEADERS
+from kbus_shared.catalog import channel
 from kbus_shared.topology import Topology, work_consumer
+from nats.aio.client import Client
+from nats.micro import add_service
+from nats.micro.request import Handler, Request
+from nats.micro.service import Service
+from pydantic import BaseModel
 
 from kbus_searcher.indexing import Indexer
 from kbus_searcher.searching import Searcher
@@ -42,25 +51,43 @@ def register_indexing(broker: NatsBroker, topology: Topology, indexer: Indexer) 
         await indexer.handle_deletion(message)
 
 
-def register_search(broker: NatsBroker, topology: Topology, searcher: Searcher) -> None:
-    """Answer ``kb.search`` in a queue group, so replicas share the requests."""
+async def register_search_service(
+    nc: Client, topology: Topology, searcher: Searcher, version: str
+) -> Service:
+    """Serve ``kb.search`` and ``kb.stats`` as a NATS micro service (``$SRV.PING/INFO/STATS``).
 
-    @broker.subscriber(
-        topology.search,
-        queue=topology.search_queue,
-        ack_policy=AckPolicy.MANUAL,
-        title="searcher:kb.search",
-        description="Request-reply: SearchRequest in, SearchReply or ErrorReply out.",
+    Replicas share the queue group, so each request is answered once; standard NATS tooling
+    (``nats micro ls``) lists the endpoints with their request and response schemas.
+    """
+    service = await add_service(
+        nc,
+        name="kbus-search",
+        version=version,
+        description="kbus knowledge base: hybrid search and library statistics",
+        queue_group=topology.search_queue,
+        metadata={"bus_prefix": topology.prefix},
     )
-    async def on_search(message: NatsMessage) -> SearchReply | ErrorReply:
-        return await searcher.handle(message)
+    endpoints: dict[str, Callable[[bytes], Awaitable[BaseModel]]] = {
+        "kb.search": searcher.answer_search,
+        "kb.stats": searcher.answer_stats,
+    }
+    for name, answer in endpoints.items():
+        entry = channel(name)
+        await service.add_endpoint(
+            name=name.removeprefix("kb."),
+            subject=entry.subject(topology),
+            handler=_responder(answer),
+            metadata={
+                "request_schema": entry.request_schema(),
+                "response_schema": entry.reply_schema(),
+            },
+        )
+    return service
 
-    @broker.subscriber(
-        topology.stats,
-        queue=topology.search_queue,
-        ack_policy=AckPolicy.MANUAL,
-        title="searcher:kb.stats",
-        description="Request-reply: StatsRequest in, StatsReply or ErrorReply out.",
-    )
-    async def on_stats(message: NatsMessage) -> StatsReply | ErrorReply:
-        return await searcher.handle_stats(message)
+
+def _responder(answer: Callable[[bytes], Awaitable[BaseModel]]) -> Handler:
+    async def respond(request: Request) -> None:
+        reply = await answer(request.data)
+        await request.respond(reply.model_dump_json().encode(), headers=JSON_HEADERS)
+
+    return respond

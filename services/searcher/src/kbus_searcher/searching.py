@@ -7,7 +7,6 @@ import time
 from collections.abc import Sequence
 
 from faststream.nats import NatsBroker
-from faststream.nats.message import NatsMessage
 from kbus_shared.bus import request
 from kbus_shared.consuming import Stage
 from kbus_shared.contracts import (
@@ -62,13 +61,13 @@ class Searcher:
     def broker(self) -> NatsBroker:
         return self.stage.broker
 
-    async def handle(self, message: NatsMessage) -> SearchReply | ErrorReply:
+    async def answer_search(self, body: bytes) -> SearchReply | ErrorReply:
         """Answer one ``kb.search`` request."""
-        return await self.stage.answer(message, SearchRequest, self.search)
+        return await self.stage.answer(body, SearchRequest, self.search)
 
-    async def handle_stats(self, message: NatsMessage) -> StatsReply | ErrorReply:
+    async def answer_stats(self, body: bytes) -> StatsReply | ErrorReply:
         """Answer one ``kb.stats`` request."""
-        return await self.stage.answer(message, StatsRequest, self.stats)
+        return await self.stage.answer(body, StatsRequest, self.stats)
 
     async def stats(self, req: StatsRequest) -> StatsReply:
         """Documents and chunks per library of a tenant."""

@@ -1,0 +1,127 @@
+"""Every message kbus sends or answers, by subject: the source of its documentation.
+
+The services declare their subscriptions with FastStream; this catalog says which contract
+travels on each subject and which contract a request is answered with. The AsyncAPI document is
+built from both (``python -m kbus_dev asyncapi``), and the NATS micro service's endpoint
+metadata from the request-reply entries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from kbus_shared import contracts as c
+from kbus_shared.topology import Topology
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One subject, what travels on it, and for requests, what answers."""
+
+    name: str
+    subject: Callable[[Topology], str]
+    payload: type[BaseModel]
+    reply: type[BaseModel] | None = None
+    description: str = ""
+
+    def request_schema(self) -> str:
+        return json.dumps(self.payload.model_json_schema(mode="validation"), sort_keys=True)
+
+    def reply_schema(self) -> str:
+        if self.reply is None:
+            return ""
+        return json.dumps(
+            {
+                "oneOf": [
+                    self.reply.model_json_schema(mode="serialization"),
+                    c.ErrorReply.model_json_schema(mode="serialization"),
+                ]
+            },
+            sort_keys=True,
+        )
+
+
+CHANNELS: tuple[Channel, ...] = (
+    Channel(
+        "document.added",
+        lambda t: t.document_added,
+        c.DocumentAdded,
+        description="A document to index (JetStream, stream DOCUMENTS).",
+    ),
+    Channel(
+        "document.deleted",
+        lambda t: t.document_deleted,
+        c.DocumentDeleted,
+        description="Delete a document, a library or a tenant (stream DOCUMENTS).",
+    ),
+    Channel(
+        "chunks.ready",
+        lambda t: t.chunks_ready,
+        c.ChunksReady,
+        description="A document's chunks, from the ingestor (stream CHUNKS).",
+    ),
+    Channel(
+        "embeddings.ready",
+        lambda t: t.embeddings_ready,
+        c.EmbeddingsReady,
+        description="A document's chunks with vectors, in parts (stream EMBEDDINGS).",
+    ),
+    Channel(
+        "document.indexed",
+        lambda t: t.document_indexed,
+        c.DocumentIndexed,
+        description="Receipt: a document's version is searchable (stream RECEIPTS).",
+    ),
+    Channel(
+        "document.removed",
+        lambda t: t.document_removed,
+        c.DocumentRemoved,
+        description="Receipt: what a deletion removed (stream RECEIPTS).",
+    ),
+    Channel(
+        "deadletter.{stage}",
+        lambda t: t.dead_letter("{stage}"),
+        c.DeadLetter,
+        description="A message a stage could not process, with why (stream DEADLETTER).",
+    ),
+    Channel(
+        "kb.search",
+        lambda t: t.search,
+        c.SearchRequest,
+        c.SearchReply,
+        description="Search: the top k chunks with their scores (request-reply).",
+    ),
+    Channel(
+        "kb.stats",
+        lambda t: t.stats,
+        c.StatsRequest,
+        c.StatsReply,
+        description="Documents and chunks per library of a tenant (request-reply).",
+    ),
+    Channel(
+        "kb.embed",
+        lambda t: t.embed,
+        c.EmbedRequest,
+        c.EmbedReply,
+        description="Vectors for texts, used by the searcher (request-reply).",
+    ),
+    Channel(
+        "kb.rerank",
+        lambda t: t.rerank,
+        c.RerankRequest,
+        c.RerankReply,
+        description="Scores for candidates, used by the searcher (request-reply).",
+    ),
+)
+
+
+def channel(name: str) -> Channel:
+    """The catalog entry of a subject name (without prefix)."""
+    for entry in CHANNELS:
+        if entry.name == name:
+            return entry
+    raise KeyError(name)
