@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install demo up stop test unit lint
+.PHONY: install demo up stop test unit lint docs
 
 install:
 	./scripts/install.sh
@@ -29,3 +29,6 @@ lint:
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy
+
+docs:
+	$(RUN) python -m kbus_dev asyncapi

@@ -1,14 +1,19 @@
-"""``python -m kbus_dev install | up | demo | down``."""
+"""``python -m kbus_dev install | up | demo | down | asyncapi``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from kbus_dev import demo, servers, stack
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["asyncapi"]:
+        from kbus_dev.asyncapi import main as asyncapi
+
+        raise SystemExit(asyncapi(sys.argv[2:]))
     parser = argparse.ArgumentParser(prog="python -m kbus_dev")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("install", help="install nats-server and weaviate-server (go install)")

@@ -27,6 +27,12 @@ class Channel:
     payload: type[BaseModel]
     reply: type[BaseModel] | None = None
     description: str = ""
+    senders: tuple[str, ...] = ()
+
+    @property
+    def subject_template(self) -> str:
+        """The subject without a bus prefix."""
+        return self.subject(Topology())
 
     def request_schema(self) -> str:
         return json.dumps(self.payload.model_json_schema(mode="validation"), sort_keys=True)
@@ -51,42 +57,49 @@ CHANNELS: tuple[Channel, ...] = (
         lambda t: t.document_added,
         c.DocumentAdded,
         description="A document to index (JetStream, stream DOCUMENTS).",
+        senders=("client",),
     ),
     Channel(
         "document.deleted",
         lambda t: t.document_deleted,
         c.DocumentDeleted,
         description="Delete a document, a library or a tenant (stream DOCUMENTS).",
+        senders=("client",),
     ),
     Channel(
         "chunks.ready",
         lambda t: t.chunks_ready,
         c.ChunksReady,
         description="A document's chunks, from the ingestor (stream CHUNKS).",
+        senders=("ingestor",),
     ),
     Channel(
         "embeddings.ready",
         lambda t: t.embeddings_ready,
         c.EmbeddingsReady,
         description="A document's chunks with vectors, in parts (stream EMBEDDINGS).",
+        senders=("embedder",),
     ),
     Channel(
         "document.indexed",
         lambda t: t.document_indexed,
         c.DocumentIndexed,
         description="Receipt: a document's version is searchable (stream RECEIPTS).",
+        senders=("indexer",),
     ),
     Channel(
         "document.removed",
         lambda t: t.document_removed,
         c.DocumentRemoved,
         description="Receipt: what a deletion removed (stream RECEIPTS).",
+        senders=("indexer",),
     ),
     Channel(
         "deadletter.{stage}",
         lambda t: t.dead_letter("{stage}"),
         c.DeadLetter,
         description="A message a stage could not process, with why (stream DEADLETTER).",
+        senders=("ingestor", "embedder", "indexer"),
     ),
     Channel(
         "kb.search",
@@ -94,6 +107,7 @@ CHANNELS: tuple[Channel, ...] = (
         c.SearchRequest,
         c.SearchReply,
         description="Search: the top k chunks with their scores (request-reply).",
+        senders=("client",),
     ),
     Channel(
         "kb.stats",
@@ -101,6 +115,7 @@ CHANNELS: tuple[Channel, ...] = (
         c.StatsRequest,
         c.StatsReply,
         description="Documents and chunks per library of a tenant (request-reply).",
+        senders=("client",),
     ),
     Channel(
         "kb.embed",
@@ -108,6 +123,7 @@ CHANNELS: tuple[Channel, ...] = (
         c.EmbedRequest,
         c.EmbedReply,
         description="Vectors for texts, used by the searcher (request-reply).",
+        senders=("searcher",),
     ),
     Channel(
         "kb.rerank",
@@ -115,6 +131,7 @@ CHANNELS: tuple[Channel, ...] = (
         c.RerankRequest,
         c.RerankReply,
         description="Scores for candidates, used by the searcher (request-reply).",
+        senders=("searcher",),
     ),
 )
 
