@@ -32,3 +32,4 @@ lint:
 
 docs:
 	$(RUN) python -m kbus_dev asyncapi
+	$(RUN) python -m kbus_dev settings-doc

@@ -174,3 +174,27 @@ async def test_per_object_errors_are_raised_not_swallowed(store: ChunkStore) -> 
 
 async def test_unknown_tenant(store: ChunkStore) -> None:
     assert not await store.tenant_exists("never-written")
+
+
+async def test_an_older_collection_gains_the_properties_it_lacks(
+    store_settings: StoreSettings,
+) -> None:
+    from kbus_searcher.store import SCHEMA_PROPERTIES
+    from weaviate.classes.config import Configure
+
+    client = weaviate_client(store_settings)
+    await client.connect()
+    try:
+        old = [p for p in SCHEMA_PROPERTIES if p.name != "sequence"]
+        await client.collections.create(
+            store_settings.collection,
+            properties=old,
+            vector_config=Configure.Vectors.self_provided(),
+            multi_tenancy_config=Configure.multi_tenancy(enabled=True),
+        )
+        await ChunkStore(client, store_settings.collection).ensure_collection()
+        config = await client.collections.use(store_settings.collection).config.get()
+        assert "sequence" in {p.name for p in config.properties}
+    finally:
+        await client.collections.delete(store_settings.collection)
+        await client.close()

@@ -27,3 +27,9 @@ def test_request_reply_subjects_document_their_replies() -> None:
     assert {"tenant", "libraries", "query"} <= set(payload["required"])
     assert "ingestor:send:chunks.ready" in operations
     assert doc["channels"]["ingestor:document.added"]["messages"]["DocumentAdded"]
+
+
+def test_readme_configuration_reference_matches_the_settings_classes() -> None:
+    from kbus_dev.settings_doc import block
+
+    assert block() in (ROOT / "README.md").read_text(), "README is out of date: run `make docs`"

@@ -14,6 +14,10 @@ def main() -> None:
         from kbus_dev.asyncapi import main as asyncapi
 
         raise SystemExit(asyncapi(sys.argv[2:]))
+    if sys.argv[1:2] == ["settings-doc"]:
+        from kbus_dev.settings_doc import update
+
+        raise SystemExit(update(check="--check" in sys.argv))
     parser = argparse.ArgumentParser(prog="python -m kbus_dev")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("install", help="install nats-server and weaviate-server (go install)")

@@ -17,14 +17,14 @@ class BusSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="KBUS_", extra="ignore")
 
-    nats_url: str = "nats://127.0.0.1:4222"
+    nats_url: str = Field(default="nats://127.0.0.1:4222", description="NATS server URL.")
     bus_prefix: str = Field(
         default="",
         pattern=r"^[A-Za-z0-9_-]*$",
         description="Prefix for every subject and stream name (empty: the plain names).",
     )
-    nats_user: str | None = None
-    nats_password: SecretStr | None = None
+    nats_user: str | None = Field(default=None, description="NATS user name.")
+    nats_password: SecretStr | None = Field(default=None, description="NATS password (secret).")
     stream_max_bytes: int = Field(
         default=1024**3, gt=0, description="Bytes each stream may hold (reserved on the server)."
     )
@@ -39,14 +39,18 @@ class StoreSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="KBUS_WEAVIATE_", extra="ignore")
 
-    http_host: str = "127.0.0.1"
-    http_port: int = 8080
-    grpc_host: str = "127.0.0.1"
-    grpc_port: int = 50051
-    secure: bool = False
-    api_key: SecretStr | None = None
-    collection: str = Field(default="KbusChunks", pattern=r"^[A-Z][A-Za-z0-9_]{0,127}$")
-    timeout_s: float = 30.0
+    http_host: str = Field(default="127.0.0.1", description="Weaviate REST host.")
+    http_port: int = Field(default=8080, description="Weaviate REST port.")
+    grpc_host: str = Field(default="127.0.0.1", description="Weaviate gRPC host.")
+    grpc_port: int = Field(default=50051, description="Weaviate gRPC port.")
+    secure: bool = Field(default=False, description="Use TLS for REST and gRPC.")
+    api_key: SecretStr | None = Field(default=None, description="Weaviate API key (secret).")
+    collection: str = Field(
+        default="KbusChunks",
+        pattern=r"^[A-Z][A-Za-z0-9_]{0,127}$",
+        description="The collection that holds every chunk.",
+    )
+    timeout_s: float = Field(default=30.0, description="Timeout of Weaviate calls, seconds.")
 
 
 class CohereSettings(BaseSettings):
@@ -54,11 +58,13 @@ class CohereSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="KBUS_COHERE_", extra="ignore")
 
-    api_key: SecretStr | None = None
-    embed_model: str = "embed-english-v3.0"
-    rerank_model: str = "rerank-english-v3.0"
-    base_url: str | None = None
-    timeout_s: float = 30.0
+    api_key: SecretStr | None = Field(
+        default=None, description="Cohere API key (secret); enables Cohere embed and rerank."
+    )
+    embed_model: str = Field(default="embed-english-v3.0", description="Cohere embed model.")
+    rerank_model: str = Field(default="rerank-english-v3.0", description="Cohere rerank model.")
+    base_url: str | None = Field(default=None, description="Cohere API base URL.")
+    timeout_s: float = Field(default=30.0, description="Timeout of Cohere calls, seconds.")
 
 
 class ServiceSettings(BaseSettings):
@@ -67,6 +73,6 @@ class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore")
 
     bus: BusSettings = Field(default_factory=BusSettings)
-    http_host: str = "127.0.0.1"
-    http_port: int = 0
-    log_level: str = "INFO"
+    http_host: str = Field(default="127.0.0.1", description="Address of /health and /metrics.")
+    http_port: int = Field(default=0, description="Port of /health and /metrics.")
+    log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR.")

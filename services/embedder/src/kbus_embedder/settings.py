@@ -14,7 +14,7 @@ class EmbedderSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="KBUS_EMBEDDER_", extra="ignore")
 
-    http_port: int = 8102
+    http_port: int = Field(default=8102, description="Port of /health and /metrics.")
     backend: Literal["auto", "local", "cohere"] = Field(
         default="auto", description="auto: Cohere when a Cohere key is set, else local."
     )
@@ -24,7 +24,7 @@ class EmbedderSettings(ServiceSettings):
         "or a directory with tokenizer.json and model.onnx or model.safetensors.",
     )
     threads: int = Field(default=0, ge=0, description="onnxruntime threads (0: one per core).")
-    batch_size: int = Field(default=32, gt=0)
+    batch_size: int = Field(default=32, gt=0, description="Texts per model call.")
     include_title: bool = Field(
         default=True, description="Embed a chunk as 'title / heading path / text'."
     )

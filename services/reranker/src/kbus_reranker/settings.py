@@ -14,7 +14,7 @@ class RerankerSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="KBUS_RERANKER_", extra="ignore")
 
-    http_port: int = 8104
+    http_port: int = Field(default=8104, description="Port of /health and /metrics.")
     backend: Literal["auto", "e5", "encoder", "cross-encoder", "cohere"] = Field(
         default="auto",
         description="auto: Cohere when a Cohere key is set, else e5. e5: multilingual-e5-small "
@@ -34,6 +34,6 @@ class RerankerSettings(ServiceSettings):
         description="Weight of the first-stage score against the min-max-normalised reranker "
         "score (0: the reranker's raw score alone).",
     )
-    threads: int = Field(default=0, ge=0)
-    max_candidates: int = Field(default=200, gt=0)
+    threads: int = Field(default=0, ge=0, description="Model threads (0: one per core).")
+    max_candidates: int = Field(default=200, gt=0, description="Larger requests are refused.")
     cohere: CohereSettings = Field(default_factory=CohereSettings)

@@ -12,7 +12,7 @@ class SearcherSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="KBUS_SEARCHER_", extra="ignore")
 
-    http_port: int = 8103
+    http_port: int = Field(default=8103, description="Port of /health and /metrics.")
     store: StoreSettings = Field(default_factory=StoreSettings)
     alpha: float = Field(default=0.7, ge=0.0, le=1.0, description="Weight of the vector score.")
     k: int = Field(default=5, ge=1, le=50, description="Results per search unless asked.")
@@ -20,7 +20,7 @@ class SearcherSettings(ServiceSettings):
     overfetch_factor: int = Field(default=4, ge=1, description="Candidates fetched per result.")
     min_score: float = Field(default=0.0, ge=0.0, description="Default floor on the final score.")
     rerank: bool = Field(default=True, description="Ask the reranker unless a request says no.")
-    embed_timeout_s: float = Field(default=10.0, gt=0)
-    rerank_timeout_s: float = Field(default=15.0, gt=0)
+    embed_timeout_s: float = Field(default=10.0, gt=0, description="Wait for the embedder.")
+    rerank_timeout_s: float = Field(default=15.0, gt=0, description="Wait for the reranker.")
     index: bool = Field(default=True, description="Run the indexing consumer in this process.")
     serve: bool = Field(default=True, description="Answer search requests in this process.")

@@ -135,8 +135,9 @@ class ChunkStore:
         self._tenants: set[str] = set()
 
     async def ensure_collection(self) -> None:
-        """Create the collection with its explicit schema if it does not exist."""
+        """Create the collection with its explicit schema, or add properties a newer kbus needs."""
         if await self.client.collections.exists(self.name):
+            await self._add_missing_properties()
             return
         try:
             await self.client.collections.create(
@@ -158,6 +159,14 @@ class ChunkStore:
             # Another replica may have created it at the same moment.
             if not await self.client.collections.exists(self.name):
                 raise
+
+    async def _add_missing_properties(self) -> None:
+        config = await self._collection.config.get()
+        present = {p.name for p in config.properties}
+        for prop in SCHEMA_PROPERTIES:
+            if prop.name not in present:
+                await self._collection.config.add_property(prop)
+                log.info("added property %s to collection %s", prop.name, self.name)
 
     @property
     def _collection(self) -> Any:
