@@ -14,6 +14,14 @@ def main() -> None:
         from kbus_dev.asyncapi import main as asyncapi
 
         raise SystemExit(asyncapi(sys.argv[2:]))
+    if sys.argv[1:2] == ["nats-auth"]:
+        from kbus_dev.natsauth import main as nats_auth
+
+        raise SystemExit(nats_auth(sys.argv[2:]))
+    if sys.argv[1:2] == ["k8s"]:
+        from kbus_dev.k8s import main as k8s
+
+        raise SystemExit(k8s(sys.argv[2:]))
     if sys.argv[1:2] == ["settings-doc"]:
         from kbus_dev.settings_doc import update
 
@@ -27,8 +35,12 @@ def main() -> None:
     sub.add_parser("down", help="stop everything that up started")
     args = parser.parse_args()
     if args.command == "install":
+        from kbus_dev.k8s import KUBECONFORM, KUSTOMIZE
+
         for path in servers.ensure_installed():
             print(path)
+        for tool in (KUBECONFORM, KUSTOMIZE):
+            print(servers.ensure_binary(*tool))
     elif args.command == "up":
         stack.up()
     elif args.command == "demo":

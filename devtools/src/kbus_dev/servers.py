@@ -128,8 +128,12 @@ def start_nats(
     *,
     max_payload: int = 1024 * 1024,
     timeout_s: float = 30.0,
+    extra_config: str = "",
 ) -> Server:
-    """nats-server with JetStream (file storage under ``data_dir``) on 127.0.0.1."""
+    """nats-server with JetStream (file storage under ``data_dir``) on 127.0.0.1.
+
+    ``extra_config`` is appended to the configuration (an ``authorization`` block, say).
+    """
     binary = ensure_binary("nats-server", NATS_MODULE, NATS_VERSION)
     port = port or free_port()
     monitor = free_port()
@@ -139,7 +143,7 @@ def start_nats(
         f"listen: 127.0.0.1:{port}\n"
         f"http: 127.0.0.1:{monitor}\n"
         f"max_payload: {max_payload}\n"
-        f'jetstream {{\n  store_dir: "{data_dir / "jetstream"}"\n}}\n'
+        f'jetstream {{\n  store_dir: "{data_dir / "jetstream"}"\n}}\n' + extra_config
     )
     log = data_dir / "nats.log"
     proc = _spawn([str(binary), "-c", str(config)], log)
@@ -166,8 +170,13 @@ def start_weaviate(
     grpc_port: int | None = None,
     *,
     timeout_s: float = 120.0,
+    api_key: str | None = None,
 ) -> Server:
-    """weaviate-server on 127.0.0.1 with anonymous access, no modules and no telemetry."""
+    """weaviate-server on 127.0.0.1 with no modules and no telemetry.
+
+    Anonymous access is on unless ``api_key`` is given: then only that key (user ``kbus``,
+    an admin) gets in.
+    """
     binary = ensure_binary("weaviate-server", WEAVIATE_MODULE, WEAVIATE_VERSION)
     ports = {
         "http": http_port or free_port(),
@@ -181,7 +190,7 @@ def start_weaviate(
     env = {
         **os.environ,
         "PERSISTENCE_DATA_PATH": str(data_dir),
-        "AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED": "true",
+        "AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED": "false" if api_key else "true",
         "DEFAULT_VECTORIZER_MODULE": "none",
         "ENABLE_MODULES": "",
         "DISABLE_TELEMETRY": "true",
@@ -201,6 +210,16 @@ def start_weaviate(
         "GRPC_PORT": str(ports["grpc"]),
         "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2"),
     }
+    if api_key:
+        env.update(
+            {
+                "AUTHENTICATION_APIKEY_ENABLED": "true",
+                "AUTHENTICATION_APIKEY_ALLOWED_KEYS": api_key,
+                "AUTHENTICATION_APIKEY_USERS": "kbus",
+                "AUTHORIZATION_ADMINLIST_ENABLED": "true",
+                "AUTHORIZATION_ADMINLIST_USERS": "kbus",
+            }
+        )
     log = data_dir / "weaviate.log"
     proc = _spawn(
         [str(binary), "--host", "127.0.0.1", "--port", str(ports["http"]), "--scheme", "http"],

@@ -32,6 +32,18 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
     ]
 
 
+def env_names() -> dict[str, type[BaseSettings]]:
+    """Every environment variable kbus reads, and the settings class that reads it."""
+    names: dict[str, type[BaseSettings]] = {}
+    for _, cls in _classes():
+        prefix = str(cls.model_config.get("env_prefix", ""))
+        for name, field in cls.model_fields.items():
+            annotation = field.annotation
+            if not (isinstance(annotation, type) and issubclass(annotation, BaseSettings)):
+                names[f"{prefix}{name.upper()}"] = cls
+    return names
+
+
 def _default(field: FieldInfo) -> str:
     if field.default_factory is not None:
         return "see below"

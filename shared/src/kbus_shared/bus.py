@@ -41,6 +41,7 @@ def make_broker(settings: BusSettings, registry: CollectorRegistry, app_name: st
         settings.nats_url,
         security=security,
         name=f"kbus-{app_name}",
+        inbox_prefix=settings.inbox_prefix,
         middlewares=[NatsPrometheusMiddleware(registry=registry, app_name=app_name)],
         graceful_timeout=30.0,
         max_reconnect_attempts=-1,
@@ -49,7 +50,14 @@ def make_broker(settings: BusSettings, registry: CollectorRegistry, app_name: st
 
 
 async def declare_streams(js: JetStreamContext, topology: Topology) -> None:
-    """Create or update every stream, so no stage publishes into a stream that does not exist."""
+    """Create or update every stream, so no stage publishes into a stream that does not exist.
+
+    Where services may not manage streams (``declare_streams`` off), check that every stream
+    exists and say which one does not.
+    """
+    if not topology.declare:
+        await check_streams(js, topology)
+        return
     for stream in topology.streams:
         # JStream keeps its subjects apart from its config until FastStream declares it.
         config: StreamConfig = replace(stream.config, subjects=list(stream.subjects))
@@ -60,6 +68,25 @@ async def declare_streams(js: JetStreamContext, topology: Topology) -> None:
             log.info("declared stream %s", stream.name)
         else:
             await js.update_stream(config)
+
+
+async def check_streams(js: JetStreamContext, topology: Topology) -> None:
+    """Fail with a clear message unless JetStream is on and every stream exists."""
+    try:
+        await js.account_info()
+    except Exception as exc:
+        raise RuntimeError(f"JetStream is not available on this NATS server: {exc}") from exc
+    missing = []
+    for stream in topology.streams:
+        try:
+            await js.stream_info(stream.name)
+        except NotFoundError:
+            missing.append(stream.name)
+    if missing:
+        raise RuntimeError(
+            "streams missing: " + ", ".join(missing) + " (run the setup job, "
+            "or start a service with KBUS_DECLARE_STREAMS=true)"
+        )
 
 
 def make_app(

@@ -29,9 +29,30 @@ class BusSettings(BaseSettings):
         default=1024**3, gt=0, description="Bytes each stream may hold (reserved on the server)."
     )
 
+    stream_replicas: int = Field(
+        default=1, ge=1, le=5, description="Copies of each stream (3 in a production cluster)."
+    )
+    declare_streams: bool = Field(
+        default=True,
+        description="Create and update streams at start; false where a setup job owns them "
+        "(services then only check that they exist).",
+    )
+    inbox_prefix: str = Field(
+        default="_INBOX",
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Prefix of this service's reply inboxes (per-user prefixes keep replies "
+        "private under NATS permissions).",
+    )
+
     @property
     def topology(self) -> Topology:
-        return Topology(self.bus_prefix, self.stream_max_bytes)
+        return Topology(
+            self.bus_prefix,
+            self.stream_max_bytes,
+            self.stream_replicas,
+            self.declare_streams,
+            self.inbox_prefix,
+        )
 
 
 class StoreSettings(BaseSettings):

@@ -29,6 +29,17 @@ class Topology:
     prefix: str = ""
     #: Bytes each work stream may hold; JetStream reserves this much storage per stream.
     stream_max_bytes: int = 1024**3
+    #: Copies of each stream in a NATS cluster (3 in production).
+    replicas: int = 1
+    #: Whether services create and update streams; False where a setup job owns them.
+    declare: bool = True
+    #: Prefix of this connection's reply and pull inboxes (per user under NATS permissions).
+    inbox_prefix: str = "_INBOX"
+
+    @property
+    def pull_inbox(self) -> bytes:
+        """The inbox prefix pull consumers fetch on (FastStream wants bytes with a dot)."""
+        return f"{self.inbox_prefix}.".encode()
 
     def _subject(self, name: str) -> str:
         return f"{self.prefix}.{name}" if self.prefix else name
@@ -121,6 +132,8 @@ class Topology:
     def receipts_stream(self) -> JStream:
         return JStream(
             self._stream("receipts"),
+            num_replicas=self.replicas,
+            declare=self.declare,
             subjects=[self.document_indexed, self.document_removed, self.document_failed],
             retention=RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
@@ -134,6 +147,8 @@ class Topology:
     def dead_letter_stream(self) -> JStream:
         return JStream(
             self._stream("deadletter"),
+            num_replicas=self.replicas,
+            declare=self.declare,
             subjects=[self.dead_letters],
             retention=RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
@@ -148,6 +163,8 @@ class Topology:
         # stream refuses the publish (the publisher sees an error) instead of evicting work.
         return JStream(
             self._stream(name),
+            num_replicas=self.replicas,
+            declare=self.declare,
             subjects=subjects,
             retention=RetentionPolicy.WORK_QUEUE,
             storage=StorageType.FILE,

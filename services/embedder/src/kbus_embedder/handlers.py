@@ -19,6 +19,7 @@ def register(broker: NatsBroker, topology: Topology, vectorizer: Vectorizer) -> 
         stream=topology.chunks_stream,
         durable=topology.embedder_durable,
         config=work_consumer(topology.embedder_durable),
+        inbox_prefix=topology.pull_inbox,
         pull_sub=PullSub(batch_size=2, timeout=1.0),
         ack_policy=AckPolicy.MANUAL,
         title="embedder:chunks.ready",

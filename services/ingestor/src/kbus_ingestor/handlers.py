@@ -18,6 +18,7 @@ def register(broker: NatsBroker, topology: Topology, ingestor: Ingestor) -> None
         stream=topology.documents_stream,
         durable=topology.ingestor_durable,
         config=work_consumer(topology.ingestor_durable),
+        inbox_prefix=topology.pull_inbox,
         pull_sub=PullSub(batch_size=16, timeout=1.0),
         ack_policy=AckPolicy.MANUAL,
         title="ingestor:document.added",

@@ -45,7 +45,9 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         await client.connect()
         await store.ensure_collection()
         await connect_and_declare(broker, topology)
-        await tombstones.open(broker.connection.jetstream())
+        await tombstones.open(
+            broker.connection.jetstream(), create=topology.declare, replicas=topology.replicas
+        )
         if settings.serve:
             services.append(
                 await register_search_service(

@@ -33,12 +33,17 @@ class Tombstones:
         self.bucket = bucket
         self._kv: KeyValue | None = None
 
-    async def open(self, js: JetStreamContext) -> None:
+    async def open(self, js: JetStreamContext, *, create: bool = True, replicas: int = 1) -> None:
+        """Open the bucket, creating it if allowed (file storage, one value per key)."""
+        if not create:
+            self._kv = await js.key_value(self.bucket)
+            return
         self._kv = await js.create_key_value(
             KeyValueConfig(
                 bucket=self.bucket,
                 history=1,
                 storage=StorageType.FILE,
+                replicas=replicas,
                 description="kbus deletions: scope to stream sequence",
             )
         )

@@ -1,0 +1,56 @@
+"""One-shot set-up: streams, the tombstone bucket and the Weaviate collection.
+
+``python -m kbus_searcher.setup`` runs with rights the services need not have (creating streams
+and collections), so that services can run with ``KBUS_DECLARE_STREAMS=false`` and
+least-privilege NATS users. It is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import nats
+from kbus_shared.bus import declare_streams
+from kbus_shared.logs import configure_logging
+from kbus_shared.store import weaviate_client
+
+from kbus_searcher.settings import SearcherSettings
+from kbus_searcher.store import ChunkStore
+from kbus_searcher.tombstones import Tombstones
+
+log = logging.getLogger("kbus.setup")
+
+
+async def setup(settings: SearcherSettings) -> None:
+    """Declare everything kbus needs on NATS and in Weaviate."""
+    bus = settings.bus.model_copy(update={"declare_streams": True})
+    topology = bus.topology
+    options: dict[str, object] = {"inbox_prefix": bus.inbox_prefix}
+    if bus.nats_user:
+        options["user"] = bus.nats_user
+        options["password"] = bus.nats_password.get_secret_value() if bus.nats_password else ""
+    nc = await nats.connect(bus.nats_url, **options)
+    try:
+        js = nc.jetstream()
+        await declare_streams(js, topology)
+        await Tombstones(topology.tombstones_bucket).open(js, replicas=topology.replicas)
+    finally:
+        await nc.close()
+    client = weaviate_client(settings.store)
+    await client.connect()
+    try:
+        await ChunkStore(client, settings.store.collection).ensure_collection()
+    finally:
+        await client.close()
+    log.info("streams, tombstones and collection %s are ready", settings.store.collection)
+
+
+def main() -> None:
+    settings = SearcherSettings()
+    configure_logging(settings.log_level)
+    asyncio.run(setup(settings))
+
+
+if __name__ == "__main__":
+    main()
