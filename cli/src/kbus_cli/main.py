@@ -129,7 +129,7 @@ def search(
     query: Annotated[str, typer.Argument(help="The question.")],
     library: Annotated[list[str], typer.Option(help="Library to search (repeat for more).")],
     tenant: Tenant = "default",
-    k: Annotated[int, typer.Option(min=1, max=50)] = 5,
+    k: Annotated[int, typer.Option(min=1, max=100)] = 5,
     search_type: Annotated[str, typer.Option(help="hybrid, vector or keyword")] = "hybrid",
     as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
     nats_url: NatsUrl = DEFAULT_URL,
@@ -338,3 +338,76 @@ def mcp(
     else:
         err.print("[red]--transport is stdio or http[/]")
         raise typer.Exit(2)
+
+
+@app.command("eval")
+def eval_command(
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            exists=True, file_okay=False, help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/."
+        ),
+    ],
+    split: Annotated[str, typer.Option(help="qrels/<split>.tsv to score.")] = "test",
+    mode: Annotated[
+        list[str] | None,
+        typer.Option(help="keyword, vector, hybrid, hybrid+rerank (repeat; all by default)."),
+    ] = None,
+    exclude_self: Annotated[
+        bool,
+        typer.Option(help="A query whose id is also a document id never matches that document."),
+    ] = False,
+    library: Annotated[
+        str | None,
+        typer.Option(help="Score an already indexed library instead of ingesting a fresh one."),
+    ] = None,
+    max_queries: Annotated[int | None, typer.Option(help="Score only this many queries.")] = None,
+    max_documents: Annotated[
+        int | None, typer.Option(help="Ingest at most this many documents (the judged ones first).")
+    ] = None,
+    results: Annotated[Path, typer.Option(help="Folder for results.json and results.md.")] = Path(
+        "eval-results"
+    ),
+    tenant: Tenant = "eval",
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Measure retrieval quality on a BEIR dataset through the bus, every mode side by side."""
+    from kbus_cli.evaluation import MODES, Dataset, evaluate_dataset, markdown
+
+    modes = mode or list(MODES)
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        err.print(f"[red]unknown modes: {', '.join(unknown)}[/]")
+        raise typer.Exit(2)
+    data = Dataset.load(folder, split, max_queries, max_documents)
+
+    async def go() -> Any:
+        client = await _client(nats_url, prefix, tenant)
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
+        async with client:
+            with Progress(*columns, console=err) as bar:
+                tasks: dict[str, Any] = {}
+
+                def progress(stage: str, done: int, total: int) -> None:
+                    if stage not in tasks:
+                        tasks[stage] = bar.add_task(stage, total=total)
+                    bar.update(tasks[stage], completed=done)
+
+                return await evaluate_dataset(
+                    client, data, split, modes, exclude_self, progress, library
+                )
+
+    result = _run(go())
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "results.json").write_text(json.dumps(result.__dict__, indent=2))
+    table = markdown(result)
+    (results / "results.md").write_text(table)
+    typer.echo(table)
+    if result.rejected:
+        err.print(f"[yellow]{len(result.rejected)} documents were rejected[/]")

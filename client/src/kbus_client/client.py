@@ -207,6 +207,8 @@ class KbClient:
         min_score: float | None = None,
         rerank: bool = True,
         filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
+        group_by_document: bool = False,
+        exclude_documents: tuple[str, ...] = (),
         timeout_s: float | None = None,
     ) -> SearchReply:
         """Search and return the typed reply; an error reply raises :class:`KbError`."""
@@ -221,6 +223,8 @@ class KbClient:
                 min_score=min_score,
                 rerank=rerank,
                 filters=filters or {},
+                group_by_document=group_by_document,
+                exclude_documents=exclude_documents,
             )
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc

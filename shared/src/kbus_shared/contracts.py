@@ -19,7 +19,7 @@ from kbus_shared.identifiers import DocumentId, LibraryId, TenantId, content_ver
 from kbus_shared.vectors import Vector
 
 SCHEMA_VERSION: Literal[1] = 1
-MAX_K = 50
+MAX_K = 100
 
 Metadata = dict[str, JsonValue]
 MetadataScalar = str | int | float | bool
@@ -262,6 +262,13 @@ class SearchRequest(Contract):
         default=None, ge=0.0, description="Drop hits whose final score is lower."
     )
     rerank: bool = True
+    group_by_document: bool = Field(
+        default=False,
+        description="Return each document once, at the rank of its best chunk; k counts documents.",
+    )
+    exclude_documents: tuple[DocumentId, ...] = Field(
+        default=(), max_length=100, description="Document ids that must not be returned."
+    )
     filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] = Field(
         default_factory=dict,
         max_length=32,

@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.settings import SearcherSettings
-from kbus_searcher.store import Candidate, ChunkStore
+from kbus_searcher.store import MAX_RESULT_WINDOW, Candidate, ChunkStore
 
 
 class Searcher:
@@ -96,7 +96,10 @@ class Searcher:
         candidates = await self._candidates(req, vector, alpha, timings)
         rerank_scores, reranker = await self._rerank(req, candidates, timings)
         hits = _rank(candidates, rerank_scores, req.search_type)
-        hits = [h for h in hits if h.scores.final >= min_score][: req.k]
+        hits = [h for h in hits if h.scores.final >= min_score]
+        if req.group_by_document:
+            hits = _best_per_document(hits)
+        hits = hits[: req.k]
         return self._reply(
             req,
             tuple(hits),
@@ -145,16 +148,19 @@ class Searcher:
                 vector=vector,
                 search_type=req.search_type,
                 alpha=alpha,
-                limit=self._fetch_size(req.k),
+                limit=self._fetch_size(req.k, req.group_by_document),
                 filters=req.filters,
+                exclude_documents=req.exclude_documents,
             )
         except WeaviateBaseError as exc:
             raise TransientError(f"the store could not search: {exc}", code="store_error") from exc
         finally:
             timings["search_ms"] = self._observe("search", t0)
 
-    def _fetch_size(self, k: int) -> int:
-        return max(self.settings.overfetch_min, self.settings.overfetch_factor * k)
+    def _fetch_size(self, k: int, by_document: bool) -> int:
+        # A document has several chunks: grouping needs more candidates for k documents.
+        factor = self.settings.overfetch_factor * (2 if by_document else 1)
+        return min(MAX_RESULT_WINDOW, max(self.settings.overfetch_min, factor * k))
 
     async def _rerank(
         self, req: SearchRequest, candidates: Sequence[Candidate], timings: dict[str, float]
@@ -168,7 +174,7 @@ class Searcher:
                 query=req.query,
                 candidates=tuple(
                     RerankCandidate(id=c.uuid, text=_passage(c), prior=_prior(c, req.search_type))
-                    for c in candidates
+                    for c in candidates[: self.settings.rerank_depth]
                 ),
             ),
             self.stage.topology.rerank,
@@ -243,27 +249,42 @@ def _first_stage(c: Candidate, search_type: SearchType) -> float:
     return float(score or 0.0)
 
 
+def _best_per_document(hits: list[SearchHit]) -> list[SearchHit]:
+    seen: set[tuple[str, str]] = set()
+    best = []
+    for hit in hits:
+        key = (hit.library, hit.document_id)
+        if key not in seen:
+            seen.add(key)
+            best.append(hit)
+    return best
+
+
 def _rank(
     candidates: Sequence[Candidate], rerank: list[float] | None, search_type: SearchType
 ) -> list[SearchHit]:
-    hits = []
+    """Reranked candidates by their reranker score, then the rest in first-stage order.
+
+    Beyond the rerank depth a hit keeps its first-stage score as ``final`` and its place after
+    every reranked hit.
+    """
+    scored = rerank or []
+    reranked: list[SearchHit] = []
+    rest: list[SearchHit] = []
     for i, c in enumerate(candidates):
-        first = _first_stage(c, search_type)
-        final = rerank[i] if rerank is not None else first
-        hits.append(
-            _hit(
-                c,
-                Scores(
-                    keyword=c.keyword,
-                    vector=c.vector,
-                    fused=c.fused,
-                    rerank=rerank[i] if rerank is not None else None,
-                    final=final,
-                ),
-            )
+        has_rerank = i < len(scored)
+        scores = Scores(
+            keyword=c.keyword,
+            vector=c.vector,
+            fused=c.fused,
+            rerank=scored[i] if has_rerank else None,
+            final=scored[i] if has_rerank else _first_stage(c, search_type),
         )
-    # Stable: ties keep the first stage's order.
-    return sorted(hits, key=lambda h: -h.scores.final)
+        (reranked if has_rerank else rest).append(_hit(c, scores))
+    # Stable sorts: ties keep the first stage's order.
+    reranked.sort(key=lambda h: -h.scores.final)
+    rest.sort(key=lambda h: -h.scores.final)
+    return reranked + rest
 
 
 def _hit(c: Candidate, scores: Scores) -> SearchHit:

@@ -19,6 +19,12 @@ class SearcherSettings(ServiceSettings):
     overfetch_min: int = Field(default=20, ge=1, description="Candidates fetched at least.")
     overfetch_factor: int = Field(default=4, ge=1, description="Candidates fetched per result.")
     min_score: float = Field(default=0.0, ge=0.0, description="Default floor on the final score.")
+    rerank_depth: int = Field(
+        default=30,
+        ge=1,
+        description="Candidates (first-stage order) the reranker scores; the rest follow them "
+        "in first-stage order.",
+    )
     rerank: bool = Field(default=True, description="Ask the reranker unless a request says no.")
     embed_timeout_s: float = Field(default=10.0, gt=0, description="Wait for the embedder.")
     rerank_timeout_s: float = Field(default=15.0, gt=0, description="Wait for the reranker.")

@@ -325,9 +325,12 @@ class ChunkStore:
         alpha: float,
         limit: int,
         filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]],
+        exclude_documents: tuple[str, ...] = (),
     ) -> list[Candidate]:
         """Candidates for a query, scoped to a tenant and its libraries."""
         where = _scope(libraries, filters)
+        for document_id in exclude_documents:
+            where = where & Filter.by_property("document_id").not_equal(document_id)
         col = self._collection.with_tenant(tenant)
         if search_type is SearchType.KEYWORD:
             res = await col.query.bm25(

@@ -1,0 +1,198 @@
+"""``kbus eval``: retrieval quality on a BEIR-layout dataset, through the real bus.
+
+The corpus is published on ``document.added`` into a fresh library, every document is awaited
+until indexed, then every query of a split is sent as a search request once per retrieval mode,
+with results grouped by document (the qrels judge documents: a document's rank is its best
+chunk's rank).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbus_client import DocumentRejectedError, KbClient, KbError
+
+from kbus_cli.metrics import evaluate
+
+MODES: dict[str, dict[str, Any]] = {
+    "keyword": {"search_type": "keyword", "rerank": False},
+    "vector": {"search_type": "vector", "rerank": False},
+    "hybrid": {"search_type": "hybrid", "rerank": False},
+    "hybrid+rerank": {"search_type": "hybrid", "rerank": True},
+}
+DEPTH = 100
+
+
+@dataclass
+class Dataset:
+    """A BEIR folder: corpus, queries and the qrels of one split."""
+
+    name: str
+    corpus: list[dict[str, str]]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+    @classmethod
+    def load(
+        cls,
+        folder: Path,
+        split: str,
+        max_queries: int | None = None,
+        max_documents: int | None = None,
+    ) -> Dataset:
+        corpus = [json.loads(line) for line in (folder / "corpus.jsonl").open() if line.strip()]
+        queries = {
+            q["_id"]: q["text"]
+            for q in (
+                json.loads(line) for line in (folder / "queries.jsonl").open() if line.strip()
+            )
+        }
+        qrels: dict[str, dict[str, int]] = {}
+        with (folder / "qrels" / f"{split}.tsv").open() as handle:
+            for row in csv.DictReader(handle, delimiter="\t"):
+                qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = int(row["score"])
+        judged = sorted(qrels, key=_natural)[:max_queries] if max_queries else sorted(qrels)
+        qrels = {q: qrels[q] for q in judged}
+        if max_documents:
+            relevant = {d for judgements in qrels.values() for d in judgements}
+            keep = [d for d in corpus if d["_id"] in relevant]
+            keep += [d for d in corpus if d["_id"] not in relevant][
+                : max(0, max_documents - len(keep))
+            ]
+            corpus = keep
+        return cls(folder.name, corpus, queries, qrels)
+
+
+def _natural(key: str) -> tuple[int, str]:
+    return (int(key), "") if key.isdigit() else (1 << 60, key)
+
+
+@dataclass
+class EvalResult:
+    """Everything one run measured."""
+
+    dataset: str
+    split: str
+    library: str
+    documents: int
+    queries: int
+    ingest_seconds: float
+    rejected: list[str] = field(default_factory=list)
+    modes: dict[str, dict[str, float]] = field(default_factory=dict)
+    query_seconds: dict[str, float] = field(default_factory=dict)
+
+
+Progress = Callable[[str, int, int], None]
+
+
+async def ingest(
+    kb: KbClient, data: Dataset, library: str, progress: Progress, concurrency: int = 64
+) -> tuple[float, list[str]]:
+    """Publish the corpus and wait until every document is indexed."""
+    limit = asyncio.Semaphore(concurrency)
+    done = 0
+    rejected: list[str] = []
+
+    async def one(doc: dict[str, str]) -> None:
+        nonlocal done
+        async with limit:
+            try:
+                await kb.publish_document(
+                    library=library,
+                    document_id=doc["_id"],
+                    title=doc.get("title", ""),
+                    text=doc["text"] if doc["text"].strip() else doc.get("title", "") or "-",
+                    wait=True,
+                    timeout_s=3_600,
+                )
+            except (DocumentRejectedError, ValueError, TimeoutError) as exc:
+                rejected.append(f"{doc['_id']}: {exc}")
+            done += 1
+            progress("ingest", done, len(data.corpus))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(d) for d in data.corpus))
+    return time.perf_counter() - started, rejected
+
+
+async def run_mode(
+    kb: KbClient,
+    data: Dataset,
+    library: str,
+    mode: str,
+    exclude_self: bool,
+    progress: Progress,
+    concurrency: int = 4,
+) -> tuple[dict[str, list[str]], float]:
+    """Ranked document ids per query for one retrieval mode."""
+    limit = asyncio.Semaphore(concurrency)
+    run: dict[str, list[str]] = {}
+
+    async def one(query_id: str) -> None:
+        async with limit:
+            reply = await kb.search(
+                data.queries[query_id],
+                libraries=[library],
+                k=DEPTH,
+                group_by_document=True,
+                exclude_documents=(query_id,) if exclude_self else (),
+                timeout_s=300,
+                **MODES[mode],
+            )
+            run[query_id] = [hit.document_id for hit in reply.results]
+            progress(mode, len(run), len(data.qrels))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(q) for q in data.qrels))
+    return run, time.perf_counter() - started
+
+
+async def evaluate_dataset(
+    kb: KbClient,
+    data: Dataset,
+    split: str,
+    modes: list[str],
+    exclude_self: bool,
+    progress: Progress,
+    library: str | None = None,
+) -> EvalResult:
+    """Ingest (unless the library is given and already indexed) and score every mode."""
+    fresh = library is None
+    library = library or f"{data.name}-{uuid.uuid4().hex[:8]}".lower()
+    result = EvalResult(data.name, split, library, len(data.corpus), len(data.qrels), 0.0)
+    if fresh:
+        result.ingest_seconds, result.rejected = await ingest(kb, data, library, progress)
+    for mode in modes:
+        try:
+            run, seconds = await run_mode(kb, data, library, mode, exclude_self, progress)
+        except KbError as exc:
+            raise RuntimeError(f"mode {mode} failed: {exc}") from exc
+        result.modes[mode] = evaluate(run, data.qrels)
+        result.query_seconds[mode] = seconds
+    return result
+
+
+def markdown(result: EvalResult) -> str:
+    """The results as a Markdown table."""
+    lines = [
+        f"**{result.dataset}** ({result.split}: {result.queries} queries, "
+        f"{result.documents} documents; ingestion {result.ingest_seconds:.0f} s)",
+        "",
+        "| mode | nDCG@10 | Recall@10 | Recall@100 | MRR@10 | query time (s) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for mode, scores in result.modes.items():
+        lines.append(
+            f"| {mode} | {scores['ndcg@10']:.4f} | {scores['recall@10']:.4f} | "
+            f"{scores['recall@100']:.4f} | {scores['mrr@10']:.4f} | "
+            f"{result.query_seconds[mode]:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
