@@ -65,7 +65,7 @@ def test_missing_fields_and_bad_bytes_are_permanent_errors() -> None:
 
 def test_search_request_bounds() -> None:
     with pytest.raises(ValidationError):
-        SearchRequest(tenant="t", libraries=("a",), query="q", k=51)
+        SearchRequest(tenant="t", libraries=("a",), query="q", k=101)
     with pytest.raises(ValidationError):
         SearchRequest(tenant="t", libraries=("a",), query="   ")
     assert SearchRequest(tenant="t", libraries=(), query="q").libraries == ()
