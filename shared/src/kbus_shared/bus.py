@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from faststream import AckPolicy
 from faststream.asgi import AsgiFastStream, make_ping_asgi
-from faststream.nats import NatsBroker
+from faststream.nats import JStream, NatsBroker, PullSub
+from faststream.nats.message import NatsMessage
 from faststream.nats.prometheus import NatsPrometheusMiddleware
 from faststream.security import SASLPlaintext
 from nats.errors import NoRespondersError
@@ -22,7 +24,7 @@ from pydantic import BaseModel
 from kbus_shared.consuming import parse_reply
 from kbus_shared.errors import TransientError
 from kbus_shared.settings import BusSettings
-from kbus_shared.topology import Topology
+from kbus_shared.topology import Topology, work_consumer
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -134,3 +136,33 @@ async def connect_and_declare(broker: NatsBroker, topology: Topology) -> None:
     """Connect (before the subscribers start) and make sure every stream exists."""
     await broker.connect()
     await declare_streams(broker.connection.jetstream(), topology)
+
+
+def work_subscriber(
+    broker: NatsBroker,
+    topology: Topology,
+    subject: str,
+    stream: JStream,
+    durable: str,
+    *,
+    batch: int,
+    title: str,
+    description: str,
+) -> Callable[[Callable[[NatsMessage], Awaitable[None]]], Any]:
+    """The subscription of a pipeline stage: its shared durable pull consumer, acked by hand.
+
+    FastStream's default for JetStream handlers terminates a message on any exception;
+    :meth:`kbus_shared.consuming.Stage.settle` decides every ack instead.
+    """
+    subscribe: Callable[[Callable[[NatsMessage], Awaitable[None]]], Any] = broker.subscriber(
+        subject,
+        stream=stream,
+        durable=durable,
+        config=work_consumer(durable),
+        inbox_prefix=topology.pull_inbox,
+        pull_sub=PullSub(batch_size=batch, timeout=1.0),
+        ack_policy=AckPolicy.MANUAL,
+        title=title,
+        description=description,
+    )
+    return subscribe

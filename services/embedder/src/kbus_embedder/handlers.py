@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from faststream import AckPolicy
-from faststream.nats import NatsBroker, PullSub
+from faststream.nats import NatsBroker
 from faststream.nats.annotations import NatsMessage
+from kbus_shared.bus import work_subscriber
 from kbus_shared.contracts import EmbedReply, ErrorReply
-from kbus_shared.topology import Topology, work_consumer
+from kbus_shared.topology import Topology
 
 from kbus_embedder.vectorizing import Vectorizer
 
@@ -14,14 +15,13 @@ from kbus_embedder.vectorizing import Vectorizer
 def register(broker: NatsBroker, topology: Topology, vectorizer: Vectorizer) -> None:
     """Consume ``chunks.ready``; answer ``kb.embed``."""
 
-    @broker.subscriber(
+    @work_subscriber(
+        broker,
+        topology,
         topology.chunks_ready,
-        stream=topology.chunks_stream,
-        durable=topology.embedder_durable,
-        config=work_consumer(topology.embedder_durable),
-        inbox_prefix=topology.pull_inbox,
-        pull_sub=PullSub(batch_size=2, timeout=1.0),
-        ack_policy=AckPolicy.MANUAL,
+        topology.chunks_stream,
+        topology.embedder_durable,
+        batch=2,
         title="embedder:chunks.ready",
         description="Embed a document's chunks; publish them on embeddings.ready.",
     )

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from faststream import AckPolicy
-from faststream.nats import NatsBroker, PullSub
+from faststream.nats import NatsBroker
 from faststream.nats.annotations import NatsMessage
-from kbus_shared.topology import Topology, work_consumer
+from kbus_shared.bus import work_subscriber
+from kbus_shared.topology import Topology
 
 from kbus_ingestor.ingesting import Ingestor
 
@@ -13,14 +13,13 @@ from kbus_ingestor.ingesting import Ingestor
 def register(broker: NatsBroker, topology: Topology, ingestor: Ingestor) -> None:
     """Consume ``document.added`` through the shared durable pull consumer."""
 
-    @broker.subscriber(
+    @work_subscriber(
+        broker,
+        topology,
         topology.document_added,
-        stream=topology.documents_stream,
-        durable=topology.ingestor_durable,
-        config=work_consumer(topology.ingestor_durable),
-        inbox_prefix=topology.pull_inbox,
-        pull_sub=PullSub(batch_size=16, timeout=1.0),
-        ack_policy=AckPolicy.MANUAL,
+        topology.documents_stream,
+        topology.ingestor_durable,
+        batch=16,
         title="ingestor:document.added",
         description="Validate and chunk a document; publish its chunks on chunks.ready.",
     )

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from faststream import AckPolicy
-from faststream.nats import NatsBroker, PullSub
+from faststream.nats import NatsBroker
 from faststream.nats.annotations import NatsMessage
-from kbus_shared.bus import JSON_HEADERS
+from kbus_shared.bus import JSON_HEADERS, work_subscriber
 from kbus_shared.catalog import channel
-from kbus_shared.topology import Topology, work_consumer
+from kbus_shared.topology import Topology
 from nats.aio.client import Client
 from nats.micro import add_service
 from nats.micro.request import Handler, Request
@@ -24,28 +23,26 @@ from kbus_searcher.searching import Searcher
 def register_indexing(broker: NatsBroker, topology: Topology, indexer: Indexer) -> None:
     """Consume ``embeddings.ready`` through the shared durable pull consumer."""
 
-    @broker.subscriber(
+    @work_subscriber(
+        broker,
+        topology,
         topology.embeddings_ready,
-        stream=topology.embeddings_stream,
-        durable=topology.indexer_durable,
-        config=work_consumer(topology.indexer_durable),
-        inbox_prefix=topology.pull_inbox,
-        pull_sub=PullSub(batch_size=4, timeout=1.0),
-        ack_policy=AckPolicy.MANUAL,
+        topology.embeddings_stream,
+        topology.indexer_durable,
+        batch=4,
         title="searcher:embeddings.ready",
         description="Upsert a document's embedded chunks into Weaviate; publish document.indexed.",
     )
     async def on_embeddings_ready(message: NatsMessage) -> None:
         await indexer.handle(message)
 
-    @broker.subscriber(
+    @work_subscriber(
+        broker,
+        topology,
         topology.document_deleted,
-        stream=topology.documents_stream,
-        durable=topology.deleter_durable,
-        config=work_consumer(topology.deleter_durable),
-        inbox_prefix=topology.pull_inbox,
-        pull_sub=PullSub(batch_size=1, timeout=1.0),
-        ack_policy=AckPolicy.MANUAL,
+        topology.documents_stream,
+        topology.deleter_durable,
+        batch=1,
         title="searcher:document.deleted",
         description="Delete a document, library or tenant; publish document.removed.",
     )
