@@ -257,11 +257,6 @@ def stream_sequence(message: NatsMessage) -> int | None:
         return None
 
 
-def model_json_bytes(model: BaseModel) -> bytes:
-    """The wire form of a contract."""
-    return model.model_dump_json().encode()
-
-
 def parse_reply(body: bytes, model: type[M], stage: str) -> M:
     """Parse a request's reply: the expected model, or raise what the error reply says."""
     try:

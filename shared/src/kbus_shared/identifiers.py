@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import uuid
 from typing import Annotated
 
@@ -22,13 +21,6 @@ DocumentId = Annotated[str, StringConstraints(pattern=DOCUMENT_ID_PATTERN)]
 
 # A fixed namespace: chunk ids must be the same on every machine and in every release.
 CHUNK_NAMESPACE = uuid.UUID("6f0d3c1e-6a55-4d4e-9a51-5b1f0c2a9e10")
-
-_TENANT_RE = re.compile(TENANT_PATTERN)
-
-
-def is_valid_tenant(value: str) -> bool:
-    """Whether ``value`` is a valid tenant or library name."""
-    return bool(_TENANT_RE.match(value))
 
 
 def content_version(*parts: str) -> str:

@@ -32,6 +32,8 @@ class Topology:
     #: Copies of each stream in a NATS cluster (3 in production).
     replicas: int = 1
     #: Whether services create and update streams; False where a setup job owns them.
+    #: (Streams are declared by ``kbus_shared.bus.declare_streams`` before any subscriber
+    #: starts, so FastStream is told never to declare them a second time.)
     declare: bool = True
     #: Prefix of this connection's reply and pull inboxes (per user under NATS permissions).
     inbox_prefix: str = "_INBOX"
@@ -133,7 +135,7 @@ class Topology:
         return JStream(
             self._stream("receipts"),
             num_replicas=self.replicas,
-            declare=self.declare,
+            declare=False,
             subjects=[self.document_indexed, self.document_removed, self.document_failed],
             retention=RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
@@ -148,7 +150,7 @@ class Topology:
         return JStream(
             self._stream("deadletter"),
             num_replicas=self.replicas,
-            declare=self.declare,
+            declare=False,
             subjects=[self.dead_letters],
             retention=RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
@@ -164,7 +166,7 @@ class Topology:
         return JStream(
             self._stream(name),
             num_replicas=self.replicas,
-            declare=self.declare,
+            declare=False,
             subjects=subjects,
             retention=RetentionPolicy.WORK_QUEUE,
             storage=StorageType.FILE,
