@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install demo up stop test unit lint docs
+.PHONY: install demo up stop test unit lint docs bench
 
 install:
 	./scripts/install.sh
@@ -33,3 +33,8 @@ lint:
 docs:
 	$(RUN) python -m kbus_dev asyncapi
 	$(RUN) python -m kbus_dev settings-doc
+
+# Side-by-side benchmark (floors, kbus, LlamaIndex); BENCH_ARGS="--documents 0" for all of SciFact.
+bench: install
+	$(UV) sync --frozen --group bench --link-mode copy --reinstall-package llama-index-core  # nltk refuses hard-linked data files
+	$(UV) run --frozen --group bench python -m bench $(BENCH_ARGS)

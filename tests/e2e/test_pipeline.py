@@ -183,6 +183,32 @@ async def test_min_score_gives_no_match(indexed: Stack, nc: Client) -> None:
     assert reply["candidates"] > 0
 
 
+async def test_an_off_topic_question_gets_no_match_with_its_closest_similarity(
+    indexed: Stack, nc: Client
+) -> None:
+    off = await _search(nc, indexed, query="How long should I rest a steak after grilling it?")
+    assert off["no_match"] is True
+    assert off["results"] == []
+    assert off["best_similarity"] < off["min_similarity"]
+    on = await _search(nc, indexed, query="I forgot my password")
+    assert on["no_match"] is False
+    assert on["best_similarity"] >= on["min_similarity"]
+    # The floor is the caller's to move: -1 turns it off.
+    anything = await _search(
+        nc, indexed, query="How long should I rest a steak after grilling it?", min_similarity=-1
+    )
+    assert anything["results"]
+
+
+async def test_keyword_search_matches_other_forms_of_a_word(indexed: Stack, nc: Client) -> None:
+    exact = await _search(nc, indexed, query="passwords", search_type="keyword")
+    inflected = await _search(nc, indexed, query="password", search_type="keyword")
+    assert exact["results"]
+    assert [r["chunk_id"] for r in exact["results"]] == [
+        r["chunk_id"] for r in inflected["results"]
+    ]
+
+
 async def test_k_limits_the_results(indexed: Stack, nc: Client) -> None:
     reply = await _search(nc, indexed, query="office", k=2)
     assert len(reply["results"]) == 2

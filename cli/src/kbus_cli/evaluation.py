@@ -88,6 +88,9 @@ class EvalResult:
     rejected: list[str] = field(default_factory=list)
     modes: dict[str, dict[str, float]] = field(default_factory=dict)
     query_seconds: dict[str, float] = field(default_factory=dict)
+    no_match: dict[str, int] = field(default_factory=dict)
+    off_topic_questions: int = 0
+    off_topic_no_match: int = 0
 
 
 Progress = Callable[[str, int, int], None]
@@ -131,12 +134,18 @@ async def run_mode(
     exclude_self: bool,
     progress: Progress,
     concurrency: int = 4,
-) -> tuple[dict[str, list[str]], float]:
-    """Ranked document ids per query for one retrieval mode."""
+    alpha: float | None = None,
+) -> tuple[dict[str, list[str]], float, int]:
+    """Ranked document ids per query for one retrieval mode, the time, and no_match replies.
+
+    ``alpha`` is the server's default when None.
+    """
     limit = asyncio.Semaphore(concurrency)
     run: dict[str, list[str]] = {}
+    no_match = 0
 
     async def one(query_id: str) -> None:
+        nonlocal no_match
         async with limit:
             reply = await kb.search(
                 data.queries[query_id],
@@ -145,14 +154,24 @@ async def run_mode(
                 group_by_document=True,
                 exclude_documents=(query_id,) if exclude_self else (),
                 timeout_s=300,
+                alpha=alpha,
                 **MODES[mode],
             )
             run[query_id] = [hit.document_id for hit in reply.results]
-            progress(mode, len(run), len(data.qrels))
+            no_match += reply.no_match
+            progress(_label(mode, alpha), len(run), len(data.qrels))
 
     started = time.perf_counter()
     await asyncio.gather(*(one(q) for q in data.qrels))
-    return run, time.perf_counter() - started
+    return run, time.perf_counter() - started, no_match
+
+
+async def count_no_match(kb: KbClient, library: str, questions: list[str]) -> int:
+    """How many questions get ``no_match`` from a default search of the library."""
+    replies = await asyncio.gather(
+        *(kb.search(q, libraries=[library], rerank=False, timeout_s=300) for q in questions)
+    )
+    return sum(r.no_match for r in replies)
 
 
 async def evaluate_dataset(
@@ -163,21 +182,42 @@ async def evaluate_dataset(
     exclude_self: bool,
     progress: Progress,
     library: str | None = None,
+    alphas: list[float] | None = None,
+    off_topic: list[str] | None = None,
 ) -> EvalResult:
-    """Ingest (unless the library is given and already indexed) and score every mode."""
+    """Ingest (unless the library is given and already indexed) and score every mode.
+
+    With ``alphas``, each hybrid mode runs once per alpha (for tuning on a train split).
+    """
     fresh = library is None
     library = library or f"{data.name}-{uuid.uuid4().hex[:8]}".lower()
     result = EvalResult(data.name, split, library, len(data.corpus), len(data.qrels), 0.0)
     if fresh:
         result.ingest_seconds, result.rejected = await ingest(kb, data, library, progress)
     for mode in modes:
-        try:
-            run, seconds = await run_mode(kb, data, library, mode, exclude_self, progress)
-        except KbError as exc:
-            raise RuntimeError(f"mode {mode} failed: {exc}") from exc
-        result.modes[mode] = evaluate(run, data.qrels)
-        result.query_seconds[mode] = seconds
+        hybrid = MODES[mode]["search_type"] == "hybrid"
+        choices: list[float | None] = [None]
+        if hybrid and alphas:
+            choices = list(alphas)
+        for alpha in choices:
+            label = _label(mode, alpha)
+            try:
+                run, seconds, no_match = await run_mode(
+                    kb, data, library, mode, exclude_self, progress, alpha=alpha
+                )
+            except KbError as exc:
+                raise RuntimeError(f"mode {label} failed: {exc}") from exc
+            result.modes[label] = evaluate(run, data.qrels)
+            result.query_seconds[label] = seconds
+            result.no_match[label] = no_match
+    if off_topic:
+        result.off_topic_questions = len(off_topic)
+        result.off_topic_no_match = await count_no_match(kb, library, off_topic)
     return result
+
+
+def _label(mode: str, alpha: float | None) -> str:
+    return mode if alpha is None else f"{mode} (alpha {alpha:g})"
 
 
 def markdown(result: EvalResult) -> str:
@@ -186,13 +226,19 @@ def markdown(result: EvalResult) -> str:
         f"**{result.dataset}** ({result.split}: {result.queries} queries, "
         f"{result.documents} documents; ingestion {result.ingest_seconds:.0f} s)",
         "",
-        "| mode | nDCG@10 | Recall@10 | Recall@100 | MRR@10 | query time (s) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| mode | nDCG@10 | Recall@10 | Recall@100 | MRR@10 | no_match | query time (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for mode, scores in result.modes.items():
         lines.append(
             f"| {mode} | {scores['ndcg@10']:.4f} | {scores['recall@10']:.4f} | "
             f"{scores['recall@100']:.4f} | {scores['mrr@10']:.4f} | "
-            f"{result.query_seconds[mode]:.0f} |"
+            f"{result.no_match.get(mode, 0)} | {result.query_seconds[mode]:.0f} |"
         )
+    if result.off_topic_questions:
+        lines += [
+            "",
+            f"Off-topic questions answered no_match: {result.off_topic_no_match} of "
+            f"{result.off_topic_questions}.",
+        ]
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from kbus_client import DocumentRejectedError, KbClient, KbError
+from kbus_shared.contracts import SearchReply
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -151,7 +152,7 @@ def search(
         out.print_json(reply.model_dump_json())
         return
     if reply.no_match:
-        out.print("no match")
+        out.print("no match" + _closest(reply))
         return
     table = Table("#", reply.score_kind, "title", "section", "source", "text")
     for rank, hit in enumerate(reply.results, 1):
@@ -340,6 +341,21 @@ def mcp(
         raise typer.Exit(2)
 
 
+def _closest(reply: SearchReply) -> str:
+    best, floor = reply.best_similarity, reply.min_similarity
+    if best is None or floor is None or best >= floor:
+        return ""
+    return f" (closest similarity {best:.2f}, floor {floor:.2f})"
+
+
+def _lines(path: Path) -> list[str]:
+    return [
+        line.strip()
+        for line in path.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+
+
 @app.command("eval")
 def eval_command(
     folder: Annotated[
@@ -362,8 +378,24 @@ def eval_command(
         typer.Option(help="Score an already indexed library instead of ingesting a fresh one."),
     ] = None,
     max_queries: Annotated[int | None, typer.Option(help="Score only this many queries.")] = None,
+    alpha: Annotated[
+        list[float] | None,
+        typer.Option(
+            help="Run the hybrid modes once per alpha (repeat; the server's default "
+            "otherwise). For tuning on a train split."
+        ),
+    ] = None,
     max_documents: Annotated[
         int | None, typer.Option(help="Ingest at most this many documents (the judged ones first).")
+    ] = None,
+    off_topic: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="Questions the dataset cannot answer, one per line (# comments): counts how "
+            "many get no_match.",
+        ),
     ] = None,
     results: Annotated[Path, typer.Option(help="Folder for results.json and results.md.")] = Path(
         "eval-results"
@@ -381,6 +413,7 @@ def eval_command(
         err.print(f"[red]unknown modes: {', '.join(unknown)}[/]")
         raise typer.Exit(2)
     data = Dataset.load(folder, split, max_queries, max_documents)
+    questions = _lines(off_topic) if off_topic else None
 
     async def go() -> Any:
         client = await _client(nats_url, prefix, tenant)
@@ -400,7 +433,7 @@ def eval_command(
                     bar.update(tasks[stage], completed=done)
 
                 return await evaluate_dataset(
-                    client, data, split, modes, exclude_self, progress, library
+                    client, data, split, modes, exclude_self, progress, library, alpha, questions
                 )
 
     result = _run(go())

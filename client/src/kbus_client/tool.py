@@ -80,7 +80,7 @@ def format_for_model(reply: SearchReply) -> str:
     if not reply.searched:
         return "No library was searched."
     if not reply.results:
-        return "No passage in the knowledge base matches this query."
+        return "No passage in the knowledge base matches this query." + _closest(reply)
     blocks = []
     for rank, hit in enumerate(reply.results, 1):
         section = " > ".join(hit.heading_path)
@@ -93,3 +93,10 @@ def format_for_model(reply: SearchReply) -> str:
         head.append(f"source: {hit.source_uri or hit.document_id}")
         blocks.append("\n".join(head) + "\n" + hit.text.strip())
     return "\n\n".join(blocks)
+
+
+def _closest(reply: SearchReply) -> str:
+    best, floor = reply.best_similarity, reply.min_similarity
+    if best is None or floor is None or best >= floor:
+        return ""
+    return f" (the closest passage's similarity is {best:.2f}, under the {floor:.2f} floor)"

@@ -171,6 +171,7 @@ def start_weaviate(
     *,
     timeout_s: float = 120.0,
     api_key: str | None = None,
+    auto_schema: bool = False,
 ) -> Server:
     """weaviate-server on 127.0.0.1 with no modules and no telemetry.
 
@@ -194,7 +195,8 @@ def start_weaviate(
         "DEFAULT_VECTORIZER_MODULE": "none",
         "ENABLE_MODULES": "",
         "DISABLE_TELEMETRY": "true",
-        "AUTOSCHEMA_ENABLED": "false",
+        # kbus declares its schema; auto-schema is only for others (the benchmark's peer).
+        "AUTOSCHEMA_ENABLED": "true" if auto_schema else "false",
         "GO_PROFILING_DISABLE": "true",
         "PROMETHEUS_MONITORING_ENABLED": "false",
         "LOG_LEVEL": "warning",

@@ -110,6 +110,11 @@ class Chunk(Contract):
         ge=0, description="End offset (exclusive): text == document.text[start:end]."
     )
     heading_path: tuple[str, ...] = ()
+    keywords: str = Field(
+        default="",
+        description="What keyword search matches for this chunk: the analysed terms "
+        "(kbus_shared.analysis) of its title, headings and a window of the document around it.",
+    )
 
 
 class DocumentRef(Contract):
@@ -131,9 +136,16 @@ class DocumentRef(Contract):
 
 
 class ChunksReady(Contract):
-    """All chunks of one document, published by the ingestor on ``chunks.ready``."""
+    """Chunks of one document, published by the ingestor on ``chunks.ready``.
+
+    A document with many chunks travels in several parts (``part`` of ``parts``) so that each
+    message stays well under the bus's payload limit.
+    """
 
     document: DocumentRef
+    part: int = Field(default=0, ge=0)
+    parts: int = Field(default=1, ge=1)
+    total_chunks: int = Field(default=0, ge=0, description="Chunks of the document in all parts.")
     chunks: tuple[Chunk, ...]
 
 
@@ -261,6 +273,18 @@ class SearchRequest(Contract):
     min_score: float | None = Field(
         default=None, ge=0.0, description="Drop hits whose final score is lower."
     )
+    min_similarity: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="Answer no_match when even the best candidate's cosine similarity to the "
+        "query is lower (vector and hybrid search; the server's calibrated default if unset).",
+    )
+    rewrite: bool | None = Field(
+        default=None,
+        description="Rewrite the query before searching, if a rewriter is configured "
+        "(the server's default if unset).",
+    )
     rerank: bool = True
     group_by_document: bool = Field(
         default=False,
@@ -322,6 +346,7 @@ class SearchHit(Contract):
 class StageTimings(Contract):
     """Milliseconds spent in each stage of one search."""
 
+    rewrite_ms: float = 0.0
     embed_ms: float = 0.0
     search_ms: float = 0.0
     rerank_ms: float = 0.0
@@ -334,11 +359,23 @@ class SearchReply(Contract):
     kind: Literal["search_results"] = "search_results"
     results: tuple[SearchHit, ...]
     searched: bool = Field(description="False when the request named no library: nothing was run.")
-    no_match: bool = Field(description="True when candidates existed but none passed min_score.")
+    no_match: bool = Field(
+        description="True when the search ran but found nothing relevant enough: no candidate, "
+        "the best cosine similarity under min_similarity, or no hit over min_score."
+    )
     candidates: int = Field(description="How many candidates the store returned before reranking.")
     search_type: SearchType
     alpha: float
     min_score: float
+    min_similarity: float | None = Field(
+        default=None, description="The similarity floor applied (None in keyword search)."
+    )
+    best_similarity: float | None = Field(
+        default=None,
+        description="The highest cosine similarity of any candidate to the query: how close "
+        "the library came to the question.",
+    )
+    query: str = Field(default="", description="The query searched (after any rewriting).")
     score_kind: str = Field(
         description="What `scores.final` is: rerank (the reranker's score), fused (relative "
         "hybrid score, 0..1), cosine (vector similarity) or bm25 (raw keyword score)."

@@ -84,6 +84,9 @@ class CohereSettings(BaseSettings):
     )
     embed_model: str = Field(default="embed-english-v3.0", description="Cohere embed model.")
     rerank_model: str = Field(default="rerank-english-v3.0", description="Cohere rerank model.")
+    chat_model: str = Field(
+        default="command-r7b-12-2024", description="Cohere chat model (query rewriting)."
+    )
     base_url: str | None = Field(default=None, description="Cohere API base URL.")
     timeout_s: float = Field(default=30.0, description="Timeout of Cohere calls, seconds.")
 

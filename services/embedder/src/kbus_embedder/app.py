@@ -33,7 +33,6 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
         lambda: create_embedder(settings),
         settings.include_title,
         registry,
-        part_chunks=settings.part_chunks,
     )
     register(broker, topology, vectorizer)
 

@@ -28,9 +28,4 @@ class EmbedderSettings(ServiceSettings):
     include_title: bool = Field(
         default=True, description="Embed a chunk as 'title / heading path / text'."
     )
-    part_chunks: int = Field(
-        default=64,
-        gt=0,
-        description="Chunks per embeddings.ready message (keeps each well under 1 MB).",
-    )
     cohere: CohereSettings = Field(default_factory=CohereSettings)

@@ -31,10 +31,8 @@ class Vectorizer:
         load: Callable[[], Embedder],
         include_title: bool,
         registry: CollectorRegistry,
-        part_chunks: int = 64,
     ) -> None:
         self.stage = stage
-        self.part_chunks = part_chunks
         self._load = load
         self._embedder: Embedder | None = None
         self.include_title = include_title
@@ -61,7 +59,7 @@ class Vectorizer:
         await self.stage.settle(message, ChunksReady, self.embed_chunks)
 
     async def embed_chunks(self, ready: ChunksReady) -> None:
-        """Embed all chunks of a document and publish them on ``embeddings.ready``."""
+        """Embed one part of a document's chunks and publish it on ``embeddings.ready``."""
         texts = [document_text(ready.document, c, self.include_title) for c in ready.chunks]
         started = time.perf_counter()
         vectors = await self.embedder.embed(texts, InputType.DOCUMENT)
@@ -71,22 +69,18 @@ class Vectorizer:
             for chunk, vector in zip(ready.chunks, vectors, strict=True)
         ]
         topology = self.stage.topology
-        parts = [
-            embedded[i : i + self.part_chunks] for i in range(0, len(embedded), self.part_chunks)
-        ]
-        for number, part in enumerate(parts):
-            out = EmbeddingsReady(
-                document=ready.document,
-                model=self.embedder.model,
-                dimension=self.embedder.dimension,
-                part=number,
-                parts=len(parts),
-                total_chunks=len(embedded),
-                chunks=tuple(part),
-            )
-            await self.stage.publish(
-                out, topology.embeddings_ready, stream=topology.embeddings_stream.name
-            )
+        out = EmbeddingsReady(
+            document=ready.document,
+            model=self.embedder.model,
+            dimension=self.embedder.dimension,
+            part=ready.part,
+            parts=ready.parts,
+            total_chunks=ready.total_chunks or len(embedded),
+            chunks=tuple(embedded),
+        )
+        await self.stage.publish(
+            out, topology.embeddings_ready, stream=topology.embeddings_stream.name
+        )
         self.chunks_embedded.labels(self.embedder.model).inc(len(ready.chunks))
 
     async def handle_request(self, message: NatsMessage) -> EmbedReply | ErrorReply:

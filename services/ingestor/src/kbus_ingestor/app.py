@@ -31,6 +31,8 @@ def create_app(settings: IngestorSettings | None = None) -> AsgiFastStream:
         max_document_bytes=settings.max_document_bytes,
         max_chunks=settings.max_chunks,
         registry=registry,
+        keyword_window=settings.keyword_window,
+        part_chunks=settings.part_chunks,
     )
     register(broker, topology, ingestor)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from faststream.nats.message import NatsMessage
+from kbus_shared.analysis import keyword_text, window
 from kbus_shared.consuming import Stage, stream_sequence
 from kbus_shared.contracts import Chunk, ChunksReady, ContentType, DocumentAdded, DocumentRef
 from kbus_shared.errors import PermanentError
@@ -16,9 +17,13 @@ from kbus_ingestor.markdown import sections
 
 
 def chunk_document(
-    doc: DocumentAdded, config: ChunkingConfig, max_chunks: int, sequence: int = 0
+    doc: DocumentAdded,
+    config: ChunkingConfig,
+    max_chunks: int,
+    sequence: int = 0,
+    keyword_window: int = 1000,
 ) -> ChunksReady:
-    """Split a document into chunks with deterministic ids.
+    """Split a document into chunks with deterministic ids and their keyword text.
 
     Raises:
         PermanentError: the document yields no chunk, or more than ``max_chunks``.
@@ -40,6 +45,9 @@ def chunk_document(
             char_start=span.start,
             char_end=span.end,
             heading_path=path,
+            keywords=keyword_text(
+                doc.title, path, window(doc.text, span.start, span.end, keyword_window)
+            ),
         )
         for position, (span, path) in enumerate(pieces)
     )
@@ -54,7 +62,16 @@ def chunk_document(
         metadata=doc.metadata,
         sequence=sequence,
     )
-    return ChunksReady(document=ref, chunks=chunks)
+    return ChunksReady(document=ref, total_chunks=len(chunks), chunks=chunks)
+
+
+def split_parts(ready: ChunksReady, part_chunks: int) -> list[ChunksReady]:
+    """The chunks of a document in messages of at most ``part_chunks`` chunks each."""
+    groups = [ready.chunks[i : i + part_chunks] for i in range(0, len(ready.chunks), part_chunks)]
+    return [
+        ready.model_copy(update={"part": n, "parts": len(groups), "chunks": group})
+        for n, group in enumerate(groups)
+    ]
 
 
 def _pieces(doc: DocumentAdded, config: ChunkingConfig) -> list[tuple[Span, tuple[str, ...]]]:
@@ -83,9 +100,13 @@ class Ingestor:
         max_document_bytes: int,
         max_chunks: int,
         registry: CollectorRegistry,
+        keyword_window: int = 1000,
+        part_chunks: int = 64,
     ) -> None:
         self.stage = stage
         self.config = config
+        self.keyword_window = keyword_window
+        self.part_chunks = part_chunks
         self.max_document_bytes = max_document_bytes
         self.max_chunks = max_chunks
         self.chunks_made = Counter("kbus_ingestor_chunks", "Chunks produced", registry=registry)
@@ -101,9 +122,12 @@ class Ingestor:
 
     async def ingest(self, doc: DocumentAdded, sequence: int = 0) -> None:
         """Chunk a document and publish its chunks."""
-        ready = chunk_document(doc, self.config, self.max_chunks, sequence)
+        ready = chunk_document(doc, self.config, self.max_chunks, sequence, self.keyword_window)
         topology = self.stage.topology
-        await self.stage.publish(ready, topology.chunks_ready, stream=topology.chunks_stream.name)
+        for part in split_parts(ready, self.part_chunks):
+            await self.stage.publish(
+                part, topology.chunks_ready, stream=topology.chunks_stream.name
+            )
         self.chunks_made.inc(len(ready.chunks))
 
     def _too_large(self, size: int) -> Callable[[DocumentAdded], Awaitable[None]]:

@@ -15,6 +15,17 @@ class IngestorSettings(ServiceSettings):
     http_port: int = Field(default=8101, description="Port of /health and /metrics.")
     chunk_size: int = Field(default=512, ge=16, description="Target chunk length in characters.")
     chunk_overlap: int = Field(default=50, ge=0, description="Characters shared by neighbours.")
+    keyword_window: int = Field(
+        default=1000,
+        ge=0,
+        description="Characters of the document on each side of a chunk that keyword search "
+        "also matches for it (0: the chunk alone).",
+    )
+    part_chunks: int = Field(
+        default=64,
+        gt=0,
+        description="Chunks per chunks.ready message (keeps each well under 1 MB).",
+    )
     max_document_bytes: int = Field(
         default=256 * 1024,
         gt=0,

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from kbus_searcher.handlers import register_indexing, register_search_service
 from kbus_searcher.indexing import Indexer
+from kbus_searcher.rewriting import create_rewriter
 from kbus_searcher.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
@@ -36,7 +37,13 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
     if settings.index:
         indexer = Indexer(Stage("indexer", broker, topology, metrics), store, tombstones, registry)
         register_indexing(broker, topology, indexer)
-    searcher = Searcher(Stage("searcher", broker, topology, metrics), store, settings, registry)
+    searcher = Searcher(
+        Stage("searcher", broker, topology, metrics),
+        store,
+        settings,
+        registry,
+        create_rewriter(settings.rewriter, settings.cohere),
+    )
 
     services: list[Service] = []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from faststream.nats import NatsBroker
 from kbus_shared.bus import request
@@ -32,6 +33,7 @@ from kbus_shared.passages import passage_text
 from prometheus_client import CollectorRegistry, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
+from kbus_searcher.rewriting import QueryRewriter, rewrite_or_keep
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import MAX_RESULT_WINDOW, Candidate, ChunkStore
 
@@ -45,10 +47,12 @@ class Searcher:
         store: ChunkStore,
         settings: SearcherSettings,
         registry: CollectorRegistry,
+        rewriter: QueryRewriter | None = None,
     ) -> None:
         self.stage = stage
         self.store = store
         self.settings = settings
+        self.rewriter = rewriter
         self.latency = Histogram(
             "kbus_search_stage_seconds",
             "Search latency by stage",
@@ -85,43 +89,51 @@ class Searcher:
 
     async def search(self, req: SearchRequest) -> SearchReply:
         """Run a search request through every stage."""
-        started = time.perf_counter()
-        alpha = self.settings.alpha if req.alpha is None else req.alpha
-        min_score = self.settings.min_score if req.min_score is None else req.min_score
-        timings: dict[str, float] = {}
+        run = _Run(req, time.perf_counter())
+        run.alpha = self.settings.alpha if req.alpha is None else req.alpha
+        run.min_score = self.settings.min_score if req.min_score is None else req.min_score
+        if req.search_type is not SearchType.KEYWORD:
+            floor = (
+                self.settings.min_similarity if req.min_similarity is None else req.min_similarity
+            )
+            run.min_similarity = floor
         if not req.libraries:
-            return self._reply(req, (), 0, alpha, min_score, "", "", timings, started, False)
-
-        vector, model = await self._embed(req, timings)
-        candidates = await self._candidates(req, vector, alpha, timings)
-        rerank_scores, reranker = await self._rerank(req, candidates, timings)
+            return self._reply(run, searched=False)
+        run.query = await self._rewrite(req, run.timings)
+        vector, run.model = await self._embed(run.query, req.search_type, run.timings)
+        candidates = await self._candidates(req, run.query, vector, run.alpha, run.timings)
+        run.candidates = len(candidates)
+        run.best_similarity = max(
+            (c.vector for c in candidates if c.vector is not None), default=None
+        )
+        if not candidates or not _similar_enough(run.best_similarity, run.min_similarity):
+            return self._reply(run)
+        rerank_scores, run.reranker = await self._rerank(run.query, req, candidates, run.timings)
         hits = _rank(candidates, rerank_scores, req.search_type)
-        hits = [h for h in hits if h.scores.final >= min_score]
+        hits = [h for h in hits if h.scores.final >= run.min_score]
         if req.group_by_document:
             hits = _best_per_document(hits)
-        hits = hits[: req.k]
-        return self._reply(
-            req,
-            tuple(hits),
-            len(candidates),
-            alpha,
-            min_score,
-            model,
-            reranker,
-            timings,
-            started,
-            True,
-        )
+        run.hits = tuple(hits[: req.k])
+        return self._reply(run)
+
+    async def _rewrite(self, req: SearchRequest, timings: dict[str, float]) -> str:
+        wanted = self.settings.rewrite if req.rewrite is None else req.rewrite
+        if self.rewriter is None or not wanted:
+            return req.query
+        t0 = time.perf_counter()
+        query = await rewrite_or_keep(self.rewriter, req.query)
+        timings["rewrite_ms"] = self._observe("rewrite", t0)
+        return query
 
     async def _embed(
-        self, req: SearchRequest, timings: dict[str, float]
+        self, query: str, search_type: SearchType, timings: dict[str, float]
     ) -> tuple[list[float] | None, str]:
-        if req.search_type is SearchType.KEYWORD:
+        if search_type is SearchType.KEYWORD:
             return None, ""
         t0 = time.perf_counter()
         reply = await request(
             self.broker,
-            EmbedRequest(texts=(req.query,), input_type=InputType.QUERY),
+            EmbedRequest(texts=(query,), input_type=InputType.QUERY),
             self.stage.topology.embed,
             EmbedReply,
             stage="embedder",
@@ -133,6 +145,7 @@ class Searcher:
     async def _candidates(
         self,
         req: SearchRequest,
+        query: str,
         vector: list[float] | None,
         alpha: float,
         timings: dict[str, float],
@@ -144,7 +157,7 @@ class Searcher:
             return await self.store.search(
                 tenant=req.tenant,
                 libraries=req.libraries,
-                query=req.query,
+                query=query,
                 vector=vector,
                 search_type=req.search_type,
                 alpha=alpha,
@@ -163,7 +176,11 @@ class Searcher:
         return min(MAX_RESULT_WINDOW, max(self.settings.overfetch_min, factor * k))
 
     async def _rerank(
-        self, req: SearchRequest, candidates: Sequence[Candidate], timings: dict[str, float]
+        self,
+        query: str,
+        req: SearchRequest,
+        candidates: Sequence[Candidate],
+        timings: dict[str, float],
     ) -> tuple[list[float] | None, str]:
         if not (req.rerank and self.settings.rerank and candidates):
             return None, ""
@@ -171,7 +188,7 @@ class Searcher:
         reply = await request(
             self.broker,
             RerankRequest(
-                query=req.query,
+                query=query,
                 candidates=tuple(
                     RerankCandidate(id=c.uuid, text=_passage(c), prior=_prior(c, req.search_type))
                     for c in candidates[: self.settings.rerank_depth]
@@ -190,33 +207,50 @@ class Searcher:
         self.latency.labels(stage).observe(elapsed)
         return elapsed * 1000.0
 
-    def _reply(
-        self,
-        req: SearchRequest,
-        hits: tuple[SearchHit, ...],
-        candidates: int,
-        alpha: float,
-        min_score: float,
-        model: str,
-        reranker: str,
-        timings: dict[str, float],
-        started: float,
-        searched: bool,
-    ) -> SearchReply:
-        timings["total_ms"] = self._observe("total", started)
+    def _reply(self, run: _Run, searched: bool = True) -> SearchReply:
+        run.timings["total_ms"] = self._observe("total", run.started)
+        req = run.request
         return SearchReply(
-            results=hits,
+            results=run.hits,
             searched=searched,
-            no_match=searched and not hits,
-            candidates=candidates,
+            no_match=searched and not run.hits,
+            candidates=run.candidates,
             search_type=req.search_type,
-            alpha=alpha,
-            min_score=min_score,
-            score_kind=_score_kind(req.search_type, bool(reranker)),
-            model=model,
-            reranker=reranker,
-            timings=StageTimings(**timings),
+            alpha=run.alpha,
+            min_score=run.min_score,
+            min_similarity=run.min_similarity,
+            best_similarity=run.best_similarity,
+            query=run.query or req.query,
+            score_kind=_score_kind(req.search_type, bool(run.reranker)),
+            model=run.model,
+            reranker=run.reranker,
+            timings=StageTimings(**run.timings),
         )
+
+
+@dataclass
+class _Run:
+    """What one search has found out so far; becomes the reply."""
+
+    request: SearchRequest
+    started: float
+    alpha: float = 0.0
+    min_score: float = 0.0
+    min_similarity: float | None = None
+    best_similarity: float | None = None
+    query: str = ""
+    model: str = ""
+    reranker: str = ""
+    candidates: int = 0
+    hits: tuple[SearchHit, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _similar_enough(best: float | None, floor: float | None) -> bool:
+    # Keyword search has no similarity; a hybrid list found only by keyword has none either.
+    if floor is None or floor <= -1.0:
+        return True
+    return best is not None and best >= floor
 
 
 def _passage(c: Candidate) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import weaviate
+from kbus_shared.analysis import analyze, keyword_text
 from kbus_shared.contracts import DocumentDeleted, EmbeddingsReady, MetadataScalar, SearchType
 from kbus_shared.errors import PermanentError, TransientError
 from weaviate.classes.aggregate import GroupByAggregate
@@ -32,7 +33,8 @@ from weaviate.exceptions import WeaviateBaseError, WeaviateInsertManyAllFailedEr
 
 log = logging.getLogger("kbus.searcher")
 
-KEYWORD_PROPERTIES = ["title", "heading_text", "text"]
+# Analysed by kbus (kbus_shared.analysis), so Weaviate only splits at spaces.
+KEYWORD_PROPERTIES = ["keywords"]
 MAX_RESULT_WINDOW = 1_000
 
 
@@ -56,6 +58,13 @@ def _int(name: str, *, filterable: bool = False) -> Property:
 
 
 SCHEMA_PROPERTIES = [
+    Property(
+        name="keywords",
+        data_type=DataType.TEXT,
+        tokenization=Tokenization.WHITESPACE,
+        index_searchable=True,
+        index_filterable=False,
+    ),
     _text("text", searchable=True, filterable=False),
     _text("title", searchable=True, filterable=False),
     _text("heading_text", searchable=True, filterable=False),
@@ -82,7 +91,7 @@ SCHEMA_PROPERTIES = [
     _int("char_start"),
     _int("char_end"),
 ]
-RETURN_PROPERTIES = [p.name for p in SCHEMA_PROPERTIES]
+RETURN_PROPERTIES = [p.name for p in SCHEMA_PROPERTIES if p.name != "keywords"]
 
 
 @dataclass(frozen=True)
@@ -216,6 +225,8 @@ class ChunkStore:
                 properties={
                     **base,
                     "text": chunk.text,
+                    "keywords": chunk.keywords
+                    or keyword_text(doc.title, chunk.heading_path, chunk.text),
                     "heading_path": list(chunk.heading_path),
                     "heading_text": " > ".join(chunk.heading_path),
                     "position": chunk.position,
@@ -332,9 +343,10 @@ class ChunkStore:
         for document_id in exclude_documents:
             where = where & Filter.by_property("document_id").not_equal(document_id)
         col = self._collection.with_tenant(tenant)
+        terms = analyze(query)
         if search_type is SearchType.KEYWORD:
             res = await col.query.bm25(
-                query=query,
+                query=terms,
                 query_properties=KEYWORD_PROPERTIES,
                 limit=limit,
                 filters=where,
@@ -358,7 +370,7 @@ class ChunkStore:
                 for o in res.objects
             ]
         res = await col.query.hybrid(
-            query=query,
+            query=terms,
             vector=vector,
             alpha=alpha,
             limit=limit,

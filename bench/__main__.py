@@ -1,0 +1,133 @@
+"""``python -m bench``: ingestion, query, scaling, peer and memory, in one run.
+
+Everything that is compared runs in this one process tree on this machine, one thing at a time:
+the floors first, then kbus, then the peer. Results: results.json, summary.md and plot.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kbus_client import KbClient
+from kbus_dev.servers import ensure_installed, start_nats, start_weaviate
+from kbus_dev.services import service_env, start_all
+from kbus_shared.settings import StoreSettings
+
+from bench import corpus as corpora
+from bench import floors, pipeline, report, scaling
+
+MODEL = "all-MiniLM-L6-v2"
+TENANT = "bench"
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--dataset", type=Path, default=Path("../shared/datasets/scifact"))
+    p.add_argument("--documents", type=int, default=1000, help="0: the whole corpus")
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--scaling-documents", type=int, default=150)
+    p.add_argument("--out", type=Path, default=Path("bench-results"))
+    p.add_argument("--no-peer", action="store_true", help="Skip LlamaIndex.")
+    p.add_argument("--no-scaling", action="store_true")
+    return p.parse_args()
+
+
+def _machine() -> str:
+    return f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
+
+
+async def _kbus(
+    args: argparse.Namespace, data: corpora.Corpus, nats_url: str, http: int, grpc: int
+) -> dict[str, Any]:
+    collection = f"Bench{uuid.uuid4().hex[:8]}"
+    store = StoreSettings(http_port=http, grpc_port=grpc, collection=collection)
+    env = service_env(nats_url, http, grpc, collection=collection)
+    services = start_all(env, args.out / "logs")
+    memory: dict[str, list[dict[str, int]]] = {s.name: [] for s in services}
+    library = "scifact"
+    try:
+        kb = await KbClient.connect(nats_url, tenant=TENANT)
+        async with kb:
+            runs = []
+            for _ in range(2):
+                runs.append(await pipeline.ingest(kb, data, library))
+                for s in services:
+                    memory[s.name].append(pipeline.memory_kb(s))
+            loads = [await pipeline.query_load(kb, data.queries, library, 1, rerank=False)]
+            for concurrency in (1, 8, 32):
+                loads.append(await pipeline.query_load(kb, data.queries, library, concurrency))
+        floor = floors.QueryFloor.create(MODEL, threads=0, rerank_depth=5)
+        query_floor = await floor.run(data.queries, store, TENANT, library, alpha=0.5)
+    finally:
+        for s in services:
+            s.stop()
+    return {
+        "ingestion": {"runs": runs, "in_flight": pipeline.IN_FLIGHT},
+        "query": {"bus": loads, "floor": query_floor},
+        "memory": memory,
+    }
+
+
+async def main() -> None:
+    args = _args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    data = corpora.load(args.dataset, args.documents or None, args.queries)
+    print(f"corpus: {len(data.documents)} documents, {data.chunks} chunks", flush=True)
+    ensure_installed()
+    root = Path(tempfile.mkdtemp(prefix="kbus-bench-"))
+    nats_server = start_nats(root / "nats")
+    # LlamaIndex's WeaviateVectorStore relies on auto-schema; kbus declares its own schema.
+    weaviate_server = start_weaviate(root / "weaviate", auto_schema=True)
+    nats_url = f"nats://127.0.0.1:{nats_server.ports['client']}"
+    http, grpc = weaviate_server.ports["http"], weaviate_server.ports["grpc"]
+    try:
+        print("floors: bare encoder, bare Weaviate import", flush=True)
+        encode, vectors = floors.encode_rate(data, MODEL, threads=0, batch_size=32)
+        store = StoreSettings(http_port=http, grpc_port=grpc)
+        imported = await floors.import_rate(data, vectors, store, MODEL)
+        ceiling = 1 / (1 / encode["chunks_per_s"] + 1 / imported["chunks_per_s"])
+        print("kbus: ingestion twice, then queries", flush=True)
+        result: dict[str, Any] = {
+            "machine": _machine(),
+            "documents": len(data.documents),
+            "chunks": data.chunks,
+            "queries": data.queries,
+            "floors": {"encode": encode, "import": imported, "ceiling_chunks_per_s": ceiling},
+            **(await _kbus(args, data, nats_url, http, grpc)),
+        }
+        if not args.no_scaling:
+            print("scaling: 1, 2, 3 embedders", flush=True)
+            subset = corpora.Corpus(
+                data.documents[: args.scaling_documents],
+                data.chunked[: args.scaling_documents],
+                [],
+            )
+            result["scaling"] = [
+                await scaling.embedder_rate(nats_url, (http, grpc), subset, n, args.out / "logs")
+                for n in (1, 2, 3)
+            ]
+        if not args.no_peer:
+            print("peer: LlamaIndex", flush=True)
+            from bench import peer
+
+            result["peer"] = peer.run(data, http, grpc, MODEL, threads=0)
+    finally:
+        nats_server.stop()
+        weaviate_server.stop()
+    (args.out / "results.json").write_text(json.dumps(result, indent=2))
+    summary = report.markdown(result)
+    (args.out / "summary.md").write_text(summary)
+    report.plot(result, args.out / "plot.png")
+    print(summary)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,129 @@
+"""The floors: each stage's work done in-process, without the bus or the framework."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+from kbus_models.encoder import Encoder, resolve
+from kbus_searcher.store import ChunkStore
+from kbus_shared.contracts import EmbeddedChunk, EmbeddingsReady, SearchType
+from kbus_shared.passages import passage_text
+from kbus_shared.settings import StoreSettings
+from kbus_shared.store import weaviate_client
+
+from bench.corpus import Corpus
+from bench.stats import percentiles
+
+
+def encode_rate(
+    corpus: Corpus, model: str, threads: int, batch_size: int
+) -> tuple[dict[str, float], list[np.ndarray]]:
+    """Bare encoder (E): chunks per second embedding the corpus's chunk texts in-process.
+
+    Also returns the vectors, one array per document, for the import floor.
+    """
+    texts = corpus.chunk_texts
+    encoder = Encoder(resolve(model), threads=threads)
+    encoder.embed(texts[:batch_size], batch_size)  # warm-up: onnxruntime allocates on first run
+    started = time.perf_counter()
+    flat = encoder.embed(texts, batch_size)
+    seconds = time.perf_counter() - started
+    vectors, begin = [], 0
+    for ready in corpus.chunked:
+        vectors.append(flat[begin : begin + len(ready.chunks)])
+        begin += len(ready.chunks)
+    rate = {"chunks": len(texts), "seconds": seconds, "chunks_per_s": len(texts) / seconds}
+    return rate, vectors
+
+
+async def import_rate(
+    corpus: Corpus, vectors: list[np.ndarray], store: StoreSettings, model: str
+) -> dict[str, float]:
+    """Bare Weaviate import (W): the same objects the indexer writes, 64 per batch request."""
+    collection = f"BenchImport{uuid.uuid4().hex[:8]}"
+    client = weaviate_client(store)
+    await client.connect()
+    try:
+        chunks = ChunkStore(client, collection)
+        await chunks.ensure_collection()
+        messages = [
+            EmbeddingsReady(
+                document=ready.document,
+                model=model,
+                dimension=vecs.shape[1],
+                total_chunks=len(ready.chunks),
+                chunks=tuple(
+                    EmbeddedChunk(**c.model_dump(), vector=tuple(v.tolist()))
+                    for c, v in zip(ready.chunks, vecs, strict=True)
+                ),
+            )
+            for ready, vecs in zip(corpus.chunked, vectors, strict=True)
+        ]
+        started = time.perf_counter()
+        for message in messages:
+            await chunks.upsert(message)
+        seconds = time.perf_counter() - started
+        await client.collections.delete(collection)
+    finally:
+        await client.close()
+    n = corpus.chunks
+    return {"chunks": n, "seconds": seconds, "chunks_per_s": n / seconds}
+
+
+@dataclass
+class QueryFloor:
+    """In-process query stages: embed, Weaviate hybrid, rerank."""
+
+    encoder: Encoder
+    scorer: object
+    rerank_depth: int
+
+    @classmethod
+    def create(cls, model: str, threads: int, rerank_depth: int) -> QueryFloor:
+        from kbus_reranker.scoring import E5Scorer
+
+        return cls(Encoder(resolve(model), threads=threads), E5Scorer(threads), rerank_depth)
+
+    async def run(
+        self, queries: list[str], store: StoreSettings, tenant: str, library: str, alpha: float
+    ) -> dict[str, dict[str, float]]:
+        """Per-stage and total latency (ms) of each query, one at a time."""
+        client = weaviate_client(store)
+        await client.connect()
+        stages: dict[str, list[float]] = {"embed": [], "search": [], "rerank": [], "total": []}
+        try:
+            chunks = ChunkStore(client, store.collection)
+            for query in queries:
+                t0 = time.perf_counter()
+                vector = self.encoder.embed([query])[0].tolist()
+                t1 = time.perf_counter()
+                found = await chunks.search(
+                    tenant=tenant,
+                    libraries=(library,),
+                    query=query,
+                    vector=vector,
+                    search_type=SearchType.HYBRID,
+                    alpha=alpha,
+                    limit=20,
+                    filters={},
+                )
+                t2 = time.perf_counter()
+                passages = [
+                    passage_text(
+                        c.properties.get("title") or "",
+                        c.properties.get("heading_path") or (),
+                        c.properties.get("text") or "",
+                    )
+                    for c in found[: self.rerank_depth]
+                ]
+                self.scorer.score(query, passages)  # type: ignore[attr-defined]
+                t3 = time.perf_counter()
+                for name, a, b in (("embed", t0, t1), ("search", t1, t2), ("rerank", t2, t3)):
+                    stages[name].append((b - a) * 1000)
+                stages["total"].append((t3 - t0) * 1000)
+        finally:
+            await client.close()
+        return {name: percentiles(values) for name, values in stages.items()}

@@ -1,0 +1,93 @@
+"""The peer: LlamaIndex's IngestionPipeline into its WeaviateVectorStore, as its docs show it.
+
+Same corpus, same model (all-MiniLM-L6-v2 on the same onnxruntime encoder, wrapped as a
+LlamaIndex embedding), same Weaviate. Chunking is LlamaIndex's SentenceSplitter at the nearest
+token size to kbus's 512 characters (128 tokens, overlap 12).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from kbus_models.encoder import Encoder, resolve
+
+from bench.corpus import Corpus
+from bench.stats import percentiles
+
+
+def _embedding(model: str, threads: int) -> Any:
+    from llama_index.core.embeddings import BaseEmbedding
+    from pydantic import PrivateAttr
+
+    class KbusEncoderEmbedding(BaseEmbedding):  # type: ignore[misc,unused-ignore]
+        """The kbus encoder behind LlamaIndex's embedding interface."""
+
+        _encoder: Encoder = PrivateAttr()
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(model_name=model, **kwargs)
+            self._encoder = Encoder(resolve(model), threads=threads)
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return self._encoder.embed([query])[0].tolist()  # type: ignore[no-any-return]
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_query_embedding(query)
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return self._encoder.embed([text])[0].tolist()  # type: ignore[no-any-return]
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return self._encoder.embed(texts).tolist()  # type: ignore[no-any-return]
+
+    return KbusEncoderEmbedding()
+
+
+def run(
+    corpus: Corpus, http_port: int, grpc_port: int, model: str, threads: int
+) -> dict[str, object]:
+    """Ingestion time and query latency of LlamaIndex on the same corpus and Weaviate."""
+    import weaviate
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.ingestion import IngestionPipeline
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.vector_stores.weaviate import WeaviateVectorStore
+
+    client = weaviate.connect_to_local(port=http_port, grpc_port=grpc_port, skip_init_checks=True)
+    index_name = f"LlamaBench{uuid.uuid4().hex[:8]}"
+    try:
+        embed = _embedding(model, threads)
+        store = WeaviateVectorStore(weaviate_client=client, index_name=index_name)
+        pipeline = IngestionPipeline(
+            transformations=[SentenceSplitter(chunk_size=128, chunk_overlap=12), embed],
+            vector_store=store,
+        )
+        documents = [
+            Document(text=d["text"], metadata={"title": d.get("title", "")}, doc_id=d["_id"])
+            for d in corpus.documents
+        ]
+        started = time.perf_counter()
+        nodes = pipeline.run(documents=documents)
+        seconds = time.perf_counter() - started
+        index = VectorStoreIndex.from_vector_store(store, embed_model=embed)
+        retriever = index.as_retriever(
+            similarity_top_k=5, vector_store_query_mode="hybrid", alpha=0.5
+        )
+        latencies = []
+        for query in corpus.queries:
+            t0 = time.perf_counter()
+            retriever.retrieve(query)
+            latencies.append((time.perf_counter() - t0) * 1000)
+        client.collections.delete(index_name)
+    finally:
+        client.close()
+    return {
+        "documents": len(corpus.documents),
+        "chunks": len(nodes),
+        "seconds": seconds,
+        "documents_per_s": len(corpus.documents) / seconds,
+        "chunks_per_s": len(nodes) / seconds,
+        "query_latency_ms": percentiles(latencies),
+    }

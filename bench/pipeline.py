@@ -1,0 +1,90 @@
+"""kbus itself: ingestion through the four services, and searches through the bus."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from kbus_client import KbClient
+from kbus_dev.servers import Server
+
+from bench.corpus import Corpus
+from bench.stats import percentiles
+
+IN_FLIGHT = 64
+
+
+def memory_kb(server: Server) -> dict[str, int]:
+    """Resident and peak resident memory of a service process (from /proc)."""
+    fields = {}
+    for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0])
+    return {"rss_kb": fields.get("VmRSS", 0), "peak_kb": fields.get("VmHWM", 0)}
+
+
+async def ingest(kb: KbClient, corpus: Corpus, library: str) -> dict[str, object]:
+    """Publish every document (at most ``IN_FLIGHT`` awaiting their receipt) and time it."""
+    limit = asyncio.Semaphore(IN_FLIGHT)
+    to_searchable: list[float] = []
+
+    async def one(doc: dict[str, str]) -> None:
+        async with limit:
+            t0 = time.perf_counter()
+            await kb.publish_document(
+                library=library,
+                document_id=doc["_id"],
+                title=doc.get("title", ""),
+                text=doc["text"] if doc["text"].strip() else doc.get("title", "") or "-",
+                wait=True,
+                timeout_s=3_600,
+            )
+            to_searchable.append((time.perf_counter() - t0) * 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(d) for d in corpus.documents))
+    seconds = time.perf_counter() - started
+    return {
+        "documents": len(corpus.documents),
+        "chunks": corpus.chunks,
+        "seconds": seconds,
+        "documents_per_s": len(corpus.documents) / seconds,
+        "chunks_per_s": corpus.chunks / seconds,
+        "time_to_searchable_ms": percentiles(to_searchable),
+    }
+
+
+async def query_load(
+    kb: KbClient, queries: list[str], library: str, concurrency: int, rerank: bool = True
+) -> dict[str, object]:
+    """Latency percentiles, per-stage medians and throughput of searches at a concurrency."""
+    limit = asyncio.Semaphore(concurrency)
+    totals: list[float] = []
+    stages: dict[str, list[float]] = {"embed": [], "search": [], "rerank": [], "server": []}
+
+    async def one(query: str) -> None:
+        async with limit:
+            t0 = time.perf_counter()
+            # min_similarity -1: every query runs every stage, whatever its answer.
+            reply = await kb.search(
+                query, libraries=[library], rerank=rerank, min_similarity=-1, timeout_s=600
+            )
+            totals.append((time.perf_counter() - t0) * 1000)
+            stages["embed"].append(reply.timings.embed_ms)
+            stages["search"].append(reply.timings.search_ms)
+            stages["rerank"].append(reply.timings.rerank_ms)
+            stages["server"].append(reply.timings.total_ms)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(q) for q in queries))
+    seconds = time.perf_counter() - started
+    return {
+        "concurrency": concurrency,
+        "rerank": rerank,
+        "queries": len(queries),
+        "queries_per_s": len(queries) / seconds,
+        "latency_ms": percentiles(totals),
+        "stages_ms": {name: percentiles(values) for name, values in stages.items()},
+    }

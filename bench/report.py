@@ -1,0 +1,152 @@
+"""The benchmark's Markdown summary and plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "n/a"
+
+
+def markdown(r: dict[str, Any]) -> str:
+    """A summary of every figure, with the ratios the targets are stated in."""
+    ing, floors = r["ingestion"], r["floors"]
+    e, w = floors["encode"]["chunks_per_s"], floors["import"]["chunks_per_s"]
+    h = floors["ceiling_chunks_per_s"]
+    lines = [
+        f"# kbus benchmark ({r['documents']} documents, {r['chunks']} chunks, "
+        f"{len(r['queries'])} queries; {r['machine']})",
+        "",
+        "## Ingestion",
+        "",
+        "| run | chunks/s | documents/s | seconds |",
+        "| --- | --- | --- | --- |",
+        f"| bare encoder (E) | {e:.1f} | | {floors['encode']['seconds']:.1f} |",
+        f"| bare Weaviate import (W) | {w:.1f} | | {floors['import']['seconds']:.1f} |",
+        f"| ceiling H = 1/(1/E+1/W) | {h:.1f} | | |",
+    ]
+    for n, run in enumerate(ing["runs"], 1):
+        lines.append(
+            f"| kbus pipeline, ingestion {n} | {run['chunks_per_s']:.1f} | "
+            f"{run['documents_per_s']:.2f} | {run['seconds']:.1f} |"
+        )
+    peer = r.get("peer")
+    if peer:
+        lines.append(
+            f"| LlamaIndex IngestionPipeline ({peer['chunks']} chunks) | "
+            f"{peer['chunks_per_s']:.1f} | {peer['documents_per_s']:.2f} | {peer['seconds']:.1f} |"
+        )
+    first = ing["runs"][0]
+    tts = first["time_to_searchable_ms"]
+    lines += [
+        "",
+        f"Pipeline / H = **{_ratio(first['chunks_per_s'], h)}** (target >= 0.90). "
+        f"Pipeline / E = {_ratio(first['chunks_per_s'], e)}.",
+        f"Time to searchable (publish to receipt, {ing['in_flight']} documents in flight): "
+        f"p50 {tts['p50']:.0f} ms, p99 {tts['p99']:.0f} ms.",
+    ]
+    if peer:
+        lines.append(
+            f"kbus / LlamaIndex ingestion (documents/s): "
+            f"**{_ratio(first['documents_per_s'], peer['documents_per_s'])}** (target >= 3)."
+        )
+    lines += ["", "## Query (hybrid search; rerank as configured)", ""]
+    lines += [
+        "| run | concurrency | p50 ms | p95 ms | p99 ms | queries/s | embed p50 | search p50 | "
+        "rerank p50 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    floor = r["query"]["floor"]
+    lines.append(
+        f"| in-process floor | 1 | {floor['total']['p50']:.0f} | {floor['total']['p95']:.0f} | "
+        f"{floor['total']['p99']:.0f} | | {floor['embed']['p50']:.1f} | "
+        f"{floor['search']['p50']:.1f} | {floor['rerank']['p50']:.1f} |"
+    )
+    for load in r["query"]["bus"]:
+        lat, st = load["latency_ms"], load["stages_ms"]
+        name = "kbus over NATS" + ("" if load["rerank"] else ", no rerank")
+        lines.append(
+            f"| {name} | {load['concurrency']} | {lat['p50']:.0f} | {lat['p95']:.0f} | "
+            f"{lat['p99']:.0f} | {load['queries_per_s']:.2f} | {st['embed']['p50']:.1f} | "
+            f"{st['search']['p50']:.1f} | {st['rerank']['p50']:.1f} |"
+        )
+    if peer:
+        pl = peer["query_latency_ms"]
+        lines.append(
+            f"| LlamaIndex hybrid retriever (no rerank) | 1 | {pl['p50']:.0f} | {pl['p95']:.0f} | "
+            f"{pl['p99']:.0f} | | | | |"
+        )
+    one = next(x for x in r["query"]["bus"] if x["concurrency"] == 1 and x["rerank"])
+    lines += [
+        "",
+        "kbus / floor at concurrency 1: "
+        f"p50 **{_ratio(one['latency_ms']['p50'], floor['total']['p50'])}** (target <= 1.10), "
+        f"p99 **{_ratio(one['latency_ms']['p99'], floor['total']['p99'])}**"
+        f" (target <= 1.25); orchestration overhead at p50: "
+        f"{one['latency_ms']['p50'] - floor['total']['p50']:.1f} ms (target <= 5 ms).",
+    ]
+    scaling = r.get("scaling")
+    if scaling:
+        base = scaling[0]["chunks_per_s"]
+        lines += ["", "## Scaling (embedder processes, one thread each)", ""]
+        lines += ["| processes | chunks/s | ratio to one |", "| --- | --- | --- |"]
+        for s in scaling:
+            rate = s["chunks_per_s"]
+            lines.append(f"| {s['processes']} | {rate:.1f} | {_ratio(rate, base)} |")
+    lines += ["", "## Memory (MB, per service)", ""]
+    lines += [
+        "| service | peak after ingestion 1 | peak after ingestion 2 | resident after 1 | "
+        "resident after 2 |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, m in r["memory"].items():
+        lines.append(
+            f"| {name} | {m[0]['peak_kb'] / 1024:.0f} | {m[1]['peak_kb'] / 1024:.0f} | "
+            f"{m[0]['rss_kb'] / 1024:.0f} | {m[1]['rss_kb'] / 1024:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(r: dict[str, Any], path: Path) -> None:
+    """Ingestion rates beside their floors, and query latency beside the in-process floor."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    floors = r["floors"]
+    names = ["encoder E", "import W", "ceiling H", "kbus"]
+    rates = [
+        floors["encode"]["chunks_per_s"],
+        floors["import"]["chunks_per_s"],
+        floors["ceiling_chunks_per_s"],
+        r["ingestion"]["runs"][0]["chunks_per_s"],
+    ]
+    if r.get("peer"):
+        names.append("LlamaIndex")
+        rates.append(r["peer"]["chunks_per_s"])
+    left.bar(names, rates, color=["#999", "#999", "#555", "#1f77b4", "#ff7f0e"][: len(names)])
+    left.set_yscale("log")
+    left.set_ylabel("chunks per second (log)")
+    left.set_title("Ingestion")
+    labels, p50, p99 = (
+        ["floor c1"],
+        [r["query"]["floor"]["total"]["p50"]],
+        [r["query"]["floor"]["total"]["p99"]],
+    )
+    for load in r["query"]["bus"]:
+        labels.append(f"kbus c{load['concurrency']}" + ("" if load["rerank"] else " norerank"))
+        p50.append(load["latency_ms"]["p50"])
+        p99.append(load["latency_ms"]["p99"])
+    xs = range(len(labels))
+    right.bar([x - 0.2 for x in xs], p50, width=0.4, label="p50")
+    right.bar([x + 0.2 for x in xs], p99, width=0.4, label="p99")
+    right.set_xticks(list(xs), labels, rotation=30, ha="right")
+    right.set_ylabel("ms")
+    right.set_title("Query latency")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)

@@ -1,0 +1,54 @@
+"""Scaling out: 1, 2 and 3 embedder processes (one thread each) on one durable consumer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+import nats
+from kbus_dev.services import service_env, start_service, wait_healthy
+from kbus_shared.bus import declare_streams
+from kbus_shared.topology import Topology
+
+from bench.corpus import Corpus
+
+
+async def embedder_rate(
+    nats_url: str, weaviate: tuple[int, int], corpus: Corpus, processes: int, logs: Path
+) -> dict[str, float]:
+    """Chunks per second for ``processes`` embedders draining a backlog of chunks.ready."""
+    topology = Topology(f"scale{processes}x{uuid.uuid4().hex[:6]}", 256 * 1024**2)
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await declare_streams(js, topology)
+    env = service_env(
+        nats_url,
+        weaviate[0],
+        weaviate[1],
+        prefix=topology.prefix,
+        extra={"KBUS_EMBEDDER_THREADS": "1", "KBUS_STREAM_MAX_BYTES": str(256 * 1024**2)},
+    )
+    messages = [ready.model_dump_json().encode() for ready in corpus.chunked]
+    embedders = [
+        start_service("embedder", env, logs / f"scale{processes}-{n}") for n in range(processes)
+    ]
+    try:
+        wait_healthy(embedders)
+        started = time.perf_counter()
+        for message in messages:
+            await js.publish(topology.chunks_ready, message)
+        while True:
+            info = await js.consumer_info(topology.chunks_stream.name, topology.embedder_durable)
+            if info.num_pending == 0 and info.num_ack_pending == 0:
+                break
+            await asyncio.sleep(0.05)
+        seconds = time.perf_counter() - started
+    finally:
+        for embedder in embedders:
+            embedder.stop()
+        for stream in topology.streams:
+            await js.delete_stream(stream.name)
+        await nc.close()
+    return {"processes": processes, "seconds": seconds, "chunks_per_s": corpus.chunks / seconds}
