@@ -148,12 +148,15 @@ def work_subscriber(
     batch: int,
     title: str,
     description: str,
+    max_workers: int = 1,
 ) -> Callable[[Callable[[NatsMessage], Awaitable[None]]], Any]:
     """The subscription of a pipeline stage: its shared durable pull consumer, acked by hand.
 
     FastStream's default for JetStream handlers terminates a message on any exception;
-    :meth:`kbus_shared.consuming.Stage.settle` decides every ack instead.
+    :meth:`kbus_shared.consuming.Stage.settle` decides every ack instead. With ``max_workers``
+    above one, that many messages are handled at once.
     """
+    concurrency: dict[str, Any] = {"max_workers": max_workers} if max_workers > 1 else {}
     subscribe: Callable[[Callable[[NatsMessage], Awaitable[None]]], Any] = broker.subscriber(
         subject,
         stream=stream,
@@ -164,5 +167,6 @@ def work_subscriber(
         ack_policy=AckPolicy.MANUAL,
         title=title,
         description=description,
+        **concurrency,
     )
     return subscribe

@@ -34,7 +34,7 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
         settings.include_title,
         registry,
     )
-    register(broker, topology, vectorizer)
+    register(broker, topology, vectorizer, settings.concurrency)
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:

@@ -12,6 +12,7 @@ from kbus_shared.errors import PermanentError, TransientError
 from kbus_shared.passages import passage_text
 from kbus_shared.settings import CohereSettings
 
+from kbus_embedder.batching import MicroBatcher
 from kbus_embedder.settings import EmbedderSettings
 
 
@@ -27,7 +28,9 @@ class Embedder(Protocol):
 class LocalEmbedder:
     """A local BERT-family encoder on onnxruntime, run in worker threads."""
 
-    def __init__(self, name_or_path: str, threads: int, batch_size: int) -> None:
+    def __init__(
+        self, name_or_path: str, threads: int, batch_size: int, flush_ms: float = 10.0
+    ) -> None:
         from kbus_models.encoder import Encoder, resolve
 
         self.encoder = Encoder(resolve(name_or_path), threads=threads)
@@ -36,17 +39,19 @@ class LocalEmbedder:
         self.batch_size = batch_size
         # One inference at a time: onnxruntime already uses every core for one batch.
         self._lock = asyncio.Lock()
+        # Documents are gathered across messages; a query never waits for a deadline.
+        self._documents = MicroBatcher(self._run, batch_size, flush_ms / 1000.0)
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
-        prefix = (
-            self.encoder.spec.query_prefix
-            if input_type is InputType.QUERY
-            else self.encoder.spec.document_prefix
-        )
-        batch = [prefix + t for t in texts]
+        if input_type is InputType.QUERY:
+            return await self._run([self.encoder.spec.query_prefix + t for t in texts])
+        prefix = self.encoder.spec.document_prefix
+        return await self._documents.embed([prefix + t for t in texts])
+
+    async def _run(self, texts: list[str]) -> np.ndarray:
         async with self._lock:
             vectors: np.ndarray = await asyncio.to_thread(
-                self.encoder.embed, batch, self.batch_size
+                self.encoder.embed, texts, self.batch_size
             )
         return vectors
 
@@ -106,7 +111,7 @@ def create_embedder(settings: EmbedderSettings) -> Embedder:
     )
     if use_cohere:
         return CohereEmbedder(settings.cohere)
-    return LocalEmbedder(settings.model, settings.threads, settings.batch_size)
+    return LocalEmbedder(settings.model, settings.threads, settings.batch_size, settings.flush_ms)
 
 
 def document_text(document: DocumentRef, chunk: Chunk, include_title: bool) -> str:

@@ -12,8 +12,10 @@ from kbus_shared.topology import Topology
 from kbus_embedder.vectorizing import Vectorizer
 
 
-def register(broker: NatsBroker, topology: Topology, vectorizer: Vectorizer) -> None:
-    """Consume ``chunks.ready``; answer ``kb.embed``."""
+def register(
+    broker: NatsBroker, topology: Topology, vectorizer: Vectorizer, concurrency: int = 1
+) -> None:
+    """Consume ``chunks.ready`` (``concurrency`` messages at once); answer ``kb.embed``."""
 
     @work_subscriber(
         broker,
@@ -21,7 +23,8 @@ def register(broker: NatsBroker, topology: Topology, vectorizer: Vectorizer) -> 
         topology.chunks_ready,
         topology.chunks_stream,
         topology.embedder_durable,
-        batch=2,
+        batch=max(2, concurrency),
+        max_workers=concurrency,
         title="embedder:chunks.ready",
         description="Embed a document's chunks; publish them on embeddings.ready.",
     )

@@ -25,6 +25,17 @@ class EmbedderSettings(ServiceSettings):
     )
     threads: int = Field(default=0, ge=0, description="onnxruntime threads (0: one per core).")
     batch_size: int = Field(default=32, gt=0, description="Texts per model call.")
+    flush_ms: float = Field(
+        default=10.0,
+        ge=0.0,
+        description="How long a document's chunks wait for other messages' chunks to fill a "
+        "model call.",
+    )
+    concurrency: int = Field(
+        default=8,
+        ge=1,
+        description="chunks.ready messages handled at once (their chunks share model calls).",
+    )
     include_title: bool = Field(
         default=True, description="Embed a chunk as 'title / heading path / text'."
     )

@@ -1,0 +1,67 @@
+"""Micro-batching: concurrent callers share model calls and each gets its own rows back."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from kbus_embedder.batching import MicroBatcher
+
+
+class Recorder:
+    """Embeds a text as [its number, call number]; remembers each call's size."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[int] = []
+        self.times: list[float] = []
+        self.fail = fail
+
+    async def __call__(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        self.times.append(asyncio.get_running_loop().time())
+        await asyncio.sleep(0.01)
+        if self.fail:
+            raise RuntimeError("model down")
+        return np.array([[float(t), len(self.calls)] for t in texts])
+
+
+async def test_concurrent_callers_share_one_call_and_get_their_own_rows() -> None:
+    model = Recorder()
+    batcher = MicroBatcher(model, max_texts=32, max_wait_s=0.05)
+    parts = [[str(10 * i + j) for j in range(3)] for i in range(5)]
+    results = await asyncio.gather(*(batcher.embed(p) for p in parts))
+    assert model.calls == [15]
+    for part, rows in zip(parts, results, strict=True):
+        assert rows[:, 0].tolist() == [float(t) for t in part]
+
+
+async def test_a_full_batch_goes_at_once_and_whole_messages_are_never_split() -> None:
+    model = Recorder()
+    batcher = MicroBatcher(model, max_texts=4, max_wait_s=1.0)
+    started = asyncio.get_running_loop().time()
+    results = await asyncio.gather(*(batcher.embed([str(i), str(i)]) for i in range(3)))
+    # 2 + 2 filled a batch, which went without waiting; the third message waited its deadline.
+    assert model.calls == [4, 2]
+    assert model.times[0] - started < 0.5
+    assert model.times[1] - started >= 1.0
+    assert [r[:, 0].tolist() for r in results] == [[0, 0], [1, 1], [2, 2]]
+
+
+async def test_a_lone_caller_waits_no_longer_than_the_deadline() -> None:
+    model = Recorder()
+    batcher = MicroBatcher(model, max_texts=32, max_wait_s=0.02)
+    started = asyncio.get_running_loop().time()
+    await batcher.embed(["1"])
+    assert asyncio.get_running_loop().time() - started < 1.0
+    assert model.calls == [1]
+
+
+async def test_a_failed_call_fails_every_caller_in_it() -> None:
+    batcher = MicroBatcher(Recorder(fail=True), max_texts=32, max_wait_s=0.01)
+    results = await asyncio.gather(
+        batcher.embed(["1"]), batcher.embed(["2"]), return_exceptions=True
+    )
+    assert all(isinstance(r, RuntimeError) for r in results)
+    with pytest.raises(RuntimeError):
+        await batcher.embed(["3"])
