@@ -135,6 +135,7 @@ async def run_mode(
     progress: Progress,
     concurrency: int = 4,
     alpha: float | None = None,
+    min_similarity: float | None = None,
 ) -> tuple[dict[str, list[str]], float, int]:
     """Ranked document ids per query for one retrieval mode, the time, and no_match replies.
 
@@ -155,6 +156,7 @@ async def run_mode(
                 exclude_documents=(query_id,) if exclude_self else (),
                 timeout_s=300,
                 alpha=alpha,
+                min_similarity=min_similarity,
                 **MODES[mode],
             )
             run[query_id] = [hit.document_id for hit in reply.results]
@@ -184,6 +186,7 @@ async def evaluate_dataset(
     library: str | None = None,
     alphas: list[float] | None = None,
     off_topic: list[str] | None = None,
+    min_similarity: float | None = None,
 ) -> EvalResult:
     """Ingest (unless the library is given and already indexed) and score every mode.
 
@@ -203,7 +206,14 @@ async def evaluate_dataset(
             label = _label(mode, alpha)
             try:
                 run, seconds, no_match = await run_mode(
-                    kb, data, library, mode, exclude_self, progress, alpha=alpha
+                    kb,
+                    data,
+                    library,
+                    mode,
+                    exclude_self,
+                    progress,
+                    alpha=alpha,
+                    min_similarity=min_similarity,
                 )
             except KbError as exc:
                 raise RuntimeError(f"mode {label} failed: {exc}") from exc

@@ -388,6 +388,10 @@ def eval_command(
     max_documents: Annotated[
         int | None, typer.Option(help="Ingest at most this many documents (the judged ones first).")
     ] = None,
+    min_similarity: Annotated[
+        float | None,
+        typer.Option(help="The no_match similarity floor (-1: off); the server's by default."),
+    ] = None,
     off_topic: Annotated[
         Path | None,
         typer.Option(
@@ -433,7 +437,16 @@ def eval_command(
                     bar.update(tasks[stage], completed=done)
 
                 return await evaluate_dataset(
-                    client, data, split, modes, exclude_self, progress, library, alpha, questions
+                    client,
+                    data,
+                    split,
+                    modes,
+                    exclude_self,
+                    progress,
+                    library,
+                    alpha,
+                    questions,
+                    min_similarity,
                 )
 
     result = _run(go())
