@@ -58,7 +58,13 @@ async def _kbus(
         async with kb:
             runs = []
             for _ in range(2):
-                runs.append(await pipeline.ingest(kb, data, library))
+                cpu = {s.name: pipeline.cpu_seconds(s) for s in services}
+                run = await pipeline.ingest(kb, data, library)
+                run["cpu_ms_per_chunk"] = {
+                    s.name: (pipeline.cpu_seconds(s) - cpu[s.name]) * 1000 / data.chunks
+                    for s in services
+                }
+                runs.append(run)
                 for s in services:
                     memory[s.name].append(pipeline.memory_kb(s))
             loads = [await pipeline.query_load(kb, data.queries, library, 1, rerank=False)]

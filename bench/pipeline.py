@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -13,6 +14,13 @@ from bench.corpus import Corpus
 from bench.stats import percentiles
 
 IN_FLIGHT = 64
+
+
+def cpu_seconds(server: Server) -> float:
+    """User + system CPU time a service process has used so far (from /proc)."""
+    fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def memory_kb(server: Server) -> dict[str, int]:

@@ -40,6 +40,18 @@ def markdown(r: dict[str, Any]) -> str:
         )
     first = ing["runs"][0]
     tts = first["time_to_searchable_ms"]
+    cpu = first["cpu_ms_per_chunk"]
+    services_cpu = sum(cpu.values())
+    model_cpu = floors["encode"]["cpu_ms_per_chunk"]
+    overhead = services_cpu - model_cpu
+    lines += [
+        "",
+        "CPU per chunk during ingestion 1 (ms): "
+        + ", ".join(f"{name} {value:.1f}" for name, value in cpu.items())
+        + f"; all services {services_cpu:.1f} against {model_cpu:.1f} for the bare encoder: "
+        f"bus, serialisation and framework overhead {overhead:.2f} ms per chunk = "
+        f"**{100 * overhead / services_cpu:.1f}%** of the services' CPU (target <= 2%).",
+    ]
     lines += [
         "",
         f"Pipeline / H = **{_ratio(first['chunks_per_s'], h)}** (target >= 0.90). "

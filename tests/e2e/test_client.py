@@ -45,6 +45,26 @@ async def test_publish_waits_for_the_receipt_then_the_document_is_searchable(
         assert filtered.no_match
 
 
+async def test_an_identical_publish_is_dropped_as_a_duplicate_a_changed_one_is_not(
+    client: KbClient,
+) -> None:
+    async with client:
+        first = await client.publish_document(
+            library="dedupe", document_id="note", title="Note", text="Lunch is at noon.", wait=True
+        )
+        again = await client.publish_document(
+            library="dedupe", document_id="note", title="Note", text="Lunch is at noon.", wait=True
+        )
+        changed = await client.publish_document(
+            library="dedupe", document_id="note", title="Note", text="Lunch is at one.", wait=True
+        )
+        assert first.receipt is not None and not first.duplicate
+        assert again.duplicate and again.receipt is None
+        assert changed.receipt is not None and not changed.duplicate
+        reply = await client.search("lunch", libraries=["dedupe"], search_type="keyword")
+        assert [hit.text for hit in reply.results] == ["Lunch is at one."]
+
+
 async def test_a_rejected_document_raises_with_the_reason(client: KbClient) -> None:
     async with client:
         big = "word " * 60_000  # over the ingestor's 256 KiB limit

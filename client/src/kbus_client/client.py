@@ -37,15 +37,20 @@ from kbus_client.tool import KbTool
 class PublishResult:
     """What a publish returned: the version kbus will index, and its receipt if awaited."""
 
-    def __init__(self, document: DocumentAdded, receipt: DocumentIndexed | None) -> None:
+    def __init__(
+        self, document: DocumentAdded, receipt: DocumentIndexed | None, duplicate: bool = False
+    ) -> None:
         self.document_id = document.document_id
         self.version = document.effective_version()
         self.receipt = receipt
+        #: The same content was published within the stream's duplicate window: this publish
+        #: was dropped (the earlier one is, or was, indexed). No receipt is awaited for it.
+        self.duplicate = duplicate
 
     def __repr__(self) -> str:
         return (
             f"PublishResult({self.document_id!r}, version={self.version!r}, "
-            f"indexed={self.receipt is not None})"
+            f"indexed={self.receipt is not None}, duplicate={self.duplicate})"
         )
 
 
@@ -60,6 +65,9 @@ class KbClient:
         self.tenant = tenant
         self.timeout_s = timeout_s
         self._receipts = ReceiptWatcher(nc, self.topology)
+        # Stream sequences of this client's deletions, by scope: a document deleted and then
+        # published again unchanged must not be dropped as a duplicate of its earlier publish.
+        self._deletions: dict[tuple[str, str | None, str | None], int] = {}
 
     @classmethod
     async def connect(
@@ -113,6 +121,11 @@ class KbClient:
     ) -> PublishResult:
         """Publish a document; with ``wait``, return once it is searchable.
 
+        The publish carries ``Nats-Msg-Id`` = tenant, library, document id and a hash of the
+        content: an identical publish inside the stream's duplicate window (2 minutes) is dropped
+        by JetStream and comes back with ``duplicate=True`` and no receipt. After this client
+        deleted the document (or its library or tenant), an identical publish is not a duplicate.
+
         Raises:
             ValueError: the document is invalid (checked before it is sent).
             DocumentRejectedError: kbus dead-lettered it (``wait`` only).
@@ -138,16 +151,27 @@ class KbClient:
             await self._receipts.start()
             future = self._receipts.expect(key, doc.effective_version())
         try:
-            await self.nc.jetstream().publish(
+            ack = await self.nc.jetstream().publish(
                 self.topology.document_added,
                 doc.model_dump_json().encode(),
-                headers={"content-type": "application/json"},
+                headers={"content-type": "application/json", "Nats-Msg-Id": self._msg_id(doc)},
             )
+            if ack.duplicate:
+                return PublishResult(doc, None, duplicate=True)
             receipt = await asyncio.wait_for(future, timeout_s) if future else None
         finally:
             if future is not None:
                 self._receipts.forget(key, future)
         return PublishResult(doc, receipt)
+
+    def _msg_id(self, doc: DocumentAdded) -> str:
+        scopes = (
+            (doc.tenant, None, None),
+            (doc.tenant, doc.library, None),
+            (doc.tenant, doc.library, doc.document_id),
+        )
+        deleted = max((self._deletions.get(scope, 0) for scope in scopes), default=0)
+        return doc.message_id() + (f"/after-{deleted}" if deleted else "")
 
     async def delete_document(
         self,
@@ -185,11 +209,13 @@ class KbClient:
             await self.nc.subscribe(self.topology.document_removed, cb=on_removed) if wait else None
         )
         try:
-            await self.nc.jetstream().publish(
+            ack = await self.nc.jetstream().publish(
                 self.topology.document_deleted,
                 deletion.model_dump_json().encode(),
                 headers={"content-type": "application/json"},
             )
+            scope = (deletion.tenant, deletion.library, deletion.document_id)
+            self._deletions[scope] = ack.seq
             return await asyncio.wait_for(done, timeout_s) if wait else None
         finally:
             if sub is not None:

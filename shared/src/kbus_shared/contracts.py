@@ -77,6 +77,22 @@ class DocumentAdded(Contract):
             json.dumps(self.metadata, sort_keys=True),
         )
 
+    def message_id(self) -> str:
+        """The ``Nats-Msg-Id`` of this publish: tenant, library, id and a hash of the content.
+
+        JetStream drops a second publish with the same id inside the stream's duplicate window,
+        so an identical re-send is not processed twice; a changed document has another id.
+        """
+        digest = content_version(
+            self.effective_version(),
+            self.title,
+            self.text,
+            self.source_uri,
+            self.content_type.value,
+            json.dumps(self.metadata, sort_keys=True),
+        )
+        return f"{self.tenant}/{self.library}/{self.document_id}/{digest}"
+
 
 class DocumentDeleted(Contract):
     """Remove a document (``document_id`` set), a whole library, or a whole tenant.
