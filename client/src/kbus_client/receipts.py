@@ -10,6 +10,7 @@ from kbus_shared.topology import Topology
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.js.api import DeliverPolicy
 from pydantic import ValidationError
 
 from kbus_client.errors import DocumentRejectedError
@@ -18,21 +19,43 @@ Key = tuple[str, str, str]
 
 
 class ReceiptWatcher:
-    """One subscription to receipts and dead letters, shared by every waiting publish."""
+    """One reader of receipts and dead letters, shared by every waiting publish.
+
+    Receipts and dead letters are read from their streams with ordered consumers, not from core
+    NATS subscriptions: a reconnect or a slow moment in the client loses no receipt (the
+    consumer resumes at the next stream sequence), so no publish waits for a receipt that went
+    by unseen.
+    """
 
     def __init__(self, nc: Client, topology: Topology) -> None:
         self._nc = nc
         self._topology = topology
         self._subs: list[Subscription] = []
+        self._starting = asyncio.Lock()
         self._waiting: dict[Key, list[tuple[str, asyncio.Future[DocumentIndexed]]]] = {}
 
     async def start(self) -> None:
-        if self._subs:
-            return
-        self._subs = [
-            await self._nc.subscribe(self._topology.document_indexed, cb=self._on_indexed),
-            await self._nc.subscribe(self._topology.dead_letters, cb=self._on_dead_letter),
-        ]
+        async with self._starting:
+            if self._subs:
+                return
+            js = self._nc.jetstream()
+            t = self._topology
+            self._subs = [
+                await js.subscribe(
+                    t.document_indexed,
+                    stream=t.receipts_stream.name,
+                    cb=self._on_indexed,
+                    ordered_consumer=True,
+                    deliver_policy=DeliverPolicy.NEW,
+                ),
+                await js.subscribe(
+                    t.dead_letters,
+                    stream=t.dead_letter_stream.name,
+                    cb=self._on_dead_letter,
+                    ordered_consumer=True,
+                    deliver_policy=DeliverPolicy.NEW,
+                ),
+            ]
 
     async def stop(self) -> None:
         for sub in self._subs:

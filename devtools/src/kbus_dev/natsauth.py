@@ -46,6 +46,16 @@ def _consumer(stream: str, durable: str, filter_subject: str) -> list[str]:
     ]
 
 
+def _reader(stream: str) -> list[str]:
+    """Create, delete and flow-control ephemeral ordered consumers on a stream."""
+    return [
+        f"$JS.API.CONSUMER.CREATE.{stream}",
+        f"$JS.API.CONSUMER.CREATE.{stream}.>",
+        f"$JS.API.CONSUMER.DELETE.{stream}.>",
+        f"$JS.FC.{stream}.>",
+    ]
+
+
 def _stream_checks(t: Topology) -> list[str]:
     return ["$JS.API.INFO", *(f"$JS.API.STREAM.INFO.{s.name}" for s in t.streams)]
 
@@ -115,6 +125,9 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 t.search,
                 t.stats,
                 *(f"$JS.API.STREAM.INFO.{s.name}" for s in t.streams),
+                # Ordered consumers that read receipts and dead letters (kbus_client).
+                *_reader(t.receipts_stream.name),
+                *_reader(t.dead_letter_stream.name),
             ],
             subscribe=[
                 f"{inbox('client')}.>",
