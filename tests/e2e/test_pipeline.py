@@ -230,6 +230,19 @@ async def test_a_malformed_document_lands_on_the_dead_letter_subject_with_a_reas
     assert ok["results"]
 
 
+async def test_a_document_that_cannot_be_indexed_gets_a_failed_receipt(
+    indexed: Stack, nc: Client
+) -> None:
+    empty = document("acme", "handbook", "blank-page", text="   \n ")
+    await publish_raw(nc, indexed.topology, json.dumps(empty).encode())
+    failed = await find_in_stream(
+        nc, indexed.topology.document_failed, {"tenant": "acme", "document_id": "blank-page"}
+    )
+    assert failed["library"] == "handbook"
+    assert failed["stage"] == "ingestor"
+    assert failed["reason"]
+
+
 async def test_every_service_serves_health_and_metrics(indexed: Stack) -> None:
     async with httpx.AsyncClient() as http:
         for name, port in indexed.http_ports.items():

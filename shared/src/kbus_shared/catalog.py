@@ -95,6 +95,14 @@ CHANNELS: tuple[Channel, ...] = (
         senders=("indexer",),
     ),
     Channel(
+        "document.failed",
+        lambda t: t.document_failed,
+        c.DocumentFailed,
+        description="Receipt: a document will not be indexed, with the stage and reason "
+        "(stream RECEIPTS; the dead letter holds the original).",
+        senders=("ingestor", "embedder", "indexer"),
+    ),
+    Channel(
         "deadletter.{stage}",
         lambda t: t.dead_letter("{stage}"),
         c.DeadLetter,

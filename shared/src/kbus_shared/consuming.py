@@ -19,7 +19,7 @@ from faststream.nats.message import NatsMessage
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel, ValidationError
 
-from kbus_shared.contracts import DeadLetter, ErrorInfo, ErrorReply
+from kbus_shared.contracts import DeadLetter, DocumentFailed, ErrorInfo, ErrorReply
 from kbus_shared.errors import PermanentError, TransientError
 from kbus_shared.topology import MAX_DELIVER, Topology
 
@@ -209,12 +209,31 @@ class Stage:
             **identity_of(body),
         )
         log.warning("%s: dead-lettering (%s): %s", self.name, code, reason)
+        # Ids make a retry after a half-done attempt harmless: JetStream drops the repeat.
+        msg_id = f"{self.name}/{letter.subject}/{letter.stream_sequence}"
         try:
             await self.publish(
                 letter,
                 self.topology.dead_letter(self.name),
                 stream=self.topology.dead_letter_stream.name,
+                msg_id=msg_id,
             )
+            is_document = letter.subject != self.topology.document_deleted
+            if is_document and letter.tenant and letter.library and letter.document_id:
+                failed = DocumentFailed(
+                    tenant=letter.tenant,
+                    library=letter.library,
+                    document_id=letter.document_id,
+                    stage=self.name,
+                    code=code,
+                    reason=letter.reason,
+                )
+                await self.publish(
+                    failed,
+                    self.topology.document_failed,
+                    stream=self.topology.receipts_stream.name,
+                    msg_id=msg_id,
+                )
         except Exception:
             # Never drop a message we could not record: leave it for a later delivery.
             log.exception("%s: could not dead-letter; will retry", self.name)

@@ -225,6 +225,17 @@ class DeadLetter(Contract):
     original_size: int
 
 
+class DocumentFailed(Contract):
+    """Receipt: a document will not be indexed (``document.failed``); its dead letter has more."""
+
+    tenant: str
+    library: str
+    document_id: str
+    stage: str
+    code: str
+    reason: str
+
+
 # --- request-reply ---------------------------------------------------------------------------
 
 
