@@ -105,10 +105,15 @@ async def main() -> None:
             "machine": _machine(),
             "documents": len(data.documents),
             "chunks": data.chunks,
-            "queries": data.queries,
+            # Counts only: the dataset's text stays where it is (its licence forbids copies).
+            "queries": len(data.queries),
             "floors": {"encode": encode, "import": imported, "ceiling_chunks_per_s": ceiling},
             **(await _kbus(args, data, nats_url, http, grpc)),
         }
+        print("embedder service fed from the stream", flush=True)
+        result["stream_embedder"] = await scaling.embedder_rate(
+            nats_url, (http, grpc), data, 1, args.out / "logs", threads=0
+        )
         if not args.no_scaling:
             print("scaling: 1, 2, 3 embedders", flush=True)
             subset = corpora.Corpus(

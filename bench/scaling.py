@@ -16,7 +16,12 @@ from bench.corpus import Corpus
 
 
 async def embedder_rate(
-    nats_url: str, weaviate: tuple[int, int], corpus: Corpus, processes: int, logs: Path
+    nats_url: str,
+    weaviate: tuple[int, int],
+    corpus: Corpus,
+    processes: int,
+    logs: Path,
+    threads: int = 1,
 ) -> dict[str, float]:
     """Chunks per second for ``processes`` embedders draining a backlog of chunks.ready."""
     topology = Topology(f"scale{processes}x{uuid.uuid4().hex[:6]}", 256 * 1024**2)
@@ -28,7 +33,10 @@ async def embedder_rate(
         weaviate[0],
         weaviate[1],
         prefix=topology.prefix,
-        extra={"KBUS_EMBEDDER_THREADS": "1", "KBUS_STREAM_MAX_BYTES": str(256 * 1024**2)},
+        extra={
+            "KBUS_EMBEDDER_THREADS": str(threads),
+            "KBUS_STREAM_MAX_BYTES": str(256 * 1024**2),
+        },
     )
     messages = [ready.model_dump_json().encode() for ready in corpus.chunked]
     embedders = [

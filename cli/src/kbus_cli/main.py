@@ -132,6 +132,10 @@ def search(
     tenant: Tenant = "default",
     k: Annotated[int, typer.Option(min=1, max=100)] = 5,
     search_type: Annotated[str, typer.Option(help="hybrid, vector or keyword")] = "hybrid",
+    rerank: Annotated[
+        bool | None,
+        typer.Option("--rerank/--no-rerank", help="Rerank (the server's default if not given)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
@@ -141,7 +145,9 @@ def search(
     async def go() -> Any:
         client = await _client(nats_url, prefix, tenant)
         async with client:
-            return await client.search(query, libraries=library, k=k, search_type=search_type)
+            return await client.search(
+                query, libraries=library, k=k, search_type=search_type, rerank=rerank
+            )
 
     try:
         reply = _run(go())

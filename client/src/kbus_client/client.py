@@ -233,7 +233,7 @@ class KbClient:
         min_score: float | None = None,
         min_similarity: float | None = None,
         rewrite: bool | None = None,
-        rerank: bool = True,
+        rerank: bool | None = None,
         filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
         group_by_document: bool = False,
         exclude_documents: tuple[str, ...] = (),

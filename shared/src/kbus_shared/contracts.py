@@ -312,7 +312,11 @@ class SearchRequest(Contract):
         description="Rewrite the query before searching, if a rewriter is configured "
         "(the server's default if unset).",
     )
-    rerank: bool = True
+    rerank: bool | None = Field(
+        default=None,
+        description="Re-score the first candidates with the reranker (the server's default if "
+        "unset: on when Cohere rerank is configured).",
+    )
     group_by_document: bool = Field(
         default=False,
         description="Return each document once, at the rank of its best chunk; k counts documents.",

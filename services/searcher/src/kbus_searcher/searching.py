@@ -182,7 +182,8 @@ class Searcher:
         candidates: Sequence[Candidate],
         timings: dict[str, float],
     ) -> tuple[list[float] | None, str]:
-        if not (req.rerank and self.settings.rerank and candidates):
+        wanted = self.settings.reranks_by_default() if req.rerank is None else req.rerank
+        if not (wanted and candidates):
             return None, ""
         t0 = time.perf_counter()
         reply = await request(
