@@ -19,6 +19,7 @@ from typing import Any
 from kbus_client import KbClient
 from kbus_dev.servers import ensure_installed, start_nats, start_weaviate
 from kbus_dev.services import service_env, start_all
+from kbus_embedder.settings import EmbedderSettings
 from kbus_shared.settings import StoreSettings
 
 from bench import corpus as corpora
@@ -67,9 +68,12 @@ async def _kbus(
                 runs.append(run)
                 for s in services:
                     memory[s.name].append(pipeline.memory_kb(s))
-            loads = [await pipeline.query_load(kb, data.queries, library, 1, rerank=False)]
-            for concurrency in (1, 8, 32):
-                loads.append(await pipeline.query_load(kb, data.queries, library, concurrency))
+            # The default path (no local rerank), then with the local rerank asked for.
+            loads = [
+                await pipeline.query_load(kb, data.queries, library, concurrency)
+                for concurrency in (1, 8, 32)
+            ]
+            loads.append(await pipeline.query_load(kb, data.queries, library, 1, rerank=True))
         floor = floors.QueryFloor.create(MODEL, threads=0, rerank_depth=5)
         query_floor = await floor.run(data.queries, store, TENANT, library, alpha=0.5)
     finally:
@@ -96,7 +100,9 @@ async def main() -> None:
     http, grpc = weaviate_server.ports["http"], weaviate_server.ports["grpc"]
     try:
         print("floors: bare encoder, bare Weaviate import", flush=True)
-        encode, vectors = floors.encode_rate(data, MODEL, threads=0, batch_size=32)
+        # The floor runs the model exactly as the embedder service does by default.
+        batch = EmbedderSettings().batch_size
+        encode, vectors = floors.encode_rate(data, MODEL, threads=0, batch_size=batch)
         store = StoreSettings(http_port=http, grpc_port=grpc)
         imported = await floors.import_rate(data, vectors, store, MODEL)
         ceiling = 1 / (1 / encode["chunks_per_s"] + 1 / imported["chunks_per_s"])

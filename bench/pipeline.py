@@ -65,7 +65,7 @@ async def ingest(kb: KbClient, corpus: Corpus, library: str) -> dict[str, object
 
 
 async def query_load(
-    kb: KbClient, queries: list[str], library: str, concurrency: int, rerank: bool = True
+    kb: KbClient, queries: list[str], library: str, concurrency: int, rerank: bool | None = None
 ) -> dict[str, object]:
     """Latency percentiles, per-stage medians and throughput of searches at a concurrency."""
     limit = asyncio.Semaphore(concurrency)

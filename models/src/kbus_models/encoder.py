@@ -96,7 +96,7 @@ class Encoder:
         )
         return hidden, mask, [list(e.ids) for e in encodings]
 
-    def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+    def embed(self, texts: list[str], batch_size: int = 4) -> np.ndarray:
         """L2-normalised mean-pooled embeddings, one row per text, in order.
 
         Texts are batched by length so that padding costs little.

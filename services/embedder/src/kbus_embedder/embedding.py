@@ -29,7 +29,12 @@ class LocalEmbedder:
     """A local BERT-family encoder on onnxruntime, run in worker threads."""
 
     def __init__(
-        self, name_or_path: str, threads: int, batch_size: int, flush_ms: float = 10.0
+        self,
+        name_or_path: str,
+        threads: int,
+        batch_size: int,
+        flush_ms: float = 10.0,
+        gather: int = 64,
     ) -> None:
         from kbus_models.encoder import Encoder, resolve
 
@@ -40,7 +45,7 @@ class LocalEmbedder:
         # One inference at a time: onnxruntime already uses every core for one batch.
         self._lock = asyncio.Lock()
         # Documents are gathered across messages; a query never waits for a deadline.
-        self._documents = MicroBatcher(self._run, batch_size, flush_ms / 1000.0)
+        self._documents = MicroBatcher(self._run, gather, flush_ms / 1000.0)
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
         if input_type is InputType.QUERY:
@@ -111,7 +116,9 @@ def create_embedder(settings: EmbedderSettings) -> Embedder:
     )
     if use_cohere:
         return CohereEmbedder(settings.cohere)
-    return LocalEmbedder(settings.model, settings.threads, settings.batch_size, settings.flush_ms)
+    return LocalEmbedder(
+        settings.model, settings.threads, settings.batch_size, settings.flush_ms, settings.gather
+    )
 
 
 def document_text(document: DocumentRef, chunk: Chunk, include_title: bool) -> str:
