@@ -1,0 +1,84 @@
+"""The benchmark's summary states every ratio its targets are written in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report import markdown
+from bench.stats import percentiles
+
+
+def _lat(p50: float) -> dict[str, float]:
+    return {"p50": p50, "p95": p50 * 1.5, "p99": p50 * 2, "mean": p50, "n": 10}
+
+
+def _result() -> dict[str, Any]:
+    load = {
+        "concurrency": 1,
+        "rerank": None,
+        "queries": 10,
+        "queries_per_s": 30.0,
+        "latency_ms": _lat(30.0),
+        "stages_ms": {k: _lat(10.0) for k in ("embed", "search", "rerank", "server")},
+    }
+    run = {
+        "documents": 100,
+        "chunks": 400,
+        "seconds": 20.0,
+        "documents_per_s": 5.0,
+        "chunks_per_s": 20.0,
+        "time_to_searchable_ms": _lat(1000.0),
+        "cpu_ms_per_chunk": {"ingestor": 1.0, "embedder": 50.0, "searcher": 3.0, "reranker": 0.0},
+    }
+    return {
+        "machine": "2 cores",
+        "documents": 100,
+        "chunks": 400,
+        "queries": 10,
+        "floors": {
+            "encode": {"chunks_per_s": 25.0, "seconds": 16.0, "cpu_ms_per_chunk": 48.0},
+            "import": {"chunks_per_s": 400.0, "seconds": 1.0},
+            "ceiling_chunks_per_s": 1 / (1 / 25 + 1 / 400),
+        },
+        "ingestion": {"runs": [run, run], "in_flight": 64},
+        "stream_embedder": {"chunks_per_s": 24.0, "seconds": 16.7},
+        "query": {
+            "bus": [load],
+            "floor": {
+                "embed": _lat(10.0),
+                "search": _lat(15.0),
+                "rerank": _lat(700.0),
+                "total": _lat(25.0),
+                "total_with_rerank": _lat(725.0),
+            },
+        },
+        "scaling": [{"processes": n, "chunks_per_s": 10.0 * n} for n in (1, 2, 3)],
+        "peer": {
+            "chunks": 410,
+            "chunks_per_s": 30.0,
+            "documents_per_s": 2.5,
+            "seconds": 40.0,
+            "query_latency_ms": _lat(28.0),
+        },
+        "memory": {"embedder": [{"rss_kb": 1024, "peak_kb": 2048}] * 2},
+    }
+
+
+def test_the_summary_gives_each_target_as_a_ratio() -> None:
+    text = markdown(_result())
+    h = 1 / (1 / 25 + 1 / 400)
+    assert f"Pipeline / H = **{20 / h:.2f}**" in text
+    assert "Embedder service from the stream / E = **0.96**" in text
+    assert "kbus / LlamaIndex ingestion (documents/s): **2.00**" in text
+    assert "p50 **1.20** (target <= 1.10)" in text
+    assert "orchestration overhead at p50: 5.0 ms" in text
+    assert "| 3 | 30.0 | 3.00 |" in text
+    # 54 ms of services' CPU per chunk against 48 for the bare encoder: 6 ms, 11.1%.
+    assert "**11.1%**" in text
+
+
+def test_percentiles() -> None:
+    stats = percentiles([float(v) for v in range(1, 101)])
+    assert stats["p50"] == 50.5
+    assert round(stats["p99"], 2) == 99.01
+    assert percentiles([])["n"] == 0
