@@ -62,7 +62,7 @@ def identity_of(body: bytes) -> dict[str, str]:
     """Best-effort tenant, library and document id of a message, even a malformed one."""
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}

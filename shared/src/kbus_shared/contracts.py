@@ -25,6 +25,19 @@ Metadata = dict[str, JsonValue]
 MetadataScalar = str | int | float | bool
 
 
+MAX_METADATA_KEYS = 256
+MAX_METADATA_BYTES = 16 * 1024
+
+
+def _count_keys(value: JsonValue) -> int:
+    """Keys in a JSON value, nested objects and lists included."""
+    if isinstance(value, dict):
+        return len(value) + sum(_count_keys(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_count_keys(v) for v in value)
+    return 0
+
+
 class Contract(BaseModel):
     """Base of every message: immutable, strict about unknown fields, versioned."""
 
@@ -65,6 +78,17 @@ class DocumentAdded(Contract):
     def _text_not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("text is empty or whitespace only")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_bounded(cls, value: Metadata) -> Metadata:
+        keys = _count_keys(value)
+        if keys > MAX_METADATA_KEYS:
+            raise ValueError(f"metadata has {keys} keys; the limit is {MAX_METADATA_KEYS}")
+        size = len(json.dumps(value))
+        if size > MAX_METADATA_BYTES:
+            raise ValueError(f"metadata is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}")
         return value
 
     def effective_version(self) -> str:
