@@ -6,6 +6,8 @@ environment configures all four services; service settings from ``KBUS_<SERVICE>
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -89,6 +91,20 @@ class CohereSettings(BaseSettings):
     )
     base_url: str | None = Field(default=None, description="Cohere API base URL.")
     timeout_s: float = Field(default=30.0, description="Timeout of Cohere calls, seconds.")
+
+    def client_options(self, purpose: str) -> dict[str, Any]:
+        """Keyword arguments for ``cohere.ClientV2`` / ``AsyncClientV2``.
+
+        Raises:
+            ValueError: no key is configured (``purpose`` names what needed one).
+        """
+        if self.api_key is None:
+            raise ValueError(f"{purpose} needs KBUS_COHERE_API_KEY")
+        return {
+            "api_key": self.api_key.get_secret_value(),
+            "base_url": self.base_url,
+            "timeout": self.timeout_s,
+        }
 
 
 class ServiceSettings(BaseSettings):

@@ -74,13 +74,7 @@ class CohereEmbedder:
     def __init__(self, settings: CohereSettings) -> None:
         import cohere
 
-        if settings.api_key is None:
-            raise ValueError("the Cohere backend needs KBUS_COHERE_API_KEY")
-        self.client = cohere.AsyncClientV2(
-            api_key=settings.api_key.get_secret_value(),
-            base_url=settings.base_url,
-            timeout=settings.timeout_s,
-        )
+        self.client = cohere.AsyncClientV2(**settings.client_options("the Cohere backend"))
         self.model = f"cohere/{settings.embed_model}"
         self._model_id = settings.embed_model
         self.dimension = self.DIMENSIONS.get(settings.embed_model, 1024)

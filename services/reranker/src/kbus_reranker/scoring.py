@@ -108,13 +108,7 @@ class CohereScorer:
     def __init__(self, settings: CohereSettings) -> None:
         import cohere
 
-        if settings.api_key is None:
-            raise ValueError("the Cohere backend needs KBUS_COHERE_API_KEY")
-        self.client = cohere.ClientV2(
-            api_key=settings.api_key.get_secret_value(),
-            base_url=settings.base_url,
-            timeout=settings.timeout_s,
-        )
+        self.client = cohere.ClientV2(**settings.client_options("the Cohere backend"))
         self.model = settings.rerank_model
         self.name = f"cohere/{settings.rerank_model}"
 

@@ -38,13 +38,7 @@ class CohereRewriter:
     def __init__(self, settings: CohereSettings) -> None:
         import cohere
 
-        if settings.api_key is None:
-            raise ValueError("the Cohere query rewriter needs KBUS_COHERE_API_KEY")
-        self.client = cohere.AsyncClientV2(
-            api_key=settings.api_key.get_secret_value(),
-            base_url=settings.base_url,
-            timeout=settings.timeout_s,
-        )
+        self.client = cohere.AsyncClientV2(**settings.client_options("the Cohere query rewriter"))
         self.model = settings.chat_model
         self.name = f"cohere/{settings.chat_model}"
 
