@@ -56,6 +56,16 @@ def _reader(stream: str) -> list[str]:
     ]
 
 
+def _kv(bucket: str) -> list[str]:
+    """Read and write one key-value bucket (not create it)."""
+    return [
+        f"$JS.API.STREAM.INFO.KV_{bucket}",
+        f"$JS.API.DIRECT.GET.KV_{bucket}.>",
+        f"$JS.API.STREAM.MSG.GET.KV_{bucket}",
+        f"$KV.{bucket}.>",
+    ]
+
+
 def _stream_checks(t: Topology) -> list[str]:
     return ["$JS.API.INFO", *(f"$JS.API.STREAM.INFO.{s.name}" for s in t.streams)]
 
@@ -91,6 +101,7 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 *_stream_checks(t),
                 *_consumer(t.chunks_stream.name, t.embedder_durable, t.chunks_ready),
                 t.embeddings_ready,
+                *_kv(t.embed_cache_bucket),
                 t.dead_letter("embedder"),
                 t.document_failed,
             ],

@@ -177,6 +177,11 @@ class Topology:
         )
 
     @property
+    def embed_cache_bucket(self) -> str:
+        """KV bucket of vectors by model and text hash: unchanged text is never embedded twice."""
+        return self._stream("embedcache")
+
+    @property
     def tombstones_bucket(self) -> str:
         """KV bucket of deletions: tombstone key to the stream sequence of the delete."""
         return self._stream("tombstones")

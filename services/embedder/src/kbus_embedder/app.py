@@ -12,6 +12,7 @@ from kbus_shared.consuming import Stage, StageMetrics
 from kbus_shared.logs import configure_logging
 from prometheus_client import CollectorRegistry
 
+from kbus_embedder.caching import EmbeddingCache
 from kbus_embedder.embedding import create_embedder
 from kbus_embedder.handlers import register
 from kbus_embedder.settings import EmbedderSettings
@@ -28,11 +29,17 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
     broker = make_broker(settings.bus, registry, app_name="embedder")
     topology = settings.bus.topology
     stage = Stage("embedder", broker, topology, StageMetrics.create(registry))
+    cache = (
+        EmbeddingCache(topology.embed_cache_bucket, settings.cache_max_bytes)
+        if settings.cache
+        else None
+    )
     vectorizer = Vectorizer(
         stage,
         lambda: create_embedder(settings),
         settings.include_title,
         registry,
+        cache,
     )
     register(broker, topology, vectorizer, settings.concurrency)
 
@@ -41,6 +48,10 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
         embedder = vectorizer.load()
         log.info("embedding with %s (%d dimensions)", embedder.model, embedder.dimension)
         await connect_and_declare(broker, topology)
+        if cache is not None:
+            await cache.open(
+                broker.connection.jetstream(), create=topology.declare, replicas=topology.replicas
+            )
         yield
 
     return make_app(broker, registry, lifespan)

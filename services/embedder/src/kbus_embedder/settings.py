@@ -50,4 +50,12 @@ class EmbedderSettings(ServiceSettings):
     include_title: bool = Field(
         default=True, description="Embed a chunk as 'title / heading path / text'."
     )
+    cache: bool = Field(
+        default=True,
+        description="Keep vectors in a JetStream KV bucket by model and text hash, so unchanged "
+        "text is never embedded twice.",
+    )
+    cache_max_bytes: int = Field(
+        default=1024**3, gt=0, description="Size limit of the embedding cache bucket."
+    )
     cohere: CohereSettings = Field(default_factory=CohereSettings)

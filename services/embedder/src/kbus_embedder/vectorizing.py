@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import numpy as np
 from faststream.nats.message import NatsMessage
 from kbus_shared.consuming import Stage
 from kbus_shared.contracts import (
@@ -19,6 +20,7 @@ from kbus_shared.contracts import (
 from kbus_shared.errors import TransientError
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from kbus_embedder.caching import EmbeddingCache
 from kbus_embedder.embedding import Embedder, document_text
 
 
@@ -31,13 +33,21 @@ class Vectorizer:
         load: Callable[[], Embedder],
         include_title: bool,
         registry: CollectorRegistry,
+        cache: EmbeddingCache | None = None,
     ) -> None:
         self.stage = stage
+        self.cache = cache
         self._load = load
         self._embedder: Embedder | None = None
         self.include_title = include_title
         self.chunks_embedded = Counter(
             "kbus_embedder_chunks", "Chunks embedded", ["model"], registry=registry
+        )
+        self.cached = Counter(
+            "kbus_embedder_cached_chunks",
+            "Chunks whose vector came from the cache",
+            ["model"],
+            registry=registry,
         )
         self.seconds = Histogram(
             "kbus_embedder_seconds", "Time to embed one batch", ["kind"], registry=registry
@@ -61,9 +71,7 @@ class Vectorizer:
     async def embed_chunks(self, ready: ChunksReady) -> None:
         """Embed one part of a document's chunks and publish it on ``embeddings.ready``."""
         texts = [document_text(ready.document, c, self.include_title) for c in ready.chunks]
-        started = time.perf_counter()
-        vectors = await self.embedder.embed(texts, InputType.DOCUMENT)
-        self.seconds.labels("document").observe(time.perf_counter() - started)
+        vectors = await self._vectors(texts)
         embedded = [
             EmbeddedChunk(**chunk.model_dump(), vector=tuple(vector.tolist()))
             for chunk, vector in zip(ready.chunks, vectors, strict=True)
@@ -81,7 +89,30 @@ class Vectorizer:
         await self.stage.publish(
             out, topology.embeddings_ready, stream=topology.embeddings_stream.name
         )
-        self.chunks_embedded.labels(self.embedder.model).inc(len(ready.chunks))
+
+    async def _vectors(self, texts: list[str]) -> np.ndarray:
+        """Cached vectors where there are any; the rest embedded (and then cached)."""
+        model, dimension = self.embedder.model, self.embedder.dimension
+        cached = (
+            await self.cache.get_many(model, texts, dimension)
+            if self.cache
+            else [None] * len(texts)
+        )
+        missing = [i for i, v in enumerate(cached) if v is None]
+        out = np.zeros((len(texts), dimension), dtype=np.float32)
+        for i, vector in enumerate(cached):
+            if vector is not None:
+                out[i] = vector
+        if missing:
+            started = time.perf_counter()
+            fresh = await self.embedder.embed([texts[i] for i in missing], InputType.DOCUMENT)
+            self.seconds.labels("document").observe(time.perf_counter() - started)
+            out[missing] = fresh
+            if self.cache:
+                await self.cache.put_many(model, [texts[i] for i in missing], fresh)
+        self.chunks_embedded.labels(model).inc(len(missing))
+        self.cached.labels(model).inc(len(texts) - len(missing))
+        return out
 
     async def handle_request(self, message: NatsMessage) -> EmbedReply | ErrorReply:
         """Answer one ``kb.embed`` request."""
