@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from kbus_models.encoder import Encoder, resolve
+from kbus_reranker.scoring import Scorer
+from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
 from kbus_shared.contracts import EmbeddedChunk, EmbeddingsReady, SearchType
 from kbus_shared.passages import passage_text
@@ -78,12 +80,18 @@ async def import_rate(
     return {"chunks": n, "seconds": seconds, "chunks_per_s": n / seconds}
 
 
+def _fetch_size() -> int:
+    # What the searcher over-fetches for a default request (k results, not grouped).
+    s = SearcherSettings()
+    return max(s.overfetch_min, s.overfetch_factor * s.k)
+
+
 @dataclass
 class QueryFloor:
     """In-process query stages: embed, Weaviate hybrid, rerank."""
 
     encoder: Encoder
-    scorer: object
+    scorer: Scorer
     rerank_depth: int
 
     @classmethod
@@ -119,7 +127,7 @@ class QueryFloor:
                     vector=vector,
                     search_type=SearchType.HYBRID,
                     alpha=alpha,
-                    limit=20,
+                    limit=_fetch_size(),
                     filters={},
                 )
                 t2 = time.perf_counter()
@@ -131,7 +139,7 @@ class QueryFloor:
                     )
                     for c in found[: self.rerank_depth]
                 ]
-                self.scorer.score(query, passages)  # type: ignore[attr-defined]
+                self.scorer.score(query, passages)
                 t3 = time.perf_counter()
                 for name, a, b in (("embed", t0, t1), ("search", t1, t2), ("rerank", t2, t3)):
                     stages[name].append((b - a) * 1000)

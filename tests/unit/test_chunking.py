@@ -169,3 +169,13 @@ def test_a_heading_with_only_subheadings_makes_no_chunk_of_its_own() -> None:
     assert [c.heading_path for c in ready.chunks] == [("Errors", "E1"), ("Errors", "E2")]
     only_title = chunk_document(_doc("# Title\n", ContentType.MARKDOWN), CONFIG, max_chunks=10)
     assert [c.text for c in only_title.chunks] == ["# Title"]
+
+
+def test_a_keyword_window_stays_inside_its_markdown_section() -> None:
+    text = "# Install\n\nPick a section.\n\n## Linux\n\nEnable the systemd unit.\n"
+    ready = chunk_document(_doc(text, ContentType.MARKDOWN), CONFIG, 100)
+    by_path = {c.heading_path: c.keywords for c in ready.chunks}
+    assert "systemd" not in by_path[("Install",)]
+    assert "systemd" in by_path[("Install", "Linux")]
+    plain = chunk_document(_doc("Pick a section.\n\nEnable the systemd unit."), CONFIG, 100)
+    assert all("systemd" in c.keywords for c in plain.chunks)

@@ -40,21 +40,19 @@ class ReceiptWatcher:
                 return
             js = self._nc.jetstream()
             t = self._topology
+            readers = (
+                (t.document_indexed, t.receipts_stream.name, self._on_indexed),
+                (t.dead_letters, t.dead_letter_stream.name, self._on_dead_letter),
+            )
             self._subs = [
                 await js.subscribe(
-                    t.document_indexed,
-                    stream=t.receipts_stream.name,
-                    cb=self._on_indexed,
+                    subject,
+                    stream=stream,
+                    cb=callback,
                     ordered_consumer=True,
                     deliver_policy=DeliverPolicy.NEW,
-                ),
-                await js.subscribe(
-                    t.dead_letters,
-                    stream=t.dead_letter_stream.name,
-                    cb=self._on_dead_letter,
-                    ordered_consumer=True,
-                    deliver_policy=DeliverPolicy.NEW,
-                ),
+                )
+                for subject, stream, callback in readers
             ]
 
     async def stop(self) -> None:

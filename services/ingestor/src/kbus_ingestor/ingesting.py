@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 from faststream.nats.message import NatsMessage
 from kbus_shared.analysis import keyword_text, window
@@ -45,11 +46,9 @@ def chunk_document(
             char_start=span.start,
             char_end=span.end,
             heading_path=path,
-            keywords=keyword_text(
-                doc.title, path, window(doc.text, span.start, span.end, keyword_window)
-            ),
+            keywords=keyword_text(doc.title, path, _context(doc.text, span, scope, keyword_window)),
         )
-        for position, (span, path) in enumerate(pieces)
+        for position, (span, path, scope) in enumerate(pieces)
     )
     ref = DocumentRef(
         tenant=doc.tenant,
@@ -74,17 +73,36 @@ def split_parts(ready: ChunksReady, part_chunks: int) -> list[ChunksReady]:
     ]
 
 
-def _pieces(doc: DocumentAdded, config: ChunkingConfig) -> list[tuple[Span, tuple[str, ...]]]:
+class Piece(NamedTuple):
+    """A chunk's span, its heading path, and the part of the document its keyword window may
+    cover (its Markdown section, or the whole text)."""
+
+    span: Span
+    heading_path: tuple[str, ...]
+    scope: tuple[int, int]
+
+
+def _context(text: str, span: Span, scope: tuple[int, int], size: int) -> str:
+    # A window never crosses into another section: a short section must not be found by its
+    # neighbours' words.
+    begin, end = scope
+    return window(text[begin:end], span.start - begin, span.end - begin, size)
+
+
+def _pieces(doc: DocumentAdded, config: ChunkingConfig) -> list[Piece]:
     if doc.content_type is not ContentType.MARKDOWN:
-        return [(span, ()) for span in split_text(doc.text, config)]
-    pieces: list[tuple[Span, tuple[str, ...]]] = []
+        whole = (0, len(doc.text))
+        return [Piece(span, (), whole) for span in split_text(doc.text, config)]
+    pieces: list[Piece] = []
     found = sections(doc.text)
     # A heading with nothing under it but deeper headings is only a path: its children carry it.
     with_body = [s for s in found if s.has_body(doc.text)] or found
     for section in with_body:
         body = doc.text[section.start : section.end]
+        scope = (section.start, section.end)
         pieces.extend(
-            (span, section.heading_path) for span in split_text(body, config, base=section.start)
+            Piece(span, section.heading_path, scope)
+            for span in split_text(body, config, base=section.start)
         )
     return pieces
 
