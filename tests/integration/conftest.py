@@ -6,7 +6,9 @@ from collections.abc import AsyncIterator
 
 import nats
 import pytest
+from kbus_searcher.store import ChunkStore
 from kbus_shared.settings import BusSettings, StoreSettings
+from kbus_shared.store import weaviate_client
 from kbus_shared.topology import Topology
 from nats.aio.client import Client
 
@@ -40,4 +42,16 @@ def topology(bus: BusSettings) -> Topology:
 async def nc(servers: Servers) -> AsyncIterator[Client]:
     client = await nats.connect(servers.nats_url)
     yield client
+    await client.close()
+
+
+@pytest.fixture
+async def store(store_settings: StoreSettings) -> AsyncIterator[ChunkStore]:
+    client = weaviate_client(store_settings)
+    await client.connect()
+    s = ChunkStore(client, store_settings.collection)
+    await s.ensure_collection()
+    await s.ensure_collection()  # idempotent
+    yield s
+    await client.collections.delete(store_settings.collection)
     await client.close()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from faststream import TestApp
 from kbus_searcher.app import create_app
 from kbus_searcher.settings import SearcherSettings
+from kbus_searcher.store import ChunkStore
 from kbus_shared.contracts import DocumentIndexed, EmbeddingsReady, SearchReply
 from kbus_shared.settings import BusSettings, StoreSettings
 from kbus_shared.topology import Topology
@@ -65,6 +67,35 @@ async def test_parts_then_one_receipt_then_a_shorter_version_replaces_all(
         after = await _keyword(nc, topology, "common")
         assert sorted(h.text for h in after.results) == ["beta common", "gamma common"]
         assert {h.version for h in after.results} == {"v2"}
+
+
+async def test_a_search_sees_the_old_version_until_every_chunk_of_the_new_one_is_stored(
+    nc: Client,
+    bus: BusSettings,
+    store_settings: StoreSettings,
+    topology: Topology,
+    store: ChunkStore,
+) -> None:
+    app = create_app(SearcherSettings(bus=bus, store=store_settings))
+    old = ["one common", "two common", "three common"]
+    new = ["uno common", "dos common", "tres common", "cuatro common"]
+    async with TestApp(app):
+        await _publish(nc, topology, ready("t1", "lib", "doc", "v1", old))
+        await find_in_stream(nc, topology.document_indexed, {"version": "v1"})
+        first, second = parts_of(ready("t1", "lib", "doc", "v2", new, sequence=2), 2)
+        await _publish(nc, topology, first)
+        for _ in range(100):  # until half of the new version is in the store
+            if await store.count_stored(first) == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert await store.count_stored(first) == 2
+        during = await _keyword(nc, topology, "common")
+        assert sorted(h.text for h in during.results) == sorted(old)
+
+        await _publish(nc, topology, second)
+        await find_in_stream(nc, topology.document_indexed, {"version": "v2"})
+        after = await _keyword(nc, topology, "common")
+        assert sorted(h.text for h in after.results) == sorted(new)
 
 
 async def test_a_bad_vector_is_dead_lettered_and_not_acked_silently(

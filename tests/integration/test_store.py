@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import numpy as np
 import pytest
 from kbus_searcher.store import ChunkStore
@@ -63,18 +61,6 @@ def ready(
     return EmbeddingsReady(
         document=ref, model="test", dimension=dim, total_chunks=len(chunks), chunks=chunks
     )
-
-
-@pytest.fixture
-async def store(store_settings: StoreSettings) -> AsyncIterator[ChunkStore]:
-    client = weaviate_client(store_settings)
-    await client.connect()
-    s = ChunkStore(client, store_settings.collection)
-    await s.ensure_collection()
-    await s.ensure_collection()  # idempotent
-    yield s
-    await client.collections.delete(store_settings.collection)
-    await client.close()
 
 
 async def _search(

@@ -72,7 +72,6 @@ def _stream_checks(t: Topology) -> list[str]:
 
 def permissions(t: Topology) -> dict[str, Permissions]:
     """The permissions of every kbus user on one installation (one bus prefix)."""
-    kv = t.tombstones_bucket
     micro = [
         "$SRV.PING",
         "$SRV.PING.kbus-search",
@@ -113,14 +112,20 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 *_stream_checks(t),
                 *_consumer(t.embeddings_stream.name, t.indexer_durable, t.embeddings_ready),
                 *_consumer(t.documents_stream.name, t.deleter_durable, t.document_deleted),
-                f"$JS.API.STREAM.INFO.KV_{kv}",
-                f"$JS.API.DIRECT.GET.KV_{kv}.>",
-                f"$JS.API.STREAM.MSG.GET.KV_{kv}",
-                f"$KV.{kv}.>",
+                *_kv(t.tombstones_bucket),
+                *_kv(t.versions_bucket),
                 t.document_indexed,
                 t.document_removed,
                 t.dead_letter("indexer"),
                 t.document_failed,
+                # The dead-letterer: advisories in, the named message read, recorded, removed.
+                *_consumer(
+                    t.advisories_stream.name, t.advisory_durable, t.max_deliveries_advisories
+                ),
+                *(f"$JS.API.STREAM.MSG.GET.{s.name}" for s in t.work_streams),
+                *(f"$JS.API.STREAM.MSG.DELETE.{s.name}" for s in t.work_streams),
+                t.dead_letter("ingestor"),
+                t.dead_letter("embedder"),
                 t.embed,
                 t.rerank,
             ],

@@ -172,14 +172,16 @@ def start_weaviate(
     timeout_s: float = 120.0,
     api_key: str | None = None,
     auto_schema: bool = False,
+    ports: dict[str, int] | None = None,
 ) -> Server:
     """weaviate-server on 127.0.0.1 with no modules and no telemetry.
 
     Anonymous access is on unless ``api_key`` is given: then only that key (user ``kbus``,
-    an admin) gets in.
+    an admin) gets in. ``ports`` (a stopped server's ``Server.ports``) restarts a server on its
+    own data with the addresses its Raft log remembers.
     """
     binary = ensure_binary("weaviate-server", WEAVIATE_MODULE, WEAVIATE_VERSION)
-    ports = {
+    ports = ports or {
         "http": http_port or free_port(),
         "grpc": grpc_port or free_port(),
         "gossip": free_port(),

@@ -16,8 +16,9 @@ from faststream.security import SASLPlaintext
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.api import StreamConfig
+from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.errors import NotFoundError
+from nats.js.kv import KeyValue
 from prometheus_client import CollectorRegistry, make_asgi_app
 from pydantic import BaseModel
 
@@ -132,6 +133,13 @@ async def request(
     return parse_reply(response.body, reply_model, stage)
 
 
+async def open_bucket(js: JetStreamContext, config: KeyValueConfig, *, create: bool) -> KeyValue:
+    """A key-value bucket, created (or its configuration updated) where services may."""
+    if create:
+        return await js.create_key_value(config)
+    return await js.key_value(config.bucket)
+
+
 async def connect_and_declare(broker: NatsBroker, topology: Topology) -> None:
     """Connect (before the subscribers start) and make sure every stream exists."""
     await broker.connect()
@@ -161,7 +169,9 @@ def work_subscriber(
         subject,
         stream=stream,
         durable=durable,
-        config=work_consumer(durable),
+        config=work_consumer(
+            durable, ack_wait_s=topology.ack_wait_s, max_deliver=topology.max_deliver
+        ),
         inbox_prefix=topology.pull_inbox,
         pull_sub=PullSub(batch_size=batch, timeout=1.0),
         ack_policy=AckPolicy.MANUAL,

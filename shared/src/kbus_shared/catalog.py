@@ -110,6 +110,14 @@ CHANNELS: tuple[Channel, ...] = (
         senders=("ingestor", "embedder", "indexer"),
     ),
     Channel(
+        "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>",
+        lambda t: t.max_deliveries_advisories,
+        c.MaxDeliveriesAdvisory,
+        description="The server gave up on a message no delivery settled (stream ADVISORIES); "
+        "the searcher's dead-letterer records it as a dead letter and removes it.",
+        senders=("nats-server",),
+    ),
+    Channel(
         "kb.search",
         lambda t: t.search,
         c.SearchRequest,

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from kbus_shared.contracts import DeadLetter, DocumentFailed, ErrorInfo, ErrorReply
 from kbus_shared.errors import PermanentError, TransientError
-from kbus_shared.topology import MAX_DELIVER, Topology
+from kbus_shared.topology import Topology
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)
@@ -115,13 +115,19 @@ class Stage:
     broker: NatsBroker
     topology: Topology
     metrics: StageMetrics
-    ack_wait_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.topology.unsafe_ack_first:
+            log.warning("%s: UNSAFE_ACK_FIRST is on: a crash loses messages", self.name)
 
     async def settle(
         self, message: NatsMessage, model: type[M], work: Callable[[M], Awaitable[None]]
     ) -> None:
         """Decode, process and acknowledge one stream message according to how it ended."""
         deliveries = _deliveries(message)
+        if self.topology.unsafe_ack_first:
+            await self._ack_first(message, model, work)
+            return
         try:
             payload = decode(message.body, model)
             async with self._keep_alive(message):
@@ -136,6 +142,16 @@ class Stage:
         else:
             await message.ack()
             self.metrics.processed.labels(self.name).inc()
+
+    async def _ack_first(
+        self, message: NatsMessage, model: type[M], work: Callable[[M], Awaitable[None]]
+    ) -> None:
+        # The negative control of the chaos test: what "at most once" looks like.
+        await message.ack()
+        try:
+            await work(decode(message.body, model))
+        except Exception:
+            log.exception("%s: failed after acking; the message is lost", self.name)
 
     async def answer(
         self, body: bytes, model: type[M], work: Callable[[M], Awaitable[R]]
@@ -179,7 +195,7 @@ class Stage:
         if not isinstance(exc, TransientError):
             log.exception("%s: unexpected failure (delivery %d)", self.name, deliveries)
         reason = f"{type(exc).__name__}: {exc}"
-        if deliveries >= MAX_DELIVER:
+        if deliveries >= self.topology.max_deliver:
             await self._dead_letter(
                 message,
                 "max_deliveries",
@@ -196,44 +212,16 @@ class Stage:
     async def _dead_letter(
         self, message: NatsMessage, code: str, reason: str, deliveries: int
     ) -> None:
-        body = message.body
-        letter = DeadLetter(
-            stage=self.name,
-            code=code,
-            reason=reason[:4_096],
-            subject=message.raw_message.subject,
-            stream_sequence=stream_sequence(message),
-            deliveries=deliveries,
-            original=body[:ORIGINAL_LIMIT].decode("utf-8", errors="replace"),
-            original_size=len(body),
-            **identity_of(body),
-        )
-        log.warning("%s: dead-lettering (%s): %s", self.name, code, reason)
-        # Ids make a retry after a half-done attempt harmless: JetStream drops the repeat.
-        msg_id = f"{self.name}/{letter.subject}/{letter.stream_sequence}"
         try:
-            await self.publish(
-                letter,
-                self.topology.dead_letter(self.name),
-                stream=self.topology.dead_letter_stream.name,
-                msg_id=msg_id,
+            await self.record_dead_letter(
+                stage=self.name,
+                code=code,
+                reason=reason,
+                subject=message.raw_message.subject,
+                sequence=stream_sequence(message),
+                deliveries=deliveries,
+                body=message.body,
             )
-            is_document = letter.subject != self.topology.document_deleted
-            if is_document and letter.tenant and letter.library and letter.document_id:
-                failed = DocumentFailed(
-                    tenant=letter.tenant,
-                    library=letter.library,
-                    document_id=letter.document_id,
-                    stage=self.name,
-                    code=code,
-                    reason=letter.reason,
-                )
-                await self.publish(
-                    failed,
-                    self.topology.document_failed,
-                    stream=self.topology.receipts_stream.name,
-                    msg_id=msg_id,
-                )
         except Exception:
             # Never drop a message we could not record: leave it for a later delivery.
             log.exception("%s: could not dead-letter; will retry", self.name)
@@ -242,13 +230,65 @@ class Stage:
         self.metrics.dead_lettered.labels(self.name, code).inc()
         await message.reject()
 
+    async def record_dead_letter(
+        self,
+        *,
+        stage: str,
+        code: str,
+        reason: str,
+        subject: str,
+        sequence: int | None,
+        deliveries: int,
+        body: bytes,
+    ) -> None:
+        """Publish a message's dead letter and, for a document, its ``document.failed``.
+
+        Raises whatever the publish raises: the caller must keep the message in that case.
+        """
+        letter = DeadLetter(
+            stage=stage,
+            code=code,
+            reason=reason[:4_096],
+            subject=subject,
+            stream_sequence=sequence,
+            deliveries=deliveries,
+            original=body[:ORIGINAL_LIMIT].decode("utf-8", errors="replace"),
+            original_size=len(body),
+            **identity_of(body),
+        )
+        log.warning("%s: dead-lettering (%s): %s", stage, code, reason)
+        # Ids make a retry after a half-done attempt harmless: JetStream drops the repeat.
+        msg_id = f"{stage}/{letter.subject}/{letter.stream_sequence}"
+        await self.publish(
+            letter,
+            self.topology.dead_letter(stage),
+            stream=self.topology.dead_letter_stream.name,
+            msg_id=msg_id,
+        )
+        is_document = letter.subject != self.topology.document_deleted
+        if is_document and letter.tenant and letter.library and letter.document_id:
+            failed = DocumentFailed(
+                tenant=letter.tenant,
+                library=letter.library,
+                document_id=letter.document_id,
+                stage=stage,
+                code=code,
+                reason=letter.reason,
+            )
+            await self.publish(
+                failed,
+                self.topology.document_failed,
+                stream=self.topology.receipts_stream.name,
+                msg_id=msg_id,
+            )
+
     @contextlib.asynccontextmanager
     async def _keep_alive(self, message: NatsMessage) -> AsyncIterator[None]:
         """Tell the server the message is still being worked on, so it is not redelivered."""
 
         async def beat() -> None:
             while True:
-                await asyncio.sleep(self.ack_wait_s / 3)
+                await asyncio.sleep(self.topology.ack_wait_s / 3)
                 with contextlib.suppress(Exception):
                     await message.in_progress()
 

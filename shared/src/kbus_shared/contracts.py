@@ -260,6 +260,17 @@ class DocumentFailed(Contract):
     reason: str
 
 
+class MaxDeliveriesAdvisory(BaseModel):
+    """The server's ``io.nats.jetstream.advisory.v1.max_deliver`` event (the fields we use)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    stream: str
+    consumer: str
+    stream_seq: int
+    deliveries: int
+
+
 # --- request-reply ---------------------------------------------------------------------------
 
 

@@ -46,6 +46,24 @@ class BusSettings(BaseSettings):
         "private under NATS permissions).",
     )
 
+    ack_wait_s: float = Field(
+        default=60.0,
+        gt=1.0,
+        description="Seconds before an unacknowledged message is delivered again (work in "
+        "progress sends in-progress acks, so this bounds how long a crashed worker holds it).",
+    )
+    max_deliver: int = Field(
+        default=10,
+        ge=2,
+        description="Deliveries of a message before it is dead-lettered (by its stage, or from "
+        "the server's max-deliveries advisory when no delivery was ever settled).",
+    )
+    unsafe_ack_first: bool = Field(
+        default=False,
+        description="Fault injection for the chaos test's negative control: ack before "
+        "processing, so a crash loses messages. Never enable it in a real installation.",
+    )
+
     @property
     def topology(self) -> Topology:
         return Topology(
@@ -54,6 +72,9 @@ class BusSettings(BaseSettings):
             self.stream_replicas,
             self.declare_streams,
             self.inbox_prefix,
+            self.ack_wait_s,
+            self.unsafe_ack_first,
+            self.max_deliver,
         )
 
 

@@ -14,6 +14,7 @@ from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
     DiscardPolicy,
+    KeyValueConfig,
     RetentionPolicy,
     StorageType,
 )
@@ -37,6 +38,13 @@ class Topology:
     declare: bool = True
     #: Prefix of this connection's reply and pull inboxes (per user under NATS permissions).
     inbox_prefix: str = "_INBOX"
+    #: Seconds a consumer waits for an ack before redelivering (handlers send in-progress acks).
+    ack_wait_s: float = 60.0
+    #: Fault injection for the chaos test's negative control only: ack every message before
+    #: processing it, so a crash loses it. Never set this in a real installation.
+    unsafe_ack_first: bool = False
+    #: Deliveries of a message before it is dead-lettered.
+    max_deliver: int = 10
 
     @property
     def pull_inbox(self) -> bytes:
@@ -109,6 +117,8 @@ class Topology:
     deleter_durable = "deleter"
     embedder_durable = "embedder"
     indexer_durable = "indexer"
+    #: Dead-letters what the server gave up on (the max-deliveries advisories).
+    advisory_durable = "deadletterer"
 
     # -- queue groups for request-reply --------------------------------------------------------
 
@@ -160,6 +170,35 @@ class Topology:
             max_bytes=self.stream_max_bytes,
         )
 
+    @property
+    def work_streams(self) -> tuple[JStream, ...]:
+        return (self.documents_stream, self.chunks_stream, self.embeddings_stream)
+
+    def max_deliveries_advisory(self, stream: str) -> str:
+        """The server's advisory when a consumer of ``stream`` reaches its max deliveries."""
+        return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.*"
+
+    @property
+    def max_deliveries_advisories(self) -> str:
+        """What the dead-letterer reads from the advisories stream (only this installation's)."""
+        return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>"
+
+    @cached_property
+    def advisories_stream(self) -> JStream:
+        # The server publishes each advisory once, whether or not anyone listens: a stream
+        # keeps it until the dead-letterer has handled it, even if that was down at the time.
+        return JStream(
+            self._stream("advisories"),
+            num_replicas=self.replicas,
+            declare=False,
+            subjects=[self.max_deliveries_advisory(s.name) for s in self.work_streams],
+            retention=RetentionPolicy.WORK_QUEUE,
+            storage=StorageType.FILE,
+            max_age=30 * DAY,
+            discard=DiscardPolicy.NEW,
+            max_bytes=min(self.stream_max_bytes, 64 * 1024**2),
+        )
+
     def _work_stream(self, name: str, subjects: list[str]) -> JStream:
         # Work queues: a message lives until a consumer acks it. With DiscardPolicy.NEW a full
         # stream refuses the publish (the publisher sees an error) instead of evicting work.
@@ -187,6 +226,39 @@ class Topology:
         return self._stream("tombstones")
 
     @property
+    def versions_bucket(self) -> str:
+        """KV bucket of each document's searchable version (the newest complete one)."""
+        return self._stream("versions")
+
+    def bucket(self, name: str, description: str, max_bytes: int | None = None) -> KeyValueConfig:
+        """The configuration of one of kbus's key-value buckets (file storage, one value)."""
+        return KeyValueConfig(
+            bucket=name,
+            history=1,
+            storage=StorageType.FILE,
+            replicas=self.replicas,
+            max_bytes=max_bytes if max_bytes is not None else self.stream_max_bytes,
+            description=description,
+        )
+
+    @property
+    def tombstones_kv(self) -> KeyValueConfig:
+        return self.bucket(self.tombstones_bucket, "kbus deletions: scope to stream sequence")
+
+    @property
+    def versions_kv(self) -> KeyValueConfig:
+        return self.bucket(self.versions_bucket, "kbus searchable version of each document")
+
+    @property
+    def embed_cache_kv(self) -> KeyValueConfig:
+        return self.bucket(self.embed_cache_bucket, "kbus vectors by sha256(model, text)")
+
+    @property
+    def buckets(self) -> tuple[KeyValueConfig, ...]:
+        """Every bucket, as the set-up job creates them."""
+        return (self.tombstones_kv, self.versions_kv, self.embed_cache_kv)
+
+    @property
     def streams(self) -> tuple[JStream, ...]:
         return (
             self.documents_stream,
@@ -194,18 +266,18 @@ class Topology:
             self.embeddings_stream,
             self.receipts_stream,
             self.dead_letter_stream,
+            self.advisories_stream,
         )
 
 
-MAX_DELIVER = 10
-
-
-def work_consumer(durable: str, *, ack_wait_s: float = 60.0) -> ConsumerConfig:
+def work_consumer(
+    durable: str, *, ack_wait_s: float = 60.0, max_deliver: int = 10
+) -> ConsumerConfig:
     """The durable pull consumer of one pipeline stage; replicas bind to the same name."""
     return ConsumerConfig(
         durable_name=durable,
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait_s,
-        max_deliver=MAX_DELIVER,
+        max_deliver=max_deliver,
         max_ack_pending=1_000,
     )

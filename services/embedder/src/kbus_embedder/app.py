@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 from faststream.asgi import AsgiFastStream
 from kbus_shared.bus import connect_and_declare, make_app, make_broker
@@ -30,7 +31,7 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
     topology = settings.bus.topology
     stage = Stage("embedder", broker, topology, StageMetrics.create(registry))
     cache = (
-        EmbeddingCache(topology.embed_cache_bucket, settings.cache_max_bytes)
+        EmbeddingCache(replace(topology.embed_cache_kv, max_bytes=settings.cache_max_bytes))
         if settings.cache
         else None
     )
@@ -49,9 +50,7 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
         log.info("embedding with %s (%d dimensions)", embedder.model, embedder.dimension)
         await connect_and_declare(broker, topology)
         if cache is not None:
-            await cache.open(
-                broker.connection.jetstream(), create=topology.declare, replicas=topology.replicas
-            )
+            await cache.open(broker.connection.jetstream(), create=topology.declare)
         yield
 
     return make_app(broker, registry, lifespan)

@@ -12,8 +12,9 @@ import hashlib
 import logging
 
 import numpy as np
+from kbus_shared.bus import open_bucket
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
+from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
@@ -28,29 +29,16 @@ def cache_key(model: str, text: str) -> str:
 class EmbeddingCache:
     """Reads and writes vectors in the embedding cache bucket."""
 
-    def __init__(self, bucket: str, max_bytes: int) -> None:
-        self.bucket = bucket
-        self.max_bytes = max_bytes
+    def __init__(self, config: KeyValueConfig) -> None:
+        self.config = config
         self._kv: KeyValue | None = None
 
-    async def open(self, js: JetStreamContext, *, create: bool, replicas: int = 1) -> None:
+    async def open(self, js: JetStreamContext, *, create: bool) -> None:
         """Open (or create) the bucket; without it the cache stays off."""
         try:
-            if create:
-                self._kv = await js.create_key_value(
-                    KeyValueConfig(
-                        bucket=self.bucket,
-                        history=1,
-                        storage=StorageType.FILE,
-                        replicas=replicas,
-                        max_bytes=self.max_bytes,
-                        description="kbus: vectors by sha256(model, text)",
-                    )
-                )
-            else:
-                self._kv = await js.key_value(self.bucket)
+            self._kv = await open_bucket(js, self.config, create=create)
         except Exception as exc:
-            log.warning("embedding cache off: bucket %s: %s", self.bucket, exc)
+            log.warning("embedding cache off: bucket %s: %s", self.config.bucket, exc)
             self._kv = None
 
     async def get_many(

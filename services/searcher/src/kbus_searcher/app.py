@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from importlib.metadata import version
 
 from faststream.asgi import AsgiFastStream
+from kbus_shared.advisories import MaxDeliveries
 from kbus_shared.bus import connect_and_declare, make_app, make_broker
 from kbus_shared.consuming import Stage, StageMetrics
 from kbus_shared.logs import configure_logging
@@ -21,6 +22,7 @@ from kbus_searcher.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
 from kbus_searcher.tombstones import Tombstones
+from kbus_searcher.versions import Versions
 
 
 def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
@@ -33,15 +35,20 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
     metrics = StageMetrics.create(registry)
     client = weaviate_client(settings.store)
     store = ChunkStore(client, settings.store.collection)
-    tombstones = Tombstones(topology.tombstones_bucket)
+    tombstones = Tombstones(topology.tombstones_kv)
+    versions = Versions(topology.versions_kv)
     if settings.index:
-        indexer = Indexer(Stage("indexer", broker, topology, metrics), store, tombstones, registry)
-        register_indexing(broker, topology, indexer)
+        indexer = Indexer(
+            Stage("indexer", broker, topology, metrics), store, tombstones, versions, registry
+        )
+        advisories = MaxDeliveries(Stage("deadletterer", broker, topology, metrics))
+        register_indexing(broker, topology, indexer, advisories)
     searcher = Searcher(
         Stage("searcher", broker, topology, metrics),
         store,
         settings,
         registry,
+        versions,
         create_rewriter(settings.rewriter, settings.cohere),
     )
 
@@ -52,9 +59,9 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         await client.connect()
         await store.ensure_collection()
         await connect_and_declare(broker, topology)
-        await tombstones.open(
-            broker.connection.jetstream(), create=topology.declare, replicas=topology.replicas
-        )
+        js = broker.connection.jetstream()
+        await tombstones.open(js, create=topology.declare)
+        await versions.open(js, create=topology.declare)
         if settings.serve:
             services.append(
                 await register_search_service(

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from faststream.nats import NatsBroker
 from faststream.nats.annotations import NatsMessage
+from kbus_shared.advisories import MaxDeliveries
 from kbus_shared.bus import JSON_HEADERS, work_subscriber
 from kbus_shared.catalog import channel
 from kbus_shared.topology import Topology
@@ -20,8 +21,10 @@ from kbus_searcher.indexing import Indexer
 from kbus_searcher.searching import Searcher
 
 
-def register_indexing(broker: NatsBroker, topology: Topology, indexer: Indexer) -> None:
-    """Consume ``embeddings.ready`` through the shared durable pull consumer."""
+def register_indexing(
+    broker: NatsBroker, topology: Topology, indexer: Indexer, advisories: MaxDeliveries
+) -> None:
+    """Consume ``embeddings.ready``, deletions and max-deliveries advisories (shared durables)."""
 
     @work_subscriber(
         broker,
@@ -48,6 +51,20 @@ def register_indexing(broker: NatsBroker, topology: Topology, indexer: Indexer) 
     )
     async def on_document_deleted(message: NatsMessage) -> None:
         await indexer.handle_deletion(message)
+
+    @work_subscriber(
+        broker,
+        topology,
+        topology.max_deliveries_advisories,
+        topology.advisories_stream,
+        topology.advisory_durable,
+        batch=1,
+        title="searcher:max-deliveries advisories",
+        description="Dead-letter each message the server gave up on, and remove it from its "
+        "work queue.",
+    )
+    async def on_max_deliveries(message: NatsMessage) -> None:
+        await advisories.handle(message)
 
 
 async def register_search_service(

@@ -13,6 +13,7 @@ from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.store import ChunkStore
 from kbus_searcher.tombstones import Tombstones
+from kbus_searcher.versions import Versions
 
 log = logging.getLogger("kbus.searcher")
 
@@ -26,11 +27,17 @@ class Indexer:
     """
 
     def __init__(
-        self, stage: Stage, store: ChunkStore, tombstones: Tombstones, registry: CollectorRegistry
+        self,
+        stage: Stage,
+        store: ChunkStore,
+        tombstones: Tombstones,
+        versions: Versions,
+        registry: CollectorRegistry,
     ) -> None:
         self.stage = stage
         self.store = store
         self.tombstones = tombstones
+        self.versions = versions
         self.chunks_indexed = Counter(
             "kbus_indexer_chunks", "Chunks written to the store", registry=registry
         )
@@ -68,6 +75,10 @@ class Indexer:
             self.chunks_indexed.inc(len(ready.chunks))
             if await self.store.count_stored(ready) < ready.total_chunks:
                 return  # another part completes the document
+            # Searches switch to the new version here, before the old one is deleted.
+            await self.versions.advance(
+                doc.tenant, doc.library, doc.document_id, doc.sequence, doc.version
+            )
             removed = await self.store.delete_superseded(ready)
             if await self._deleted_meanwhile(ready):
                 return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,14 +29,36 @@ from kbus_shared.contracts import (
     StatsReply,
     StatsRequest,
 )
-from kbus_shared.errors import TransientError
+from kbus_shared.errors import PermanentError, TransientError
 from kbus_shared.passages import passage_text
+from nats.errors import Error as NatsError
 from prometheus_client import CollectorRegistry, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.rewriting import QueryRewriter, rewrite_or_keep
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import MAX_RESULT_WINDOW, Candidate, ChunkStore
+from kbus_searcher.versions import DocumentKey, Versions
+
+_DIMENSION_MISMATCH = re.compile(r"vector lengths|dimension", re.IGNORECASE)
+
+
+def _document_key(candidate: Candidate) -> DocumentKey:
+    return str(candidate.properties["library"]), str(candidate.properties["document_id"])
+
+
+def _refuse_other_models(candidates: Sequence[Candidate], model: str) -> None:
+    """A query embedded by one model must not be compared with vectors of another."""
+    if not model:
+        return  # keyword search: no vectors compared
+    others = sorted({str(c.properties.get("model")) for c in candidates} - {model})
+    if others:
+        raise PermanentError(
+            f"the index holds vectors made by {', '.join(others)}, but this searcher embeds "
+            f"queries with {model}: re-embed the library with {model}, or search with a "
+            "searcher configured for the index's model (keyword search still works)",
+            code="model_mismatch",
+        )
 
 
 class Searcher:
@@ -47,10 +70,12 @@ class Searcher:
         store: ChunkStore,
         settings: SearcherSettings,
         registry: CollectorRegistry,
+        versions: Versions,
         rewriter: QueryRewriter | None = None,
     ) -> None:
         self.stage = stage
         self.store = store
+        self.versions = versions
         self.settings = settings
         self.rewriter = rewriter
         self.latency = Histogram(
@@ -102,6 +127,7 @@ class Searcher:
         run.query = await self._rewrite(req, run.timings)
         vector, run.model = await self._embed(run.query, req.search_type, run.timings)
         candidates = await self._candidates(req, run.query, vector, run.alpha, run.timings)
+        _refuse_other_models(candidates, run.model)
         run.candidates = len(candidates)
         run.best_similarity = max(
             (c.vector for c in candidates if c.vector is not None), default=None
@@ -154,7 +180,7 @@ class Searcher:
         try:
             if not await self.store.tenant_exists(req.tenant):
                 return []
-            return await self.store.search(
+            found = await self.store.search(
                 tenant=req.tenant,
                 libraries=req.libraries,
                 query=query,
@@ -165,10 +191,29 @@ class Searcher:
                 filters=req.filters,
                 exclude_documents=req.exclude_documents,
             )
+            return await self._searchable(req.tenant, found)
         except WeaviateBaseError as exc:
+            if _DIMENSION_MISMATCH.search(str(exc)):
+                raise PermanentError(
+                    f"the query vector does not fit the index ({exc}): the index was embedded "
+                    "by another model",
+                    code="model_mismatch",
+                ) from exc
             raise TransientError(f"the store could not search: {exc}", code="store_error") from exc
+        except NatsError as exc:
+            raise TransientError(f"the versions bucket: {exc}", code="bus_error") from exc
         finally:
             timings["search_ms"] = self._observe("search", t0)
+
+    async def _searchable(self, tenant: str, candidates: list[Candidate]) -> list[Candidate]:
+        """Only chunks of each document's searchable version (never half of a replacement)."""
+        documents = {_document_key(c) for c in candidates}
+        versions = await self.versions.searchable(tenant, documents)
+        return [
+            c
+            for c in candidates
+            if versions.get(_document_key(c), c.properties["version"]) == c.properties["version"]
+        ]
 
     def _fetch_size(self, k: int, by_document: bool) -> int:
         # A document has several chunks: grouping needs more candidates for k documents.

@@ -1,4 +1,4 @@
-"""One-shot set-up: streams, the tombstone bucket and the Weaviate collection.
+"""One-shot set-up: streams, key-value buckets and the Weaviate collection.
 
 ``python -m kbus_searcher.setup`` runs with rights the services need not have (creating streams
 and collections), so that services can run with ``KBUS_DECLARE_STREAMS=false`` and
@@ -11,13 +11,12 @@ import asyncio
 import logging
 
 import nats
-from kbus_shared.bus import declare_streams
+from kbus_shared.bus import declare_streams, open_bucket
 from kbus_shared.logs import configure_logging
 from kbus_shared.store import weaviate_client
 
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
-from kbus_searcher.tombstones import Tombstones
 
 log = logging.getLogger("kbus.setup")
 
@@ -34,7 +33,8 @@ async def setup(settings: SearcherSettings) -> None:
     try:
         js = nc.jetstream()
         await declare_streams(js, topology)
-        await Tombstones(topology.tombstones_bucket).open(js, replicas=topology.replicas)
+        for bucket in topology.buckets:
+            await open_bucket(js, bucket, create=True)
     finally:
         await nc.close()
     client = weaviate_client(settings.store)
@@ -43,7 +43,7 @@ async def setup(settings: SearcherSettings) -> None:
         await ChunkStore(client, settings.store.collection).ensure_collection()
     finally:
         await client.close()
-    log.info("streams, tombstones and collection %s are ready", settings.store.collection)
+    log.info("streams, buckets and collection %s are ready", settings.store.collection)
 
 
 def main() -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 
+from kbus_shared.bus import open_bucket
 from kbus_shared.contracts import DocumentDeleted
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
+from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
@@ -29,24 +30,13 @@ def scope_key(tenant: str, library: str | None = None, document_id: str | None =
 class Tombstones:
     """The tombstone bucket."""
 
-    def __init__(self, bucket: str) -> None:
-        self.bucket = bucket
+    def __init__(self, config: KeyValueConfig) -> None:
+        self.config = config
         self._kv: KeyValue | None = None
 
-    async def open(self, js: JetStreamContext, *, create: bool = True, replicas: int = 1) -> None:
-        """Open the bucket, creating it if allowed (file storage, one value per key)."""
-        if not create:
-            self._kv = await js.key_value(self.bucket)
-            return
-        self._kv = await js.create_key_value(
-            KeyValueConfig(
-                bucket=self.bucket,
-                history=1,
-                storage=StorageType.FILE,
-                replicas=replicas,
-                description="kbus deletions: scope to stream sequence",
-            )
-        )
+    async def open(self, js: JetStreamContext, *, create: bool = True) -> None:
+        """Open the bucket, creating it if allowed."""
+        self._kv = await open_bucket(js, self.config, create=create)
 
     @property
     def kv(self) -> KeyValue:

@@ -1,0 +1,84 @@
+"""The searchable version of each document: a search never sees a half-replaced document.
+
+A new version's chunks are written beside the old version's. Only when every one of them is
+stored does the indexer advance the document's entry in this bucket, and only then does it
+delete the old chunks. A search keeps a chunk only if its version is its document's entry, or
+if the document has no entry yet (its first version is still being written: there is nothing
+to mix it with).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kbus_shared.bus import open_bucket
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from kbus_searcher.tombstones import scope_key
+
+DocumentKey = tuple[str, str]  # (library, document id) inside one tenant
+
+
+class Versions:
+    """The versions bucket: document key to ``<sequence> <version>``."""
+
+    def __init__(self, config: KeyValueConfig) -> None:
+        self.config = config
+        self._kv: KeyValue | None = None
+
+    async def open(self, js: JetStreamContext, *, create: bool = True) -> None:
+        """Open the bucket, creating it if allowed."""
+        self._kv = await open_bucket(js, self.config, create=create)
+
+    @property
+    def kv(self) -> KeyValue:
+        if self._kv is None:
+            raise RuntimeError("the versions bucket is not open")
+        return self._kv
+
+    async def advance(
+        self, tenant: str, library: str, document_id: str, sequence: int, version: str
+    ) -> bool:
+        """Make a complete publish the searchable one, unless a later publish already is.
+
+        Returns whether the entry now names this publish. Safe under concurrent indexers: the
+        write is conditional on the revision that was read.
+        """
+        key = scope_key(tenant, library, document_id)
+        value = f"{sequence} {version}".encode()
+        while True:
+            try:
+                entry = await self.kv.get(key)
+            except KeyNotFoundError:
+                entry = None
+            if entry is not None and entry.value:
+                current = int(entry.value.split(b" ", 1)[0])
+                if current > sequence:
+                    return False
+                if current == sequence:
+                    return True
+            try:
+                if entry is None:
+                    await self.kv.create(key, value)
+                else:
+                    await self.kv.update(key, value, last=entry.revision)
+                return True
+            except KeyWrongLastSequenceError:
+                continue  # another indexer wrote first: read again
+
+    async def searchable(self, tenant: str, documents: set[DocumentKey]) -> dict[DocumentKey, str]:
+        """The searchable version of each document that has one."""
+
+        async def one(document: DocumentKey) -> tuple[DocumentKey, str | None]:
+            try:
+                entry = await self.kv.get(scope_key(tenant, *document))
+            except KeyNotFoundError:
+                return document, None
+            raw = (entry.value or b"").split(b" ", 1)
+            return document, raw[1].decode() if len(raw) == 2 else None
+
+        found = await asyncio.gather(*(one(d) for d in documents))
+        return {document: version for document, version in found if version is not None}

@@ -1,0 +1,288 @@
+"""The chaos run: real servers and services, a paced publisher, and a monkey that kills things.
+
+Services are restarted after each SIGKILL, as Kubernetes would restart a pod. NATS is restarted
+once; Weaviate is stopped for 20 seconds once. Then the system drains and the checker runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbus_client import KbClient
+from kbus_dev.servers import Server, free_port, start_nats, start_weaviate
+from kbus_dev.services import SERVICES, service_env, start_service, wait_healthy
+from kbus_shared.topology import Topology
+from nats.js import JetStreamContext
+
+from tests.chaos.checker import Findings, check_all
+from tests.chaos.ledger import Event, build_ledger
+
+log = logging.getLogger("kbus.chaos")
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    """How big and how violent a run is."""
+
+    documents: int = 2_000
+    #: How long publishing is spread over (the monkey acts during it and a little after).
+    publish_seconds: float = 150.0
+    kills_per_service: int = 3
+    weaviate_outage_s: float = 20.0
+    seed: int = 7
+    #: The negative control: services ack before processing, so kills lose messages.
+    ack_first: bool = False
+    drain_timeout_s: float = 900.0
+    ack_wait_s: float = 10.0
+
+
+@dataclass
+class ChaosReport:
+    """What happened and what the checker found."""
+
+    config: dict[str, Any]
+    events: int = 0
+    publish_retries: int = 0
+    actions: list[str] = field(default_factory=list)
+    publish_s: float = 0.0
+    drain_s: float = 0.0
+    check_s: float = 0.0
+    findings: Findings = field(default_factory=Findings)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Cluster:
+    """NATS, Weaviate and the four services, each of which can be killed and brought back."""
+
+    def __init__(self, root: Path, env_extra: dict[str, str]) -> None:
+        self.root = root
+        self.nats_port = free_port()
+        self.nats: Server | None = None
+        self.weaviate: Server | None = None
+        self.services: dict[str, Server] = {}
+        #: Services the monkey holds down on purpose; the supervisor leaves them alone.
+        self.held: set[str] = set()
+        self.env_extra = env_extra
+        self.prefix = f"chaos{uuid.uuid4().hex[:6]}"
+        self.collection = "Chaos" + uuid.uuid4().hex[:6]
+
+    @property
+    def nats_url(self) -> str:
+        return f"nats://127.0.0.1:{self.nats_port}"
+
+    def start(self) -> None:
+        self.nats = start_nats(self.root / "nats", self.nats_port)
+        self.weaviate = start_weaviate(self.root / "weaviate")
+        env = self._env()
+        for name in SERVICES:
+            self.services[name] = start_service(name, env, self.root / "logs")
+        wait_healthy(list(self.services.values()), timeout_s=300)
+
+    def _env(self) -> dict[str, str]:
+        assert self.weaviate is not None
+        return service_env(
+            self.nats_url,
+            self.weaviate.ports["http"],
+            self.weaviate.ports["grpc"],
+            prefix=self.prefix,
+            collection=self.collection,
+            extra={"KBUS_STREAM_MAX_BYTES": str(256 * 1024**2), **self.env_extra},
+        )
+
+    def kill(self, name: str) -> None:
+        if self.services[name].proc.poll() is not None:
+            return
+        self.services[name].proc.kill()
+        self.services[name].proc.wait()
+
+    def revive(self, name: str) -> None:
+        if self.services[name].proc.poll() is None:
+            return
+        port = self.services[name].ports["http"]
+        self.services[name] = start_service(name, self._env(), self.root / "logs", port)
+
+    def restart_nats(self) -> None:
+        assert self.nats is not None
+        self.nats.stop()
+        self.nats = start_nats(self.root / "nats", self.nats_port)
+
+    def stop_weaviate(self) -> None:
+        assert self.weaviate is not None
+        self.weaviate.stop()
+
+    def start_weaviate(self) -> None:
+        assert self.weaviate is not None
+        self.weaviate = start_weaviate(self.root / "weaviate", ports=self.weaviate.ports)
+
+    def revive_dead(self) -> list[str]:
+        """Restart any service that died on its own (Kubernetes would); names them."""
+        dead = [
+            n for n, s in self.services.items() if n not in self.held and s.proc.poll() is not None
+        ]
+        for name in dead:
+            self.revive(name)
+        return dead
+
+    def stop(self) -> None:
+        for server in self.services.values():
+            server.stop()
+        for infra in (self.weaviate, self.nats):
+            if infra is not None:
+                infra.stop()
+
+
+def _schedule(config: ChaosConfig, rng: random.Random) -> list[tuple[float, str]]:
+    window = config.publish_seconds * 1.2
+    actions = [
+        (rng.uniform(0.05, 0.95) * window, f"kill:{name}")
+        for name in SERVICES
+        for _ in range(config.kills_per_service)
+    ]
+    # NATS and Weaviate go down once each, apart from each other.
+    actions.append((rng.uniform(0.15, 0.4) * window, "restart:nats"))
+    actions.append((rng.uniform(0.55, 0.8) * window, "outage:weaviate"))
+    return sorted(actions)
+
+
+async def _monkey(cluster: Cluster, config: ChaosConfig, report: ChaosReport) -> None:
+    """Every action at its own moment; outages and kills may overlap, as they do in life."""
+    rng = random.Random(config.seed + 1)
+    started = time.monotonic()
+
+    async def act(at: float, action: str) -> None:
+        await asyncio.sleep(at)
+        kind, name = action.split(":")
+        report.actions.append(f"{time.monotonic() - started:6.1f}s {action}")
+        log.info("chaos: %s", action)
+        if kind == "kill":
+            cluster.held.add(name)
+            cluster.kill(name)
+            await asyncio.sleep(rng.uniform(0.5, 3.0))
+            cluster.revive(name)
+            cluster.held.discard(name)
+        elif kind == "restart":
+            await asyncio.to_thread(cluster.restart_nats)
+        else:
+            cluster.stop_weaviate()
+            await asyncio.sleep(config.weaviate_outage_s)
+            await asyncio.to_thread(cluster.start_weaviate)
+
+    await asyncio.gather(*(act(at, action) for at, action in _schedule(config, rng)))
+
+
+async def _supervise(cluster: Cluster, report: ChaosReport) -> None:
+    """Restart a service that exits on its own (one that cannot reach Weaviate at start-up)."""
+    while True:
+        for name in cluster.revive_dead():
+            report.actions.append(f"supervisor restarted {name}")
+        await asyncio.sleep(1.0)
+
+
+async def _publish(kb: KbClient, events: list[Event], seconds: float, report: ChaosReport) -> None:
+    """Publish every event in order at a steady pace, retrying each until the server has it."""
+    started = time.monotonic()
+    for i, event in enumerate(events):
+        await asyncio.sleep(max(0.0, i * seconds / len(events) - (time.monotonic() - started)))
+        while True:
+            try:
+                await _send(kb, event)
+                break
+            except Exception as exc:  # the server is restarting: the publisher's job is to retry
+                report.publish_retries += 1
+                log.info("publish retry (%s): %s", type(exc).__name__, exc)
+                await asyncio.sleep(0.5)
+    report.events = len(events)
+
+
+async def _send(kb: KbClient, event: Event) -> None:
+    doc = event.doc
+    if event.version < 0:
+        await kb.delete_document(library="chaos", document_id=doc.document_id, tenant=doc.tenant)
+        return
+    added = doc.added(event.version)
+    await kb.publish_document(
+        library=added.library,
+        document_id=added.document_id,
+        title=added.title,
+        text=added.text,
+        tenant=added.tenant,
+        version=added.version,
+    )
+
+
+async def _backlog(js: JetStreamContext, topology: Topology) -> int:
+    total = 0
+    for stream in (topology.documents_stream, topology.chunks_stream, topology.embeddings_stream):
+        info = await js.stream_info(stream.name)
+        total += info.state.messages
+    return total
+
+
+async def _drain(kb: KbClient, cluster: Cluster, topology: Topology, timeout_s: float) -> None:
+    """Wait until every work stream is empty and stays empty (nothing nacked for later)."""
+    deadline = time.monotonic() + timeout_s
+    quiet_since: float | None = None
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if await _backlog(kb.nc.jetstream(), topology) == 0:
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since > 8.0:
+                    return
+            else:
+                quiet_since = None
+        await asyncio.sleep(1.0)
+    raise TimeoutError(f"the pipeline did not drain within {timeout_s:.0f}s")
+
+
+async def run_chaos(config: ChaosConfig, root: Path) -> ChaosReport:
+    """One chaos run from empty servers to the checker's findings."""
+    report = ChaosReport(config=asdict(config))
+    docs, events = build_ledger(config.documents, config.seed)
+    env_extra = {"KBUS_ACK_WAIT_S": str(config.ack_wait_s)}
+    if config.ack_first:
+        env_extra["KBUS_UNSAFE_ACK_FIRST"] = "true"
+    cluster = Cluster(root, env_extra)
+    await asyncio.to_thread(cluster.start)
+    try:
+        kb = await KbClient.connect(
+            cluster.nats_url,
+            prefix=cluster.prefix,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+        )
+        topology = Topology(cluster.prefix)
+        try:
+            started = time.monotonic()
+            supervisor = asyncio.create_task(_supervise(cluster, report))
+            monkey = asyncio.create_task(_monkey(cluster, config, report))
+            await _publish(kb, events, config.publish_seconds, report)
+            report.publish_s = time.monotonic() - started
+            await monkey
+            started = time.monotonic()
+            await _drain(kb, cluster, topology, config.drain_timeout_s)
+            report.drain_s = time.monotonic() - started
+            supervisor.cancel()
+            started = time.monotonic()
+            report.findings = await check_all(
+                docs=docs,
+                weaviate_ports=cluster.weaviate.ports if cluster.weaviate else {},
+                collection=cluster.collection,
+                kb=kb,
+                topology=topology,
+            )
+            report.check_s = time.monotonic() - started
+        finally:
+            await kb.close()
+    finally:
+        await asyncio.to_thread(cluster.stop)
+    return report

@@ -1,0 +1,101 @@
+"""The chaos test's ledger: documents, their versions and deletions, in publish order.
+
+Every document carries a token of its own in its title, so a keyword search for that token
+must find exactly that document's chunks. Some documents get a second version with fewer
+chunks (a stale chunk would show), and some are deleted after their last publish.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from kbus_ingestor.chunking import ChunkingConfig
+from kbus_ingestor.ingesting import chunk_document
+from kbus_shared.contracts import DocumentAdded
+
+LIBRARY = "chaos"
+TENANTS = tuple(f"tenant{i}" for i in range(5))
+
+_VOCABULARY = (
+    "river stone lantern harvest orbit copper meadow signal thunder velvet anchor ember "
+    "glacier harbor island jasmine kettle ledger marble needle orchard pepper quartz rafter "
+    "saddle timber umbrella valley willow yarrow zephyr basalt cinder dune falcon granite "
+    "heron ivory juniper kelp lichen mortar nectar onyx pollen quiver ridge sorrel tundra "
+    "update vessel wharf bramble cobalt delta fennel gravel hollow inlet jetty knoll lagoon "
+    "mesa nimbus oxbow prairie quarry reef summit thicket upland vapor wetland"
+)
+_WORDS = tuple(_VOCABULARY.split())
+
+
+@dataclass
+class LedgerDoc:
+    """One document and everything the ledger does to it."""
+
+    tenant: str
+    document_id: str
+    token: str
+    versions: list[str] = field(default_factory=list)
+    deleted: bool = False
+
+    @property
+    def title(self) -> str:
+        return f"Record {self.token}"
+
+    def added(self, version: int) -> DocumentAdded:
+        return DocumentAdded(
+            tenant=self.tenant,
+            library=LIBRARY,
+            document_id=self.document_id,
+            title=self.title,
+            text=self.versions[version],
+            version=f"v{version + 1}",
+        )
+
+    def expected_chunk_ids(self) -> set[str]:
+        """The chunk ids the store must hold for this document when all is done."""
+        if self.deleted:
+            return set()
+        ready = chunk_document(self.added(len(self.versions) - 1), ChunkingConfig(), 1_000)
+        return {chunk.chunk_id for chunk in ready.chunks}
+
+
+@dataclass(frozen=True)
+class Event:
+    """Publish one version of a document (``version`` >= 0) or delete it (``version`` -1)."""
+
+    doc: LedgerDoc
+    version: int
+
+
+def _text(rng: random.Random, chunks: int) -> str:
+    target = rng.randint(180, 420) + 470 * (chunks - 1)
+    sentences: list[str] = []
+    while sum(len(s) + 1 for s in sentences) < target:
+        words = rng.choices(_WORDS, k=rng.randint(6, 14))
+        sentences.append(" ".join(words).capitalize() + ".")
+    return " ".join(sentences)
+
+
+def build_ledger(documents: int, seed: int) -> tuple[list[LedgerDoc], list[Event]]:
+    """Documents spread over five tenants, and the events in the order they are published."""
+    rng = random.Random(seed)
+    docs: list[LedgerDoc] = []
+    timed: list[tuple[float, Event]] = []
+    for i in range(documents):
+        doc = LedgerDoc(TENANTS[i % len(TENANTS)], f"doc-{i:05d}", f"qz{rng.getrandbits(40):010x}")
+        chunks = rng.randint(1, 3)
+        doc.versions.append(_text(rng, chunks))
+        at = rng.random()
+        timed.append((at, Event(doc, 0)))
+        if rng.random() < 0.15:
+            # A second version with fewer chunks where it can: a stale chunk would remain.
+            doc.versions.append(_text(rng, max(1, chunks - 1)))
+            at += rng.uniform(0.005, 0.2)
+            timed.append((at, Event(doc, 1)))
+        if rng.random() < 0.05:
+            doc.deleted = True
+            timed.append((at + rng.uniform(0.005, 0.1), Event(doc, -1)))
+        docs.append(doc)
+    timed.sort(key=lambda pair: pair[0])
+    return docs, [event for _, event in timed]
