@@ -7,9 +7,11 @@ import time
 import uuid
 
 import pytest
+from kbus_client import DocumentRejectedError, KbClient
 from kbus_dev.busclient import Receipts, search
 from nats.aio.client import Client
 from nats.errors import MaxPayloadError
+from nats.js.errors import NotFoundError
 
 from tests.e2e.conftest import Stack
 from tests.helpers import document, find_in_stream, publish_raw
@@ -77,13 +79,63 @@ async def test_ten_thousand_metadata_keys_are_refused(stack: Stack, nc: Client) 
     assert "metadata has 10000 keys" in str(letter["reason"])
 
 
-@pytest.mark.parametrize("megabytes", [5, 50])
-async def test_a_document_over_the_payload_limit_is_refused_at_publish(
-    stack: Stack, nc: Client, megabytes: int
+async def test_a_raw_publish_over_the_payload_limit_is_refused_by_the_bus(
+    stack: Stack, nc: Client
 ) -> None:
-    doc = document("acme", "bad", "huge", text="word " * (megabytes * 200_000))
+    doc = document("acme", "bad", "huge", text="word " * 1_000_000)
     with pytest.raises(MaxPayloadError):
         await publish_raw(nc, stack.topology, json.dumps(doc).encode())
+
+
+def _large_text(megabytes: int, last_words: str) -> str:
+    passage = (
+        "Valves are inspected every spring. The inspector records the pressure at each joint. "
+        "A reading above the limit closes the line until a second inspector confirms it.\n\n"
+    )
+    return passage * (megabytes * 1_000_000 // len(passage)) + last_words
+
+
+async def test_a_5_mb_document_travels_by_claim_check_and_is_indexed_whole(
+    stack: Stack, nc: Client
+) -> None:
+    kb = KbClient(nc, prefix=stack.topology.prefix, tenant="acme")
+    text = _large_text(5, "The archive closes with the word zyzzogeton.")
+    started = time.monotonic()
+    result = await kb.publish_document(
+        library="large", document_id="manual", title="Valve manual", text=text, wait=True
+    )
+    assert result.receipt is not None
+    assert result.receipt.chunk_count > 10_000
+    assert time.monotonic() - started < 300
+    # The last words made it through: the whole text arrived.
+    found = await kb.search("zyzzogeton", libraries=["large"], search_type="keyword")
+    assert found.results
+    assert "zyzzogeton" in found.results[0].text
+    # The claim-checked text is removed once the ingestor is done with it.
+    bodies = await nc.jetstream().object_store(stack.topology.bodies_bucket)
+    with pytest.raises(NotFoundError):  # nats-py's way of saying "no objects"
+        await bodies.list(ignore_deletes=True)
+    stored = await nc.jetstream().stream_info(f"OBJ_{stack.topology.bodies_bucket}")
+    assert stored.state.bytes < 10_000  # the 5 MB of chunks are purged, not just hidden
+
+
+async def test_a_50_mb_document_is_refused_from_its_reference_with_a_reason(
+    stack: Stack, nc: Client
+) -> None:
+    kb = KbClient(nc, prefix=stack.topology.prefix, tenant="acme")
+    started = time.monotonic()
+    with pytest.raises(DocumentRejectedError) as rejected:
+        await kb.publish_document(
+            library="large",
+            document_id="giant",
+            title="Giant",
+            text=_large_text(50, "end"),
+            wait=True,
+            timeout_s=60,
+        )
+    assert rejected.value.code == "too_large"
+    assert "the limit is 8388608" in rejected.value.message
+    assert time.monotonic() - started < 60
 
 
 async def test_oversized_search_requests_get_an_error_reply(stack: Stack, nc: Client) -> None:

@@ -138,6 +138,23 @@ async def test_the_pipeline_works_with_only_the_granted_permissions(client: KbCl
     assert removed.chunks_deleted == 1
 
 
+async def test_a_claim_checked_document_needs_no_more_than_the_granted_permissions(
+    client: KbClient,
+) -> None:
+    client.claim_check_bytes = 256  # every document goes through the object store
+    result = await client.publish_document(
+        library="vault",
+        document_id="large",
+        title="Retention",
+        text="Audit logs are kept for seven years in the cold archive. " * 20,
+        wait=True,
+        timeout_s=120,
+    )
+    assert result.receipt is not None
+    reply = await client.search("how long are audit logs kept?", libraries=["vault"])
+    assert reply.results[0].document_id == "large"
+
+
 async def _violation(errors: list[str]) -> str:
     for _ in range(50):
         if errors:

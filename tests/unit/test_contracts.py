@@ -63,6 +63,19 @@ def test_missing_fields_and_bad_bytes_are_permanent_errors() -> None:
         decode(b"\xff\xfe\x00garbage", DocumentAdded)
 
 
+def test_a_document_carries_its_text_or_a_claim_check_never_both_or_neither() -> None:
+    ref = {"bucket": "B", "name": "n", "size": 3, "sha256": "a" * 64}
+    claimed = DocumentAdded.model_validate({**GOOD, "text": "", "body": ref})
+    assert claimed.body is not None
+    assert claimed.body.size == 3
+    with pytest.raises(ValidationError, match="text must be empty"):
+        DocumentAdded.model_validate({**GOOD, "body": ref})
+    with pytest.raises(ValidationError, match="text is empty"):
+        DocumentAdded.model_validate({**GOOD, "text": ""})
+    with pytest.raises(ValidationError, match="sha256"):
+        DocumentAdded.model_validate({**GOOD, "text": "", "body": {**ref, "sha256": "x"}})
+
+
 def test_search_request_bounds() -> None:
     with pytest.raises(ValidationError):
         SearchRequest(tenant="t", libraries=("a",), query="q", k=101)

@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Any
 
 import nats
+from kbus_shared.claimcheck import open_bodies, put_body
 from kbus_shared.consuming import describe_validation_error
 from kbus_shared.contracts import (
     ContentType,
@@ -27,6 +28,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.object_store import ObjectStore
 from pydantic import ValidationError
 
 from kbus_client.errors import KbError
@@ -58,12 +60,22 @@ class KbClient:
     """A connection to one kbus installation (one bus prefix), optionally for one tenant."""
 
     def __init__(
-        self, nc: Client, *, prefix: str = "", tenant: str | None = None, timeout_s: float = 30.0
+        self,
+        nc: Client,
+        *,
+        prefix: str = "",
+        tenant: str | None = None,
+        timeout_s: float = 30.0,
+        claim_check_bytes: int | None = None,
     ) -> None:
         self.nc = nc
         self.topology = Topology(prefix)
         self.tenant = tenant
         self.timeout_s = timeout_s
+        #: Documents whose message would be larger go by claim check (default: the server's
+        #: message limit less room for headers).
+        self.claim_check_bytes = claim_check_bytes
+        self._bodies: ObjectStore | None = None
         self._receipts = ReceiptWatcher(nc, self.topology)
         # Stream sequences of this client's deletions, by scope: a document deleted and then
         # published again unchanged must not be dropped as a duplicate of its earlier publish.
@@ -150,11 +162,13 @@ class KbClient:
         if wait:
             await self._receipts.start()
             future = self._receipts.expect(key, doc.effective_version())
+        msg_id = self._msg_id(doc)
+        payload = await self._payload(doc, msg_id)
         try:
             ack = await self.nc.jetstream().publish(
                 self.topology.document_added,
-                doc.model_dump_json().encode(),
-                headers={"content-type": "application/json", "Nats-Msg-Id": self._msg_id(doc)},
+                payload,
+                headers={"content-type": "application/json", "Nats-Msg-Id": msg_id},
             )
             if ack.duplicate:
                 return PublishResult(doc, None, duplicate=True)
@@ -163,6 +177,21 @@ class KbClient:
             if future is not None:
                 self._receipts.forget(key, future)
         return PublishResult(doc, receipt)
+
+    async def _payload(self, doc: DocumentAdded, msg_id: str) -> bytes:
+        """The message body: the document itself, or its claim check if it is too large."""
+        payload = doc.model_dump_json().encode()
+        limit = self.claim_check_bytes or max(1, self.nc.max_payload - 16 * 1024)
+        if len(payload) <= limit:
+            return payload
+        if self._bodies is None:
+            self._bodies = await open_bodies(self.nc.jetstream(), self.topology, create=False)
+        ref = await put_body(self._bodies, self.topology.bodies_bucket, msg_id, doc.text)
+        # The version is fixed from the text, so both forms of a document get the same one.
+        claimed = doc.model_copy(
+            update={"text": "", "body": ref, "version": doc.effective_version()}
+        )
+        return claimed.model_dump_json().encode()
 
     def _msg_id(self, doc: DocumentAdded) -> str:
         scopes = (

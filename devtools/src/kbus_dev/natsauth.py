@@ -66,6 +66,24 @@ def _kv(bucket: str) -> list[str]:
     ]
 
 
+def _bodies(t: Topology, *, write: bool) -> list[str]:
+    """The claim-check object store: the client stores texts, the ingestor reads and removes."""
+    stream = f"OBJ_{t.bodies_bucket}"
+    rights = [
+        f"$JS.API.STREAM.INFO.{stream}",
+        f"$JS.API.STREAM.MSG.GET.{stream}",
+        f"$JS.API.DIRECT.GET.{stream}.>",
+        f"$JS.API.STREAM.PURGE.{stream}",
+        f"$O.{t.bodies_bucket}.M.>",
+    ]
+    if write:
+        rights.append(f"$O.{t.bodies_bucket}.C.>")
+    else:
+        # nats-py reads an object through an ordered consumer found by subject.
+        rights.extend([*_reader(stream), "$JS.API.STREAM.NAMES"])
+    return rights
+
+
 def _stream_checks(t: Topology) -> list[str]:
     return ["$JS.API.INFO", *(f"$JS.API.STREAM.INFO.{s.name}" for s in t.streams)]
 
@@ -90,6 +108,7 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 *_stream_checks(t),
                 *_consumer(t.documents_stream.name, t.ingestor_durable, t.document_added),
                 t.chunks_ready,
+                *_bodies(t, write=False),
                 t.dead_letter("ingestor"),
                 t.document_failed,
             ],
@@ -147,6 +166,7 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 # Ordered consumers that read receipts and dead letters (kbus_client).
                 *_reader(t.receipts_stream.name),
                 *_reader(t.dead_letter_stream.name),
+                *_bodies(t, write=True),
             ],
             subscribe=[
                 f"{inbox('client')}.>",

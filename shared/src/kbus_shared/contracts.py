@@ -13,6 +13,7 @@ from pydantic import (
     JsonValue,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from kbus_shared.identifiers import DocumentId, LibraryId, TenantId, content_version
@@ -56,8 +57,26 @@ class ContentType(StrEnum):
 # --- documents and the indexing pipeline -----------------------------------------------------
 
 
+class BodyRef(Contract):
+    """Where a document's text waits when the document is too large for one message.
+
+    The claim check: the text is an object in the JetStream object store, and the message
+    carries this reference instead. The ingestor fetches it, checks it, and removes it once the
+    document is processed.
+    """
+
+    bucket: str = Field(max_length=256)
+    name: str = Field(max_length=1_024)
+    size: int = Field(ge=0, description="Bytes of the UTF-8 text.")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class DocumentAdded(Contract):
-    """A document to index, published on ``document.added`` by any service."""
+    """A document to index, published on ``document.added`` by any service.
+
+    The text travels in ``text``, or, for a document larger than the bus's message limit, in
+    the object store with ``body`` saying where (``text`` is then empty).
+    """
 
     tenant: TenantId
     library: LibraryId
@@ -72,13 +91,18 @@ class DocumentAdded(Contract):
         max_length=128,
         description="The publisher's version of this document; derived from its content if absent.",
     )
+    body: BodyRef | None = Field(
+        default=None, description="The claim check of a large document's text (else absent)."
+    )
 
-    @field_validator("text")
-    @classmethod
-    def _text_not_blank(cls, value: str) -> str:
-        if not value.strip():
+    @model_validator(mode="after")
+    def _text_or_body(self) -> DocumentAdded:
+        if self.body is not None:
+            if self.text:
+                raise ValueError("text must be empty when body refers to the text")
+        elif not self.text.strip():
             raise ValueError("text is empty or whitespace only")
-        return value
+        return self
 
     @field_validator("metadata")
     @classmethod
@@ -91,11 +115,14 @@ class DocumentAdded(Contract):
             raise ValueError(f"metadata is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}")
         return value
 
+    def _content(self) -> str:
+        return self.text if self.body is None else f"sha256:{self.body.sha256}"
+
     def effective_version(self) -> str:
         """The publisher's version, or one derived from everything that is indexed."""
         return self.version or content_version(
             self.title,
-            self.text,
+            self._content(),
             self.source_uri,
             self.content_type.value,
             json.dumps(self.metadata, sort_keys=True),
@@ -110,7 +137,7 @@ class DocumentAdded(Contract):
         digest = content_version(
             self.effective_version(),
             self.title,
-            self.text,
+            self._content(),
             self.source_uri,
             self.content_type.value,
             json.dumps(self.metadata, sort_keys=True),

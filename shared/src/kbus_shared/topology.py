@@ -15,6 +15,7 @@ from nats.js.api import (
     ConsumerConfig,
     DiscardPolicy,
     KeyValueConfig,
+    ObjectStoreConfig,
     RetentionPolicy,
     StorageType,
 )
@@ -229,6 +230,23 @@ class Topology:
     def versions_bucket(self) -> str:
         """KV bucket of each document's searchable version (the newest complete one)."""
         return self._stream("versions")
+
+    @property
+    def bodies_bucket(self) -> str:
+        """Object store of large documents' text (the claim check)."""
+        return self._stream("bodies")
+
+    @property
+    def bodies_store(self) -> ObjectStoreConfig:
+        # Objects are removed once ingested; the TTL only bounds what a crash leaves behind.
+        return ObjectStoreConfig(
+            bucket=self.bodies_bucket,
+            description="kbus: text of documents larger than one message",
+            ttl=7 * DAY,
+            max_bytes=self.stream_max_bytes,
+            storage=StorageType.FILE,
+            replicas=self.replicas,
+        )
 
     def bucket(self, name: str, description: str, max_bytes: int | None = None) -> KeyValueConfig:
         """The configuration of one of kbus's key-value buckets (file storage, one value)."""

@@ -103,14 +103,18 @@ class Vectorizer:
         for i, vector in enumerate(cached):
             if vector is not None:
                 out[i] = vector
-        if missing:
+        # A text that repeats (boilerplate, a repetitive document) is embedded once.
+        unique = list(dict.fromkeys(texts[i] for i in missing))
+        if unique:
             started = time.perf_counter()
-            fresh = await self.embedder.embed([texts[i] for i in missing], InputType.DOCUMENT)
+            fresh = await self.embedder.embed(unique, InputType.DOCUMENT)
             self.seconds.labels("document").observe(time.perf_counter() - started)
-            out[missing] = fresh
+            by_text = dict(zip(unique, fresh, strict=True))
+            for i in missing:
+                out[i] = by_text[texts[i]]
             if self.cache:
-                await self.cache.put_many(model, [texts[i] for i in missing], fresh)
-        self.chunks_embedded.labels(model).inc(len(missing))
+                await self.cache.put_many(model, unique, np.asarray(fresh))
+        self.chunks_embedded.labels(model).inc(len(unique))
         self.cached.labels(model).inc(len(texts) - len(missing))
         return out
 

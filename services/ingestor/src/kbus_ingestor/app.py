@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from faststream.asgi import AsgiFastStream
 from kbus_shared.bus import connect_and_declare, make_app, make_broker
+from kbus_shared.claimcheck import open_bodies
 from kbus_shared.consuming import Stage, StageMetrics
 from kbus_shared.logs import configure_logging
 from prometheus_client import CollectorRegistry
@@ -39,6 +40,9 @@ def create_app(settings: IngestorSettings | None = None) -> AsgiFastStream:
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
         await connect_and_declare(broker, topology)
+        ingestor.bodies = await open_bodies(
+            broker.connection.jetstream(), topology, create=topology.declare
+        )
         yield
 
     return make_app(broker, registry, lifespan)

@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
+from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
 from kbus_shared.analysis import keyword_text, window
+from kbus_shared.claimcheck import fetch_body
 from kbus_shared.consuming import Stage, stream_sequence
-from kbus_shared.contracts import Chunk, ChunksReady, ContentType, DocumentAdded, DocumentRef
-from kbus_shared.errors import PermanentError
+from kbus_shared.contracts import (
+    BodyRef,
+    Chunk,
+    ChunksReady,
+    ContentType,
+    DocumentAdded,
+    DocumentRef,
+)
+from kbus_shared.errors import PermanentError, TransientError
 from kbus_shared.identifiers import chunk_id
+from nats.js.object_store import ObjectStore
 from prometheus_client import CollectorRegistry, Counter
 
 from kbus_ingestor.chunking import ChunkingConfig, Span, split_text
 from kbus_ingestor.markdown import sections
+
+log = logging.getLogger("kbus.ingestor")
 
 
 def chunk_document(
@@ -128,6 +141,8 @@ class Ingestor:
         self.max_document_bytes = max_document_bytes
         self.max_chunks = max_chunks
         self.chunks_made = Counter("kbus_ingestor_chunks", "Chunks produced", registry=registry)
+        #: The object store of claim-checked texts (opened in the app's lifespan).
+        self.bodies: ObjectStore | None = None
 
     async def handle(self, message: NatsMessage) -> None:
         """Settle one ``document.added`` message."""
@@ -136,10 +151,23 @@ class Ingestor:
             await self.stage.settle(message, DocumentAdded, self._too_large(len(message.body)))
             return
         sequence = stream_sequence(message) or 0
-        await self.stage.settle(message, DocumentAdded, lambda doc: self.ingest(doc, sequence))
+        claimed: list[BodyRef] = []
+
+        async def work(doc: DocumentAdded) -> None:
+            if doc.body is not None:
+                claimed.append(doc.body)
+            await self.ingest(doc, sequence)
+
+        await self.stage.settle(message, DocumentAdded, work)
+        # Done with (indexed, or dead-lettered for a fault of its own): the text can go. A
+        # nacked message keeps it for the next delivery.
+        if claimed and message.committed in (AckStatus.ACKED, AckStatus.REJECTED):
+            await self._discard(claimed[0])
 
     async def ingest(self, doc: DocumentAdded, sequence: int = 0) -> None:
-        """Chunk a document and publish its chunks."""
+        """Chunk a document (fetching a claim-checked text first) and publish its chunks."""
+        if doc.body is not None:
+            doc = await self._claim(doc)
         ready = chunk_document(doc, self.config, self.max_chunks, sequence, self.keyword_window)
         topology = self.stage.topology
         for part in split_parts(ready, self.part_chunks):
@@ -147,6 +175,31 @@ class Ingestor:
                 part, topology.chunks_ready, stream=topology.chunks_stream.name
             )
         self.chunks_made.inc(len(ready.chunks))
+
+    async def _claim(self, doc: DocumentAdded) -> DocumentAdded:
+        assert doc.body is not None
+        if doc.body.size > self.max_document_bytes:
+            # Refused from the reference alone: a huge text is never read into memory.
+            raise PermanentError(
+                f"the document is {doc.body.size} bytes; the limit is {self.max_document_bytes}",
+                code="too_large",
+            )
+        if self.bodies is None:
+            raise TransientError("the object store is not open yet", code="not_ready")
+        text = await fetch_body(self.bodies, doc.body)
+        # The version stays what the reference gave, so every redelivery yields the same ids.
+        return doc.model_copy(
+            update={"text": text, "body": None, "version": doc.effective_version()}
+        )
+
+    async def _discard(self, ref: BodyRef) -> None:
+        # After the ack: a crash before this line leaves an object the store's TTL removes.
+        if self.bodies is None:
+            return
+        try:
+            await self.bodies.delete(ref.name)
+        except Exception as exc:
+            log.warning("could not remove claim-checked text %s: %s", ref.name, exc)
 
     def _too_large(self, size: int) -> Callable[[DocumentAdded], Awaitable[None]]:
         async def refuse(_: DocumentAdded) -> None:

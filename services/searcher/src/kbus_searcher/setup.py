@@ -1,4 +1,4 @@
-"""One-shot set-up: streams, key-value buckets and the Weaviate collection.
+"""One-shot set-up: streams, key-value buckets, the object store and the Weaviate collection.
 
 ``python -m kbus_searcher.setup`` runs with rights the services need not have (creating streams
 and collections), so that services can run with ``KBUS_DECLARE_STREAMS=false`` and
@@ -12,6 +12,7 @@ import logging
 
 import nats
 from kbus_shared.bus import declare_streams, open_bucket
+from kbus_shared.claimcheck import open_bodies
 from kbus_shared.logs import configure_logging
 from kbus_shared.store import weaviate_client
 
@@ -35,6 +36,7 @@ async def setup(settings: SearcherSettings) -> None:
         await declare_streams(js, topology)
         for bucket in topology.buckets:
             await open_bucket(js, bucket, create=True)
+        await open_bodies(js, topology, create=True)
     finally:
         await nc.close()
     client = weaviate_client(settings.store)
