@@ -73,7 +73,7 @@ async def import_rate(
         for message in messages:
             await chunks.upsert(message)
         seconds = time.perf_counter() - started
-        await client.collections.delete(collection)
+        await chunks.drop()
     finally:
         await client.close()
     n = corpus.chunks

@@ -53,9 +53,15 @@ class Stored:
     vector: list[float]
 
 
+def physical(client: weaviate.WeaviateClient, collection: str) -> str:
+    """The collection searches read (the index's alias names it)."""
+    alias = client.alias.get(alias_name=collection)
+    return alias.collection if alias is not None else collection
+
+
 def read_store(client: weaviate.WeaviateClient, collection: str) -> list[Stored]:
     """Every chunk object in every tenant."""
-    col = client.collections.use(collection)
+    col = client.collections.use(physical(client, collection))
     tenants = col.tenants.get()
     stored = []
     for tenant in tenants:
@@ -155,7 +161,7 @@ def check_vectors(
     client: weaviate.WeaviateClient, collection: str, stored: list[Stored], findings: Findings
 ) -> None:
     """Each chunk is its own nearest neighbour (its vector is indexed, not just stored)."""
-    col = client.collections.use(collection)
+    col = client.collections.use(physical(client, collection))
     for chunk in stored:
         if chunk.tenant not in TENANTS:
             continue

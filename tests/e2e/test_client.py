@@ -70,7 +70,7 @@ async def test_an_identical_publish_is_dropped_as_a_duplicate_a_changed_one_is_n
 
 async def test_a_rejected_document_raises_with_the_reason(client: KbClient) -> None:
     async with client:
-        big = "word " * 60_000  # over the ingestor's 256 KiB limit
+        big = "word " * 1_800_000  # 9 MB: over the ingestor's 8 MiB limit (by claim check)
         with pytest.raises(DocumentRejectedError) as info:
             await client.publish_document(
                 library="hr", document_id="huge", title="Huge", text=big, wait=True, timeout_s=60

@@ -53,5 +53,5 @@ async def store(store_settings: StoreSettings) -> AsyncIterator[ChunkStore]:
     await s.ensure_collection()
     await s.ensure_collection()  # idempotent
     yield s
-    await client.collections.delete(store_settings.collection)
+    await s.drop()
     await client.close()

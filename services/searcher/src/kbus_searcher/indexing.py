@@ -93,9 +93,7 @@ class Indexer:
         if await self.tombstones.barrier(doc.tenant, doc.library, doc.document_id) > doc.sequence:
             self.skipped.labels("deleted").inc()
             return True
-        if not await self.store.tenant_exists(doc.tenant):
-            return False
-        newest = await self.store.newest_sequence(doc.tenant, doc.library, doc.document_id)
+        newest = await self.store.newest_sequence(ready)
         if newest is not None and newest > doc.sequence:
             self.skipped.labels("superseded").inc()
             return True

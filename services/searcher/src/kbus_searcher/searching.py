@@ -47,11 +47,15 @@ def _document_key(candidate: Candidate) -> DocumentKey:
     return str(candidate.properties["library"]), str(candidate.properties["document_id"])
 
 
+def _other_models(candidates: Sequence[Candidate], model: str) -> list[str]:
+    if not model:
+        return []  # keyword search: no vectors compared
+    return sorted({str(c.properties.get("model")) for c in candidates} - {model})
+
+
 def _refuse_other_models(candidates: Sequence[Candidate], model: str) -> None:
     """A query embedded by one model must not be compared with vectors of another."""
-    if not model:
-        return  # keyword search: no vectors compared
-    others = sorted({str(c.properties.get("model")) for c in candidates} - {model})
+    others = _other_models(candidates, model)
     if others:
         raise PermanentError(
             f"the index holds vectors made by {', '.join(others)}, but this searcher embeds "
@@ -126,8 +130,7 @@ class Searcher:
             return self._reply(run, searched=False)
         run.query = await self._rewrite(req, run.timings)
         vector, run.model = await self._embed(run.query, req.search_type, run.timings)
-        candidates = await self._candidates(req, run.query, vector, run.alpha, run.timings)
-        _refuse_other_models(candidates, run.model)
+        candidates = await self._same_model_candidates(req, run, vector)
         run.candidates = len(candidates)
         run.best_similarity = max(
             (c.vector for c in candidates if c.vector is not None), default=None
@@ -168,6 +171,23 @@ class Searcher:
         timings["embed_ms"] = self._observe("embed", t0)
         return list(reply.vectors[0]), reply.model
 
+    async def _same_model_candidates(
+        self, req: SearchRequest, run: _Run, vector: list[float] | None
+    ) -> list[Candidate]:
+        """Candidates whose vectors the query's model made; anything else is refused."""
+        for first in (True, False):
+            try:
+                candidates = await self._candidates(req, run.query, vector, run.alpha, run.timings)
+            except PermanentError as exc:
+                if exc.code == "model_mismatch" and first and await self.store.refresh_active():
+                    continue  # the index was switched to another model a moment ago
+                raise
+            if first and _other_models(candidates, run.model) and await self.store.refresh_active():
+                continue
+            _refuse_other_models(candidates, run.model)
+            return candidates
+        raise AssertionError("unreachable")
+
     async def _candidates(
         self,
         req: SearchRequest,
@@ -178,8 +198,6 @@ class Searcher:
     ) -> list[Candidate]:
         t0 = time.perf_counter()
         try:
-            if not await self.store.tenant_exists(req.tenant):
-                return []
             found = await self.store.search(
                 tenant=req.tenant,
                 libraries=req.libraries,

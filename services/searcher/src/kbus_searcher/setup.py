@@ -1,8 +1,10 @@
-"""One-shot set-up: streams, key-value buckets, the object store and the Weaviate collection.
+"""One-shot set-up: streams, key-value buckets, the object store, and the index's schema upgrade.
 
 ``python -m kbus_searcher.setup`` runs with rights the services need not have (creating streams
 and collections), so that services can run with ``KBUS_DECLARE_STREAMS=false`` and
-least-privilege NATS users. It is idempotent.
+least-privilege NATS users. It is idempotent. Weaviate collections are made per embedding model
+by the indexer when that model's first vectors arrive (``KBUS_WEAVIATE_COLLECTION`` is the alias
+searches read).
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -36,6 +38,13 @@ log = logging.getLogger("kbus.searcher")
 # Analysed by kbus (kbus_shared.analysis), so Weaviate only splits at spaces.
 KEYWORD_PROPERTIES = ["keywords"]
 MAX_RESULT_WINDOW = 1_000
+#: How long a searcher keeps the alias's target before looking again (a switch shows within it).
+ACTIVE_TTL_S = 1.0
+
+
+def _slug(model: str) -> str:
+    """A model name as part of a collection name."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_")[:80] or "model"
 
 
 def _text(name: str, *, searchable: bool = False, filterable: bool = True) -> Property:
@@ -140,17 +149,49 @@ class ChunkStore:
 
     def __init__(self, client: weaviate.WeaviateAsyncClient, collection: str) -> None:
         self.client = client
-        self.name = collection
-        self._tenants: set[str] = set()
+        #: The alias searches read through; each model's vectors live in their own collection.
+        self.base = collection
+        self._legacy = False
+        self._known: set[str] = set()
+        self._tenants: set[tuple[str, str]] = set()
+        self._active: tuple[float, str | None] = (-ACTIVE_TTL_S, None)
+
+    @property
+    def legacy(self) -> bool:
+        """Whether this index is one collection from before collections per model."""
+        return self._legacy
+
+    def physical(self, model: str) -> str:
+        """The collection that holds the vectors of one model."""
+        if self._legacy:
+            return self.base
+        return f"{self.base}_{_slug(model)}"
 
     async def ensure_collection(self) -> None:
-        """Create the collection with its explicit schema, or add properties a newer kbus needs."""
-        if await self.client.collections.exists(self.name):
-            await self._add_missing_properties()
+        """Start-up: find the index, and upgrade an older schema.
+
+        A real collection under the base name is an index from before collections per model:
+        it stays in use as it is (switching its model is not possible).
+        """
+        no_alias = await self.client.alias.get(alias_name=self.base) is None
+        if no_alias and await self.client.collections.exists(self.base):
+            self._legacy = True
+            await self._ensure(self.base)
+            return
+        for name in await self.all_physical():
+            await self._ensure(name)
+
+    async def _ensure(self, name: str) -> None:
+        """Create a collection with the explicit schema, or add properties a newer kbus needs."""
+        if name in self._known:
+            return
+        if await self.client.collections.exists(name):
+            await self._add_missing_properties(name)
+            self._known.add(name)
             return
         try:
             await self.client.collections.create(
-                self.name,
+                name,
                 description="kbus chunks: one Weaviate tenant per kbus tenant",
                 vector_config=Configure.Vectors.self_provided(
                     vector_index_config=Configure.VectorIndex.hnsw(
@@ -163,50 +204,114 @@ class ChunkStore:
                 inverted_index_config=Configure.inverted_index(bm25_k1=1.2, bm25_b=0.75),
                 properties=SCHEMA_PROPERTIES,
             )
-            log.info("created collection %s", self.name)
+            log.info("created collection %s", name)
         except WeaviateBaseError:
             # Another replica may have created it at the same moment.
-            if not await self.client.collections.exists(self.name):
+            if not await self.client.collections.exists(name):
                 raise
+        self._known.add(name)
 
-    async def _add_missing_properties(self) -> None:
-        config = await self._collection.config.get()
+    async def _add_missing_properties(self, name: str) -> None:
+        collection = self.client.collections.use(name)
+        config = await collection.config.get()
         present = {p.name for p in config.properties}
         for prop in SCHEMA_PROPERTIES:
             if prop.name not in present:
-                await self._collection.config.add_property(prop)
-                log.info("added property %s to collection %s", prop.name, self.name)
+                await collection.config.add_property(prop)
+                log.info("added property %s to collection %s", prop.name, name)
 
-    @property
-    def _collection(self) -> Any:
-        return self.client.collections.use(self.name)
+    async def all_physical(self) -> list[str]:
+        """Every collection of this index (one per model that has written to it)."""
+        if self._legacy:
+            return [self.base]
+        names = await self.client.collections.list_all(simple=True)
+        return sorted(n for n in names if n.startswith(f"{self.base}_"))
 
-    async def ensure_tenant(self, tenant: str) -> None:
-        """Create the Weaviate tenant of a kbus tenant on first use."""
-        if tenant in self._tenants:
+    async def drop(self) -> None:
+        """Delete the whole index: its alias and the collection of every model."""
+        names = await self.all_physical()
+        await self.client.alias.delete(alias_name=self.base)
+        for name in names:
+            await self.client.collections.delete(name)
+        self._known.clear()
+        self._tenants.clear()
+        self._active = (-ACTIVE_TTL_S, None)
+
+    async def active(self) -> str | None:
+        """The collection searches read (None until anything is indexed)."""
+        if self._legacy:
+            return self.base
+        checked, name = self._active
+        if time.monotonic() - checked < ACTIVE_TTL_S:
+            return name
+        alias = await self.client.alias.get(alias_name=self.base)
+        name = alias.collection if alias is not None else None
+        self._active = (time.monotonic(), name)
+        return name
+
+    async def refresh_active(self) -> bool:
+        """Read the alias again now; returns whether searches should read another collection."""
+        before = self._active[1]
+        self._active = (-ACTIVE_TTL_S, None)
+        return await self.active() != before
+
+    async def switch_to(self, name: str) -> None:
+        """Make searches read ``name``: one atomic move of the alias."""
+        if await self.client.alias.get(alias_name=self.base) is None:
+            await self.client.alias.create(alias_name=self.base, target_collection=name)
+        else:
+            await self.client.alias.update(alias_name=self.base, new_target_collection=name)
+        self._active = (-ACTIVE_TTL_S, None)
+        log.info("searches now read %s", name)
+
+    async def _writable(self, model: str) -> str:
+        """The collection of a model's vectors, created on first use; the first is active."""
+        name = self.physical(model)
+        await self._ensure(name)
+        if not self._legacy and await self.active() is None:
+            try:
+                await self.client.alias.create(alias_name=self.base, target_collection=name)
+            except WeaviateBaseError:
+                if await self.client.alias.get(alias_name=self.base) is None:
+                    raise
+            self._active = (-ACTIVE_TTL_S, None)
+        return name
+
+    def _use(self, name: str, tenant: str) -> Any:
+        return self.client.collections.use(name).with_tenant(tenant)
+
+    async def ensure_tenant(self, tenant: str, name: str) -> None:
+        """Create the Weaviate tenant of a kbus tenant in a collection on first use."""
+        if (name, tenant) in self._tenants:
             return
-        collection = self._collection
+        collection = self.client.collections.use(name)
         if not await collection.tenants.exists(tenant):
             try:
                 await collection.tenants.create([Tenant(name=tenant)])
             except WeaviateBaseError:
                 if not await collection.tenants.exists(tenant):
                     raise
-        self._tenants.add(tenant)
+        self._tenants.add((name, tenant))
 
-    async def tenant_exists(self, tenant: str) -> bool:
-        """Whether any chunk was ever written for this tenant."""
-        if tenant in self._tenants:
+    async def tenant_exists(self, tenant: str, name: str | None = None) -> bool:
+        """Whether any chunk was ever written for this tenant (in the active collection)."""
+        name = name or await self.active()
+        if name is None:
+            return False
+        if (name, tenant) in self._tenants:
             return True
-        exists = bool(await self._collection.tenants.exists(tenant))
+        if name not in self._known and not await self.client.collections.exists(name):
+            return False
+        exists = bool(await self.client.collections.use(name).tenants.exists(tenant))
         if exists:
-            self._tenants.add(tenant)
+            self._tenants.add((name, tenant))
         return exists
 
     async def upsert(self, ready: EmbeddingsReady) -> None:
         """Write a document's chunks; raise unless every object was stored."""
         doc = ready.document
-        await self.ensure_tenant(doc.tenant)
+        name = await self._writable(ready.model)
+        await self.ensure_tenant(doc.tenant, name)
         base = {
             "title": doc.title,
             "library": doc.library,
@@ -237,7 +342,7 @@ class ChunkStore:
             for chunk in ready.chunks
         ]
         try:
-            result = await self._collection.with_tenant(doc.tenant).data.insert_many(objects)
+            result = await self._use(name, doc.tenant).data.insert_many(objects)
         except WeaviateInsertManyAllFailedError as exc:
             _raise_write_errors(len(objects), len(objects), exc.message)
         if result.errors:
@@ -247,19 +352,48 @@ class ChunkStore:
     async def count_stored(self, ready: EmbeddingsReady) -> int:
         """How many chunks of this publish of a document are stored."""
         doc = ready.document
+        return await self.count_publish(
+            self.physical(ready.model),
+            doc.tenant,
+            doc.library,
+            doc.document_id,
+            doc.version,
+            doc.sequence,
+        )
+
+    async def count_publish(
+        self, name: str, tenant: str, library: str, document_id: str, version: str, sequence: int
+    ) -> int:
+        """How many chunks of one publish of a document a collection holds."""
+        if not await self.tenant_exists(tenant, name):
+            return 0
         where = (
-            _document(doc.library, doc.document_id)
-            & Filter.by_property("version").equal(doc.version)
-            & Filter.by_property("sequence").equal(doc.sequence)
+            _document(library, document_id)
+            & Filter.by_property("version").equal(version)
+            & Filter.by_property("sequence").equal(sequence)
         )
-        result = await self._collection.with_tenant(doc.tenant).aggregate.over_all(
-            filters=where, total_count=True
-        )
+        result = await self._use(name, tenant).aggregate.over_all(filters=where, total_count=True)
         return int(result.total_count or 0)
 
-    async def newest_sequence(self, tenant: str, library: str, document_id: str) -> int | None:
-        """The highest publish sequence stored for a document, if any chunk is stored."""
-        result = await self._collection.with_tenant(tenant).query.fetch_objects(
+    async def tenants(self, name: str) -> list[str]:
+        """The tenants of a collection."""
+        return sorted(await self.client.collections.use(name).tenants.get())
+
+    async def read_chunks(self, name: str, tenant: str) -> AsyncIterator[dict[str, Any]]:
+        """Every chunk of a tenant in a collection, with its id (``uuid``) and properties."""
+        async for obj in self._use(name, tenant).iterator(
+            return_properties=[p.name for p in SCHEMA_PROPERTIES]
+        ):
+            yield {"uuid": str(obj.uuid), **obj.properties}
+
+    async def newest_sequence(self, ready: EmbeddingsReady) -> int | None:
+        """The highest publish sequence stored for a document under this model, if any."""
+        doc = ready.document
+        tenant, library, document_id = doc.tenant, doc.library, doc.document_id
+        name = self.physical(ready.model)
+        if not await self.tenant_exists(tenant, name):
+            return None
+        result = await self._use(name, tenant).query.fetch_objects(
             filters=_document(library, document_id),
             sort=Sort.by_property("sequence", ascending=False),
             limit=1,
@@ -277,21 +411,27 @@ class ChunkStore:
             & Filter.by_property("version").not_equal(doc.version)
             & Filter.by_property("sequence").less_than(doc.sequence)
         )
-        result = await self._collection.with_tenant(doc.tenant).data.delete_many(where=where)
+        result = await self._use(self.physical(ready.model), doc.tenant).data.delete_many(
+            where=where
+        )
         return int(result.successful)
 
     async def delete_scope(self, deletion: DocumentDeleted, before_sequence: int) -> int:
-        """Delete what a deletion names (document, library or tenant) published before it."""
-        if not await self.tenant_exists(deletion.tenant):
-            return 0
+        """Delete what a deletion names (document, library or tenant) published before it.
+
+        Applies to the collection of every model, so a re-embedding in progress loses it too.
+        """
         where = Filter.by_property("sequence").less_than(before_sequence)
         if deletion.library is not None:
             where = where & Filter.by_property("library").equal(deletion.library)
         if deletion.document_id is not None:
             where = where & Filter.by_property("document_id").equal(deletion.document_id)
-        collection = self._collection.with_tenant(deletion.tenant)
-        result = await collection.data.delete_many(where=where)
-        return int(result.successful)
+        removed = 0
+        for name in await self.all_physical():
+            if await self.tenant_exists(deletion.tenant, name):
+                result = await self._use(name, deletion.tenant).data.delete_many(where=where)
+                removed += int(result.successful)
+        return removed
 
     async def delete_publish(self, ready: EmbeddingsReady) -> int:
         """Delete the chunks written by this publish (a deletion overtook it)."""
@@ -299,14 +439,17 @@ class ChunkStore:
         where = _document(doc.library, doc.document_id) & Filter.by_property("sequence").equal(
             doc.sequence
         )
-        result = await self._collection.with_tenant(doc.tenant).data.delete_many(where=where)
+        result = await self._use(self.physical(ready.model), doc.tenant).data.delete_many(
+            where=where
+        )
         return int(result.successful)
 
     async def library_stats(self, tenant: str) -> list[tuple[str, int, int]]:
         """(library, documents, chunks) for every library of a tenant."""
-        if not await self.tenant_exists(tenant):
+        name = await self.active()
+        if name is None or not await self.tenant_exists(tenant, name):
             return []
-        col = self._collection.with_tenant(tenant)
+        col = self._use(name, tenant)
         by_library = GroupByAggregate(prop="library")
         chunks = await col.aggregate.over_all(group_by=by_library, total_count=True)
         # Every document has exactly one chunk at position 0.
@@ -339,10 +482,13 @@ class ChunkStore:
         exclude_documents: tuple[str, ...] = (),
     ) -> list[Candidate]:
         """Candidates for a query, scoped to a tenant and its libraries."""
+        name = await self.active()
+        if name is None or not await self.tenant_exists(tenant, name):
+            return []
         where = _scope(libraries, filters)
         for document_id in exclude_documents:
             where = where & Filter.by_property("document_id").not_equal(document_id)
-        col = self._collection.with_tenant(tenant)
+        col = self._use(name, tenant)
         terms = analyze(query)
         if search_type is SearchType.KEYWORD:
             res = await col.query.bm25(

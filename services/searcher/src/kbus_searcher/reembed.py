@@ -1,0 +1,216 @@
+"""Switch an index to another embedding model: re-embed everything, then switch searches over.
+
+``python -m kbus_searcher.reembed``, after the embedders were redeployed with the new model:
+
+1. Ask the embedders (``kb.embed``) which model they run. Its vectors go to that model's own
+   collection; searches keep reading the current one, and a query the new model embeds is
+   refused there (``model_mismatch``), never answered with the old vectors.
+2. Publish every document of the current collection that the new one lacks on ``chunks.ready``,
+   exactly as the ingestor made it (ids, text, headings, keyword text, publish sequence): the
+   embedders embed it, the indexer writes it. Nothing is re-parsed and no source is needed.
+3. Wait until every document is complete in the new collection, once more for documents that
+   were in flight, then move the alias: from that moment searches read the new vectors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+import nats
+from kbus_shared.bus import JSON_HEADERS
+from kbus_shared.consuming import parse_reply
+from kbus_shared.contracts import (
+    Chunk,
+    ChunksReady,
+    ContentType,
+    DocumentRef,
+    EmbedReply,
+    EmbedRequest,
+    InputType,
+)
+from kbus_shared.logs import configure_logging
+from kbus_shared.store import weaviate_client
+from kbus_shared.topology import Topology
+from nats.aio.client import Client
+
+from kbus_searcher.settings import SearcherSettings
+from kbus_searcher.store import ChunkStore
+
+log = logging.getLogger("kbus.reembed")
+
+PART_CHUNKS = 64
+
+
+@dataclass
+class StoredDocument:
+    """One publish of a document as a collection holds it."""
+
+    ref: DocumentRef
+    chunks: list[Chunk]
+
+
+async def running_model(nc: Client, topology: Topology) -> str:
+    """The model the embedders run now."""
+    request = EmbedRequest(texts=("model probe",), input_type=InputType.QUERY)
+    reply = await nc.request(
+        topology.embed, request.model_dump_json().encode(), timeout=60, headers=JSON_HEADERS
+    )
+    return parse_reply(reply.data, EmbedReply, "embedder").model
+
+
+async def read_documents(store: ChunkStore, name: str) -> list[StoredDocument]:
+    """The newest publish of every document in a collection, in every tenant."""
+    documents: dict[tuple[str, str, str], StoredDocument] = {}
+    for tenant in await store.tenants(name):
+        async for row in store.read_chunks(name, tenant):
+            key = (tenant, str(row["library"]), str(row["document_id"]))
+            sequence = int(row["sequence"])
+            found = documents.get(key)
+            if found is None or found.ref.sequence < sequence:
+                found = documents[key] = StoredDocument(_ref(tenant, row), [])
+            if found.ref.sequence == sequence:
+                found.chunks.append(_chunk(row))
+    for document in documents.values():
+        document.chunks.sort(key=lambda c: c.position)
+    return list(documents.values())
+
+
+def _ref(tenant: str, row: dict[str, object]) -> DocumentRef:
+    return DocumentRef(
+        tenant=tenant,
+        library=str(row["library"]),
+        document_id=str(row["document_id"]),
+        version=str(row["version"]),
+        title=str(row["title"] or ""),
+        source_uri=str(row["source_uri"] or ""),
+        content_type=ContentType.PLAIN,
+        metadata=json.loads(str(row["metadata_json"] or "{}")),
+        sequence=int(str(row["sequence"])),
+    )
+
+
+def _chunk(row: dict[str, object]) -> Chunk:
+    return Chunk(
+        chunk_id=str(row["uuid"]),
+        position=int(str(row["position"])),
+        text=str(row["text"]),
+        char_start=int(str(row["char_start"])),
+        char_end=int(str(row["char_end"])),
+        heading_path=tuple(row["heading_path"] or ()),  # type: ignore[arg-type]
+        keywords=str(row["keywords"] or ""),
+    )
+
+
+async def _complete(store: ChunkStore, name: str, document: StoredDocument) -> bool:
+    ref = document.ref
+    stored = await store.count_publish(
+        name, ref.tenant, ref.library, ref.document_id, ref.version, ref.sequence
+    )
+    return stored >= len(document.chunks)
+
+
+async def _publish(nc: Client, topology: Topology, document: StoredDocument) -> None:
+    js = nc.jetstream()
+    chunks = document.chunks
+    parts = max(1, -(-len(chunks) // PART_CHUNKS))
+    for part in range(parts):
+        message = ChunksReady(
+            document=document.ref,
+            part=part,
+            parts=parts,
+            total_chunks=len(chunks),
+            chunks=tuple(chunks[part * PART_CHUNKS : (part + 1) * PART_CHUNKS]),
+        )
+        await js.publish(
+            topology.chunks_ready, message.model_dump_json().encode(), headers=JSON_HEADERS
+        )
+
+
+async def copy_missing(
+    nc: Client, topology: Topology, store: ChunkStore, source: str, target: str, deadline: float
+) -> int:
+    """One pass: publish what the target lacks and wait until it holds it. Returns the count."""
+    pending = [
+        d for d in await read_documents(store, source) if not await _complete(store, target, d)
+    ]
+    for document in pending:
+        await _publish(nc, topology, document)
+    published = len(pending)
+    log.info("re-embedding %d documents into %s", published, target)
+    while pending:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(pending)} documents were not re-embedded in time")
+        await asyncio.sleep(1.0)
+        pending = [d for d in pending if not await _complete(store, target, d)]
+        still = {(d.ref.tenant, d.ref.library, d.ref.document_id) for d in pending}
+        if still:  # a document deleted meanwhile is no longer waited for
+            current = {
+                (d.ref.tenant, d.ref.library, d.ref.document_id)
+                for d in await read_documents(store, source)
+            }
+            pending = [
+                d for d in pending if (d.ref.tenant, d.ref.library, d.ref.document_id) in current
+            ]
+    return published
+
+
+async def reembed(settings: SearcherSettings, timeout_s: float) -> str:
+    """Re-embed the active collection with the running model and switch; returns the target."""
+    topology = settings.bus.topology
+    options: dict[str, object] = {"inbox_prefix": settings.bus.inbox_prefix}
+    if settings.bus.nats_user:
+        options["user"] = settings.bus.nats_user
+        secret = settings.bus.nats_password
+        options["password"] = secret.get_secret_value() if secret else ""
+    nc = await nats.connect(settings.bus.nats_url, **options)
+    client = weaviate_client(settings.store)
+    await client.connect()
+    try:
+        store = ChunkStore(client, settings.store.collection)
+        await store.ensure_collection()
+        model = await running_model(nc, topology)
+        target = store.physical(model)
+        source = await store.active()
+        if source is None or source == target:
+            log.info("nothing to re-embed: searches read %s, made by %s", source, model)
+            return target
+        if store.legacy:
+            raise RuntimeError(
+                f"{store.base} is a collection from before collections per model; re-ingest "
+                "into a new KBUS_WEAVIATE_COLLECTION to switch models"
+            )
+        deadline = time.monotonic() + timeout_s
+        copied = await copy_missing(nc, topology, store, source, target, deadline)
+        # Documents that the old model's embedders were still finishing while we copied.
+        copied += await copy_missing(nc, topology, store, source, target, deadline)
+        await store.switch_to(target)
+        log.info(
+            "switched %s from %s to %s (%d documents re-embedded)",
+            store.base,
+            source,
+            target,
+            copied,
+        )
+        return target
+    finally:
+        await client.close()
+        await nc.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kbus_searcher.reembed", description=__doc__)
+    parser.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds to wait")
+    args = parser.parse_args(argv)
+    settings = SearcherSettings()
+    configure_logging(settings.log_level)
+    asyncio.run(reembed(settings, args.timeout))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
