@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install demo up stop test unit lint docs bench
+.PHONY: install demo up stop test unit lint docs bench chaos
 
 install:
 	./scripts/install.sh
@@ -38,3 +38,7 @@ docs:
 bench: install
 	$(UV) sync --frozen --group bench --link-mode copy --reinstall-package llama-index-core  # nltk refuses hard-linked data files
 	$(UV) run --frozen --group bench python -m bench $(BENCH_ARGS)
+
+# The chaos test at full size (CI runs it at 200 documents inside `make test`).
+chaos: install
+	$(RUN) python -m tests.chaos --documents 2000 --publish-seconds 150 --kills-per-service 3 --out chaos-results.json

@@ -17,7 +17,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StreamConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 from nats.js.kv import KeyValue
 from prometheus_client import CollectorRegistry, make_asgi_app
 from pydantic import BaseModel
@@ -53,43 +53,89 @@ def make_broker(settings: BusSettings, registry: CollectorRegistry, app_name: st
 
 
 async def declare_streams(js: JetStreamContext, topology: Topology) -> None:
-    """Create or update every stream, so no stage publishes into a stream that does not exist.
+    """Create or update every stream, then check that the server holds them as kbus needs.
 
-    Where services may not manage streams (``declare_streams`` off), check that every stream
-    exists and say which one does not.
+    Where services may not manage streams (``declare_streams`` off), only check: every stream
+    must exist with the settings that protect data, and what is wrong is said by name.
     """
-    if not topology.declare:
-        await check_streams(js, topology)
-        return
-    for stream in topology.streams:
-        # JStream keeps its subjects apart from its config until FastStream declares it.
-        config: StreamConfig = replace(stream.config, subjects=list(stream.subjects))
-        try:
-            await js.stream_info(stream.name)
-        except NotFoundError:
-            await js.add_stream(config)
-            log.info("declared stream %s", stream.name)
-        else:
-            await js.update_stream(config)
+    await _require_jetstream(js)
+    if topology.declare:
+        for stream in topology.streams:
+            config = desired_config(stream)
+            try:
+                await js.stream_info(stream.name)
+            except NotFoundError:
+                await js.add_stream(config)
+                log.info("declared stream %s", stream.name)
+                continue
+            try:
+                await js.update_stream(config)
+            except APIError as exc:
+                raise RuntimeError(
+                    f"stream {stream.name} exists with settings that cannot be changed to what "
+                    f"kbus needs ({exc.description}); move its messages and recreate it"
+                ) from exc
+    await check_streams(js, topology)
 
 
-async def check_streams(js: JetStreamContext, topology: Topology) -> None:
-    """Fail with a clear message unless JetStream is on and every stream exists."""
+def desired_config(stream: JStream) -> StreamConfig:
+    """A stream's full configuration (JStream keeps the subjects apart until FastStream runs)."""
+    return replace(stream.config, subjects=list(stream.subjects))
+
+
+async def _require_jetstream(js: JetStreamContext) -> None:
     try:
         await js.account_info()
     except Exception as exc:
-        raise RuntimeError(f"JetStream is not available on this NATS server: {exc}") from exc
-    missing = []
+        raise RuntimeError(
+            f"JetStream is not available on this NATS server ({exc}): start nats-server with "
+            "JetStream on (-js, or a jetstream block in its configuration)"
+        ) from exc
+
+
+def config_problems(have: StreamConfig, want: StreamConfig) -> list[str]:
+    """How a stream on the server differs from what kbus needs, in words."""
+    problems = []
+    for field in ("storage", "retention", "discard", "num_replicas"):
+        now, needed = _plain(getattr(have, field)), _plain(getattr(want, field))
+        if now != needed:
+            problems.append(f"{field} is {now}, kbus needs {needed}")
+    missing = set(want.subjects or ()) - set(have.subjects or ())
+    if missing:
+        problems.append("it does not capture " + ", ".join(sorted(missing)))
+    if want.duplicate_window and (have.duplicate_window or 0) < want.duplicate_window:
+        problems.append(
+            f"its duplicate window is {have.duplicate_window}s, kbus needs "
+            f"{want.duplicate_window}s (duplicate publishes would be indexed twice)"
+        )
+    return problems
+
+
+def _plain(value: object) -> object:
+    return getattr(value, "value", value)
+
+
+async def check_streams(js: JetStreamContext, topology: Topology) -> None:
+    """Fail with a clear message unless every stream exists with the settings kbus needs."""
+    missing, wrong = [], []
     for stream in topology.streams:
         try:
-            await js.stream_info(stream.name)
+            info = await js.stream_info(stream.name)
         except NotFoundError:
             missing.append(stream.name)
+            continue
+        for problem in config_problems(info.config, desired_config(stream)):
+            wrong.append(f"{stream.name}: {problem}")
+    faults = []
+    if wrong:
+        faults.append("streams not configured as kbus needs: " + "; ".join(wrong))
     if missing:
-        raise RuntimeError(
+        faults.append(
             "streams missing: " + ", ".join(missing) + " (run the setup job, "
             "or start a service with KBUS_DECLARE_STREAMS=true)"
         )
+    if faults:
+        raise RuntimeError(". ".join(faults))
 
 
 def make_app(

@@ -1,0 +1,38 @@
+"""Start-up checks: a server whose streams would not protect data is refused, saying why."""
+
+from __future__ import annotations
+
+import pytest
+from kbus_shared.bus import declare_streams, desired_config
+from kbus_shared.settings import BusSettings
+from nats.aio.client import Client
+from nats.js.api import DiscardPolicy, StorageType
+
+
+async def test_a_stream_in_memory_with_discard_old_is_named_and_refused(
+    nc: Client, bus: BusSettings
+) -> None:
+    topology = bus.topology
+    js = nc.jetstream()
+    wrong = desired_config(topology.documents_stream)
+    wrong.storage = StorageType.MEMORY
+    wrong.discard = DiscardPolicy.OLD
+    await js.add_stream(wrong)
+
+    locked_down = bus.model_copy(update={"declare_streams": False}).topology
+    with pytest.raises(RuntimeError) as checked:
+        await declare_streams(js, locked_down)
+    message = str(checked.value)
+    assert topology.documents_stream.name in message
+    assert "storage is memory, kbus needs file" in message
+    assert "discard is old, kbus needs new" in message
+
+    # A service that may declare streams cannot change the storage either: it says so.
+    with pytest.raises(RuntimeError, match="cannot be changed"):
+        await declare_streams(js, topology)
+
+
+async def test_a_well_configured_server_passes(nc: Client, bus: BusSettings) -> None:
+    js = nc.jetstream()
+    await declare_streams(js, bus.topology)
+    await declare_streams(js, bus.model_copy(update={"declare_streams": False}).topology)
