@@ -63,6 +63,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         await tombstones.open(js, create=topology.declare)
         await versions.open(js, create=topology.declare)
         if settings.serve:
+            await versions.follow()
             services.append(
                 await register_search_service(
                     broker.connection, topology, searcher, version("kbus-searcher")
@@ -71,6 +72,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         try:
             yield
         finally:
+            await versions.stop()
             await client.close()
 
     app = make_app(broker, registry, lifespan)

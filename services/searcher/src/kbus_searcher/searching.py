@@ -225,8 +225,10 @@ class Searcher:
 
     async def _searchable(self, tenant: str, candidates: list[Candidate]) -> list[Candidate]:
         """Only chunks of each document's searchable version (never half of a replacement)."""
-        documents = {_document_key(c) for c in candidates}
-        versions = await self.versions.searchable(tenant, documents)
+        seen: dict[DocumentKey, set[str]] = {}
+        for c in candidates:
+            seen.setdefault(_document_key(c), set()).add(str(c.properties["version"]))
+        versions = await self.versions.searchable(tenant, seen)
         return [
             c
             for c in candidates

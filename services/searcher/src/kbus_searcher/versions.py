@@ -5,11 +5,17 @@ stored does the indexer advance the document's entry in this bucket, and only th
 delete the old chunks. A search keeps a chunk only if its version is its document's entry, or
 if the document has no entry yet (its first version is still being written: there is nothing
 to mix it with).
+
+A searcher follows the bucket into memory (a key-value watch), so a search reads versions
+without a round trip. Where a document's candidates do not all match the copy (a replacement
+is under way, or the copy lags), that document is read from the bucket itself, and its answer
+applies to all of its candidates: one reply never mixes two versions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from kbus_shared.bus import open_bucket
 from nats.js import JetStreamContext
@@ -28,6 +34,8 @@ class Versions:
     def __init__(self, config: KeyValueConfig) -> None:
         self.config = config
         self._kv: KeyValue | None = None
+        self._copy: dict[str, str] = {}
+        self._follower: asyncio.Task[None] | None = None
 
     async def open(self, js: JetStreamContext, *, create: bool = True) -> None:
         """Open the bucket, creating it if allowed."""
@@ -69,16 +77,60 @@ class Versions:
             except KeyWrongLastSequenceError:
                 continue  # another indexer wrote first: read again
 
-    async def searchable(self, tenant: str, documents: set[DocumentKey]) -> dict[DocumentKey, str]:
-        """The searchable version of each document that has one."""
+    async def follow(self) -> None:
+        """Keep an in-memory copy of the bucket, updated as it changes."""
+        watcher = await self.kv.watchall()
+
+        async def apply() -> None:
+            async for entry in watcher:
+                if entry is None:
+                    continue  # the end of the initial values
+                if entry.operation in ("DEL", "PURGE") or not entry.value:
+                    self._copy.pop(entry.key, None)
+                else:
+                    self._copy[entry.key] = _version(entry.value) or ""
+
+        self._follower = asyncio.create_task(apply())
+
+    async def stop(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._follower
+
+    @property
+    def following(self) -> bool:
+        return self._follower is not None and not self._follower.done()
+
+    async def searchable(
+        self, tenant: str, seen: dict[DocumentKey, set[str]]
+    ) -> dict[DocumentKey, str]:
+        """The searchable version of each document that has one.
+
+        ``seen`` is the set of versions the candidates of each document carry.
+        """
+        known: dict[DocumentKey, str] = {}
+        ask: list[DocumentKey] = []
+        for document, versions in seen.items():
+            copied = self._copy.get(scope_key(tenant, *document)) if self.following else None
+            if copied is not None and versions == {copied}:
+                known[document] = copied
+            else:
+                ask.append(document)
 
         async def one(document: DocumentKey) -> tuple[DocumentKey, str | None]:
             try:
                 entry = await self.kv.get(scope_key(tenant, *document))
             except KeyNotFoundError:
                 return document, None
-            raw = (entry.value or b"").split(b" ", 1)
-            return document, raw[1].decode() if len(raw) == 2 else None
+            return document, _version(entry.value or b"")
 
-        found = await asyncio.gather(*(one(d) for d in documents))
-        return {document: version for document, version in found if version is not None}
+        for document, version in await asyncio.gather(*(one(d) for d in ask)):
+            if version is not None:
+                known[document] = version
+        return known
+
+
+def _version(value: bytes) -> str | None:
+    parts = value.split(b" ", 1)
+    return parts[1].decode() if len(parts) == 2 else None
