@@ -52,6 +52,7 @@ def _reader(stream: str) -> list[str]:
         f"$JS.API.CONSUMER.CREATE.{stream}",
         f"$JS.API.CONSUMER.CREATE.{stream}.>",
         f"$JS.API.CONSUMER.DELETE.{stream}.>",
+        f"$JS.API.CONSUMER.INFO.{stream}.>",
         f"$JS.FC.{stream}.>",
     ]
 
@@ -133,6 +134,10 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 *_consumer(t.documents_stream.name, t.deleter_durable, t.document_deleted),
                 *_kv(t.tombstones_bucket),
                 *_kv(t.versions_bucket),
+                # Searchers follow the versions bucket with a key-value watch (nats-py finds
+                # the bucket's stream by subject).
+                *_reader(f"KV_{t.versions_bucket}"),
+                "$JS.API.STREAM.NAMES",
                 t.document_indexed,
                 t.document_removed,
                 t.dead_letter("indexer"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 
 from kbus_shared.bus import open_bucket
 from nats.js import JetStreamContext
@@ -24,6 +25,8 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from kbus_searcher.tombstones import scope_key
+
+log = logging.getLogger("kbus.searcher")
 
 DocumentKey = tuple[str, str]  # (library, document id) inside one tenant
 
@@ -78,8 +81,15 @@ class Versions:
                 continue  # another indexer wrote first: read again
 
     async def follow(self) -> None:
-        """Keep an in-memory copy of the bucket, updated as it changes."""
-        watcher = await self.kv.watchall()
+        """Keep an in-memory copy of the bucket, updated as it changes.
+
+        Without it every search reads its documents' versions from the bucket: slower, as exact.
+        """
+        try:
+            watcher = await self.kv.watchall()
+        except Exception as exc:
+            log.warning("not following %s (searches read it instead): %s", self.config.bucket, exc)
+            return
 
         async def apply() -> None:
             async for entry in watcher:
