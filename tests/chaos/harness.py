@@ -222,7 +222,7 @@ async def _send(kb: KbClient, event: Event) -> None:
 
 async def _backlog(js: JetStreamContext, topology: Topology) -> int:
     total = 0
-    for stream in (topology.documents_stream, topology.chunks_stream, topology.embeddings_stream):
+    for stream in topology.work_streams:
         info = await js.stream_info(stream.name)
         total += info.state.messages
     return total

@@ -7,12 +7,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+import nats
 from faststream import AckPolicy
 from faststream.asgi import AsgiFastStream, make_ping_asgi
 from faststream.nats import JStream, NatsBroker, PullSub
 from faststream.nats.message import NatsMessage
 from faststream.nats.prometheus import NatsPrometheusMiddleware
 from faststream.security import SASLPlaintext
+from nats.aio.client import Client
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
@@ -50,6 +52,15 @@ def make_broker(settings: BusSettings, registry: CollectorRegistry, app_name: st
         max_reconnect_attempts=-1,
         reconnect_time_wait=1,
     )
+
+
+async def connect_nats(bus: BusSettings) -> Client:
+    """A plain NATS connection with the service's credentials and inbox prefix (for jobs)."""
+    options: dict[str, Any] = {"inbox_prefix": bus.inbox_prefix}
+    if bus.nats_user:
+        options["user"] = bus.nats_user
+        options["password"] = bus.nats_password.get_secret_value() if bus.nats_password else ""
+    return await nats.connect(bus.nats_url, **options)
 
 
 async def declare_streams(js: JetStreamContext, topology: Topology) -> None:

@@ -215,6 +215,14 @@ class ChunksReady(Contract):
     total_chunks: int = Field(default=0, ge=0, description="Chunks of the document in all parts.")
     chunks: tuple[Chunk, ...]
 
+    def split(self, part_chunks: int) -> list[ChunksReady]:
+        """The chunks in messages of at most ``part_chunks`` chunks each."""
+        groups = [self.chunks[i : i + part_chunks] for i in range(0, len(self.chunks), part_chunks)]
+        return [
+            self.model_copy(update={"part": n, "parts": len(groups), "chunks": group})
+            for n, group in enumerate(groups)
+        ]
+
 
 class EmbeddedChunk(Chunk):
     """A chunk with its vector."""

@@ -77,15 +77,6 @@ def chunk_document(
     return ChunksReady(document=ref, total_chunks=len(chunks), chunks=chunks)
 
 
-def split_parts(ready: ChunksReady, part_chunks: int) -> list[ChunksReady]:
-    """The chunks of a document in messages of at most ``part_chunks`` chunks each."""
-    groups = [ready.chunks[i : i + part_chunks] for i in range(0, len(ready.chunks), part_chunks)]
-    return [
-        ready.model_copy(update={"part": n, "parts": len(groups), "chunks": group})
-        for n, group in enumerate(groups)
-    ]
-
-
 class Piece(NamedTuple):
     """A chunk's span, its heading path, and the part of the document its keyword window may
     cover (its Markdown section, or the whole text)."""
@@ -170,7 +161,7 @@ class Ingestor:
             doc = await self._claim(doc)
         ready = chunk_document(doc, self.config, self.max_chunks, sequence, self.keyword_window)
         topology = self.stage.topology
-        for part in split_parts(ready, self.part_chunks):
+        for part in ready.split(self.part_chunks):
             await self.stage.publish(
                 part, topology.chunks_ready, stream=topology.chunks_stream.name
             )

@@ -21,8 +21,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-import nats
-from kbus_shared.bus import JSON_HEADERS
+from kbus_shared.bus import JSON_HEADERS, connect_nats
 from kbus_shared.consuming import parse_reply
 from kbus_shared.contracts import (
     Chunk,
@@ -115,19 +114,12 @@ async def _complete(store: ChunkStore, name: str, document: StoredDocument) -> b
 
 
 async def _publish(nc: Client, topology: Topology, document: StoredDocument) -> None:
-    js = nc.jetstream()
-    chunks = document.chunks
-    parts = max(1, -(-len(chunks) // PART_CHUNKS))
-    for part in range(parts):
-        message = ChunksReady(
-            document=document.ref,
-            part=part,
-            parts=parts,
-            total_chunks=len(chunks),
-            chunks=tuple(chunks[part * PART_CHUNKS : (part + 1) * PART_CHUNKS]),
-        )
-        await js.publish(
-            topology.chunks_ready, message.model_dump_json().encode(), headers=JSON_HEADERS
+    whole = ChunksReady(
+        document=document.ref, total_chunks=len(document.chunks), chunks=tuple(document.chunks)
+    )
+    for part in whole.split(PART_CHUNKS):
+        await nc.jetstream().publish(
+            topology.chunks_ready, part.model_dump_json().encode(), headers=JSON_HEADERS
         )
 
 
@@ -162,12 +154,7 @@ async def copy_missing(
 async def reembed(settings: SearcherSettings, timeout_s: float) -> str:
     """Re-embed the active collection with the running model and switch; returns the target."""
     topology = settings.bus.topology
-    options: dict[str, object] = {"inbox_prefix": settings.bus.inbox_prefix}
-    if settings.bus.nats_user:
-        options["user"] = settings.bus.nats_user
-        secret = settings.bus.nats_password
-        options["password"] = secret.get_secret_value() if secret else ""
-    nc = await nats.connect(settings.bus.nats_url, **options)
+    nc = await connect_nats(settings.bus)
     client = weaviate_client(settings.store)
     await client.connect()
     try:

@@ -174,19 +174,24 @@ class Searcher:
     async def _same_model_candidates(
         self, req: SearchRequest, run: _Run, vector: list[float] | None
     ) -> list[Candidate]:
-        """Candidates whose vectors the query's model made; anything else is refused."""
-        for first in (True, False):
-            try:
-                candidates = await self._candidates(req, run.query, vector, run.alpha, run.timings)
-            except PermanentError as exc:
-                if exc.code == "model_mismatch" and first and await self.store.refresh_active():
-                    continue  # the index was switched to another model a moment ago
+        """Candidates whose vectors the query's model made; anything else is refused.
+
+        A mismatch may mean the index was switched to another model a moment ago: the alias is
+        read again and, if it moved, the search runs once more on the new collection.
+        """
+        try:
+            candidates = await self._candidates(req, run.query, vector, run.alpha, run.timings)
+        except PermanentError as exc:
+            # A query vector whose length does not fit the collection.
+            if exc.code != "model_mismatch" or not await self.store.refresh_active():
                 raise
-            if first and _other_models(candidates, run.model) and await self.store.refresh_active():
-                continue
-            _refuse_other_models(candidates, run.model)
-            return candidates
-        raise AssertionError("unreachable")
+        else:
+            if not _other_models(candidates, run.model) or not await self.store.refresh_active():
+                _refuse_other_models(candidates, run.model)
+                return candidates
+        candidates = await self._candidates(req, run.query, vector, run.alpha, run.timings)
+        _refuse_other_models(candidates, run.model)
+        return candidates
 
     async def _candidates(
         self,

@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import nats
-from kbus_shared.bus import declare_streams, open_bucket
+from kbus_shared.bus import connect_nats, declare_streams, open_bucket
 from kbus_shared.claimcheck import open_bodies
 from kbus_shared.logs import configure_logging
 from kbus_shared.store import weaviate_client
@@ -28,11 +27,7 @@ async def setup(settings: SearcherSettings) -> None:
     """Declare everything kbus needs on NATS and in Weaviate."""
     bus = settings.bus.model_copy(update={"declare_streams": True})
     topology = bus.topology
-    options: dict[str, object] = {"inbox_prefix": bus.inbox_prefix}
-    if bus.nats_user:
-        options["user"] = bus.nats_user
-        options["password"] = bus.nats_password.get_secret_value() if bus.nats_password else ""
-    nc = await nats.connect(bus.nats_url, **options)
+    nc = await connect_nats(bus)
     try:
         js = nc.jetstream()
         await declare_streams(js, topology)
