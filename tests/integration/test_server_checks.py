@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from kbus_shared.bus import declare_streams, desired_config
+from kbus_shared.bus import declare_streams, desired_config, open_bucket
 from kbus_shared.settings import BusSettings
 from nats.aio.client import Client
 from nats.js.api import DiscardPolicy, StorageType
@@ -36,3 +38,20 @@ async def test_a_well_configured_server_passes(nc: Client, bus: BusSettings) -> 
     js = nc.jetstream()
     await declare_streams(js, bus.topology)
     await declare_streams(js, bus.model_copy(update={"declare_streams": False}).topology)
+
+
+async def test_a_bucket_an_earlier_version_created_is_brought_up_to_date(
+    nc: Client, bus: BusSettings
+) -> None:
+    js = nc.jetstream()
+    wanted = bus.topology.tombstones_kv
+    old = await js.create_key_value(replace(wanted, max_bytes=-1, description="old"))
+    await old.put("kept", b"1")
+
+    kv = await open_bucket(js, wanted, create=True)
+
+    config = (await js.stream_info(f"KV_{wanted.bucket}")).config
+    assert (config.max_bytes, config.description) == (wanted.max_bytes, wanted.description)
+    assert (await kv.get("kept")).value == b"1"
+    # Opening it again, now that it matches, changes nothing.
+    await open_bucket(js, wanted, create=True)

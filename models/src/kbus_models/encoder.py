@@ -66,7 +66,16 @@ def resolve(name_or_path: str) -> ModelSpec:
 class Encoder:
     """Tokenizer and session of one encoder; thread-safe for concurrent ``run`` calls."""
 
-    def __init__(self, spec: ModelSpec, threads: int = 0) -> None:
+    def __init__(self, spec: ModelSpec, threads: int = 0, *, spin: bool = False) -> None:
+        """Load the tokenizer and build the session.
+
+        Args:
+            spec: Which model.
+            threads: onnxruntime intra-op threads (0: one per core).
+            spin: Let idle onnxruntime threads spin-wait for the next operator instead of
+                sleeping. Off by default: on a machine shared with other processes (the
+                pipeline's NATS, Weaviate and services) spinning burns the cores they need.
+        """
         self.spec = spec
         self.tokenizer = Tokenizer.from_file(str(spec.directory / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=spec.max_tokens)
@@ -74,6 +83,7 @@ class Encoder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         model: bytes | str = (
             str(spec.onnx_file) if spec.onnx_file else build_bert_onnx(spec.directory)

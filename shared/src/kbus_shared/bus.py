@@ -190,10 +190,33 @@ async def request(
     return parse_reply(response.body, reply_model, stage)
 
 
+STREAM_NAME_IN_USE = 10058
+
+
 async def open_bucket(js: JetStreamContext, config: KeyValueConfig, *, create: bool) -> KeyValue:
     """A key-value bucket, created (or its configuration updated) where services may."""
-    if create:
+    if not create:
+        return await js.key_value(config.bucket)
+    try:
         return await js.create_key_value(config)
+    except APIError as exc:
+        if exc.err_code != STREAM_NAME_IN_USE:
+            raise
+    # An earlier kbus created the bucket with other limits: bring them up to date, keep the data.
+    stream = (await js.stream_info(f"KV_{config.bucket}")).config
+    wanted = replace(
+        stream,
+        description=config.description,
+        max_msgs_per_subject=config.history,
+        max_bytes=stream.max_bytes if config.max_bytes is None else config.max_bytes,
+        max_age=stream.max_age if config.ttl is None else config.ttl,
+        max_msg_size=stream.max_msg_size
+        if config.max_value_size is None
+        else config.max_value_size,
+    )
+    if wanted != stream:
+        log.warning("bucket %s: updating its limits to this version's", config.bucket)
+        await js.update_stream(wanted)
     return await js.key_value(config.bucket)
 
 

@@ -35,10 +35,11 @@ class LocalEmbedder:
         batch_size: int,
         flush_ms: float = 10.0,
         gather: int = 64,
+        spin: bool = False,
     ) -> None:
         from kbus_models.encoder import Encoder, resolve
 
-        self.encoder = Encoder(resolve(name_or_path), threads=threads)
+        self.encoder = Encoder(resolve(name_or_path), threads=threads, spin=spin)
         self.model = self.encoder.spec.name
         self.dimension = self.encoder.dimension
         self.batch_size = batch_size
@@ -111,7 +112,12 @@ def create_embedder(settings: EmbedderSettings) -> Embedder:
     if use_cohere:
         return CohereEmbedder(settings.cohere)
     return LocalEmbedder(
-        settings.model, settings.threads, settings.batch_size, settings.flush_ms, settings.gather
+        settings.model,
+        settings.threads,
+        settings.batch_size,
+        settings.flush_ms,
+        settings.gather,
+        settings.spin,
     )
 
 

@@ -24,6 +24,12 @@ class EmbedderSettings(ServiceSettings):
         "or a directory with tokenizer.json and model.onnx or model.safetensors.",
     )
     threads: int = Field(default=0, ge=0, description="onnxruntime threads (0: one per core).")
+    spin: bool = Field(
+        default=False,
+        description="Let idle onnxruntime threads spin-wait. Off: on two cores shared with "
+        "NATS, Weaviate and the other services, spinning cost 25% more CPU per chunk and 20% "
+        "of the encode rate (docs/performance.md).",
+    )
     batch_size: int = Field(
         default=4,
         gt=0,
