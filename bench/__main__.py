@@ -68,12 +68,12 @@ async def _kbus(
                 runs.append(run)
                 for s in services:
                     memory[s.name].append(pipeline.memory_kb(s))
-            # The default path (no local rerank), then with the local rerank asked for.
+            # The default path (reranked), then the first stage alone.
             loads = [
                 await pipeline.query_load(kb, data.queries, library, concurrency)
                 for concurrency in (1, 8, 32)
             ]
-            loads.append(await pipeline.query_load(kb, data.queries, library, 1, rerank=True))
+            loads.append(await pipeline.query_load(kb, data.queries, library, 1, rerank=False))
         floor = floors.QueryFloor.create(MODEL, threads=0, rerank_depth=5)
         query_floor = await floor.run(data.queries, store, TENANT, library, alpha=0.5)
     finally:

@@ -96,15 +96,17 @@ class QueryFloor:
 
     @classmethod
     def create(cls, model: str, threads: int, rerank_depth: int) -> QueryFloor:
-        from kbus_reranker.scoring import E5Scorer
+        from kbus_reranker.scoring import MaxSimScorer
 
-        return cls(Encoder(resolve(model), threads=threads), E5Scorer(threads), rerank_depth)
+        return cls(
+            Encoder(resolve(model), threads=threads), MaxSimScorer(model, threads), rerank_depth
+        )
 
     async def run(
         self, queries: list[str], store: StoreSettings, tenant: str, library: str, alpha: float
     ) -> dict[str, dict[str, float]]:
-        """Per-stage latency (ms), one query at a time; ``total`` is embed + search (the default
-        path), ``total_with_rerank`` adds the in-process rerank."""
+        """Per-stage latency (ms), one query at a time; ``total`` is embed + search (the first
+        stage), ``total_with_rerank`` adds the in-process rerank (the default path)."""
         client = weaviate_client(store)
         await client.connect()
         stages: dict[str, list[float]] = {

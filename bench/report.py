@@ -70,7 +70,7 @@ def markdown(r: dict[str, Any]) -> str:
             f"kbus / LlamaIndex ingestion (documents/s): "
             f"**{_ratio(first['documents_per_s'], peer['documents_per_s'])}** (target >= 3)."
         )
-    lines += ["", "## Query (hybrid search, k=5; the default path has no local rerank)", ""]
+    lines += ["", "## Query (hybrid search, k=5; the default path reranks the first 5)", ""]
     lines += [
         "| run | concurrency | p50 ms | p95 ms | p99 ms | queries/s | embed p50 | search p50 | "
         "rerank p50 |",
@@ -83,12 +83,12 @@ def markdown(r: dict[str, Any]) -> str:
         f"{ft['p99']:.1f} | | {floor['embed']['p50']:.1f} | {floor['search']['p50']:.1f} | |"
     )
     lines.append(
-        f"| in-process floor + e5 rerank of 5 | 1 | {fr['p50']:.0f} | {fr['p95']:.0f} | "
+        f"| in-process floor + MaxSim rerank of 5 | 1 | {fr['p50']:.0f} | {fr['p95']:.0f} | "
         f"{fr['p99']:.0f} | | | | {floor['rerank']['p50']:.0f} |"
     )
     for load in r["query"]["bus"]:
         lat, st = load["latency_ms"], load["stages_ms"]
-        name = "kbus over NATS" + (", rerank asked" if load["rerank"] else "")
+        name = "kbus over NATS" + (", first stage only" if load["rerank"] is False else "")
         lines.append(
             f"| {name} | {load['concurrency']} | {lat['p50']:.0f} | {lat['p95']:.0f} | "
             f"{lat['p99']:.0f} | {load['queries_per_s']:.2f} | {st['embed']['p50']:.1f} | "
@@ -100,15 +100,23 @@ def markdown(r: dict[str, Any]) -> str:
             f"| LlamaIndex hybrid retriever (no rerank) | 1 | {pl['p50']:.0f} | {pl['p95']:.0f} | "
             f"{pl['p99']:.0f} | | | | |"
         )
-    one = next(x for x in r["query"]["bus"] if x["concurrency"] == 1 and not x["rerank"])
-    lines += [
-        "",
-        "kbus / floor at concurrency 1: "
-        f"p50 **{_ratio(one['latency_ms']['p50'], floor['total']['p50'])}** (target <= 1.10), "
-        f"p99 **{_ratio(one['latency_ms']['p99'], floor['total']['p99'])}**"
-        f" (target <= 1.25); orchestration overhead at p50: "
-        f"{one['latency_ms']['p50'] - floor['total']['p50']:.1f} ms (target <= 5 ms).",
-    ]
+    lines.append("")
+    for rerank, name, key in (
+        (None, "default path", "total_with_rerank"),
+        (False, "first stage", "total"),
+    ):
+        one = next(
+            (x for x in r["query"]["bus"] if x["concurrency"] == 1 and x["rerank"] is rerank), None
+        )
+        if one is None:
+            continue
+        lat, fl = one["latency_ms"], floor[key]
+        lines.append(
+            f"kbus / floor at concurrency 1, {name}: "
+            f"p50 **{_ratio(lat['p50'], fl['p50'])}** (target <= 1.10), "
+            f"p99 **{_ratio(lat['p99'], fl['p99'])}** (target <= 1.25); orchestration overhead "
+            f"at p50: {lat['p50'] - fl['p50']:.1f} ms (target <= 5 ms).  "
+        )
     scaling = r.get("scaling")
     if scaling:
         base = scaling[0]["chunks_per_s"]

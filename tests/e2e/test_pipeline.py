@@ -126,12 +126,15 @@ async def test_a_paraphrase_with_no_shared_keyword_finds_its_answer_first(
     assert len(reply["results"]) == 5
     assert reply["score_kind"] == "rerank"
     assert reply["reranker"]
-    # Without a Cohere key the server does not rerank unless asked (docs/quality.md says why).
+    # The server reranks by default, locally with MaxSim over the encoder's token states.
     default = await _search(nc, indexed, query=query)
     assert default["results"][0]["document_id"] == "account-help"
-    assert default["score_kind"] == "fused"
-    assert default["reranker"] == ""
-    assert default["timings"]["rerank_ms"] == 0
+    assert default["score_kind"] == "rerank"
+    assert default["reranker"].startswith("maxsim/all-MiniLM-L6-v2")
+    first_stage = await _search(nc, indexed, query=query, rerank=False)
+    assert first_stage["results"][0]["document_id"] == "account-help"
+    assert (first_stage["score_kind"], first_stage["reranker"]) == ("fused", "")
+    assert first_stage["timings"]["rerank_ms"] == 0
     assert top["scores"]["vector"] is not None
     assert top["scores"]["fused"] is not None
     assert reply["timings"]["total_ms"] > 0

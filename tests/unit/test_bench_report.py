@@ -43,7 +43,7 @@ def _result() -> dict[str, Any]:
         "ingestion": {"runs": [run, run], "in_flight": 64},
         "stream_embedder": {"chunks_per_s": 24.0, "seconds": 16.7},
         "query": {
-            "bus": [load],
+            "bus": [{**load, "latency_ms": _lat(750.0)}, {**load, "rerank": False}],
             "floor": {
                 "embed": _lat(10.0),
                 "search": _lat(15.0),
@@ -70,8 +70,10 @@ def test_the_summary_gives_each_target_as_a_ratio() -> None:
     assert f"Pipeline / H = **{20 / h:.2f}**" in text
     assert "Embedder service from the stream / E = **0.96**" in text
     assert "kbus / LlamaIndex ingestion (documents/s): **2.00**" in text
-    assert "p50 **1.20** (target <= 1.10)" in text
-    assert "orchestration overhead at p50: 5.0 ms" in text
+    assert "first stage: p50 **1.20** (target <= 1.10)" in text
+    assert "default path: p50 **1.03** (target <= 1.10)" in text
+    assert "at p50: 5.0 ms" in text
+    assert "at p50: 25.0 ms" in text
     assert "| 3 | 30.0 | 3.00 |" in text
     # 54 ms of services' CPU per chunk against 48 for the bare encoder: 6 ms, 11.1%.
     assert "**11.1%**" in text

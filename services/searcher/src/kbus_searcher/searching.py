@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Sequence
@@ -39,6 +40,8 @@ from kbus_searcher.rewriting import QueryRewriter, rewrite_or_keep
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import MAX_RESULT_WINDOW, Candidate, ChunkStore
 from kbus_searcher.versions import DocumentKey, Versions
+
+log = logging.getLogger("kbus.searcher")
 
 _DIMENSION_MISMATCH = re.compile(r"vector lengths|dimension", re.IGNORECASE)
 
@@ -252,25 +255,36 @@ class Searcher:
         candidates: Sequence[Candidate],
         timings: dict[str, float],
     ) -> tuple[list[float] | None, str]:
-        wanted = self.settings.reranks_by_default() if req.rerank is None else req.rerank
+        wanted = self.settings.rerank if req.rerank is None else req.rerank
         if not (wanted and candidates):
             return None, ""
         t0 = time.perf_counter()
-        reply = await request(
-            self.broker,
-            RerankRequest(
-                query=query,
-                candidates=tuple(
-                    RerankCandidate(id=c.uuid, text=_passage(c), prior=_prior(c, req.search_type))
-                    for c in candidates[: self.settings.rerank_depth]
+        try:
+            reply = await request(
+                self.broker,
+                RerankRequest(
+                    query=query,
+                    candidates=tuple(
+                        RerankCandidate(
+                            id=c.uuid, text=_passage(c), prior=_prior(c, req.search_type)
+                        )
+                        for c in candidates[: self.settings.rerank_depth]
+                    ),
                 ),
-            ),
-            self.stage.topology.rerank,
-            RerankReply,
-            stage="reranker",
-            timeout_s=self.settings.rerank_timeout_s,
-        )
-        timings["rerank_ms"] = self._observe("rerank", t0)
+                self.stage.topology.rerank,
+                RerankReply,
+                stage="reranker",
+                timeout_s=self.settings.rerank_timeout_s,
+            )
+        except TransientError as exc:
+            if req.rerank:
+                raise
+            # Reranking is a refinement the caller did not ask for: first-stage order, and the
+            # reply's empty `reranker` and `score_kind` say so.
+            log.warning("answering in first-stage order: %s", exc)
+            return None, ""
+        finally:
+            timings["rerank_ms"] = self._observe("rerank", t0)
         return list(reply.scores), reply.model
 
     def _observe(self, stage: str, t0: float) -> float:
