@@ -148,6 +148,7 @@ async def check_keyword(kb: KbClient, docs: list[LedgerDoc], findings: Findings)
                 tenant=doc.tenant,
                 k=max(5, len(expected) + 2),
                 search_type="keyword",
+                rerank=False,  # membership is checked, not order
             )
         hits = {hit.chunk_id for hit in reply.results}
         if expected - hits:
