@@ -68,14 +68,22 @@ async def _kbus(
                 runs.append(run)
                 for s in services:
                     memory[s.name].append(pipeline.memory_kb(s))
-            # The default path (reranked), then the first stage alone.
-            loads = [
-                await pipeline.query_load(kb, data.queries, library, concurrency)
-                for concurrency in (1, 8, 32)
-            ]
-            loads.append(await pipeline.query_load(kb, data.queries, library, 1, rerank=False))
-        floor = floors.QueryFloor.create(MODEL, threads=0, rerank_depth=5)
-        query_floor = await floor.run(data.queries, store, TENANT, library, alpha=0.5)
+            # At concurrency 1 kbus and the floor alternate query by query (the default path,
+            # the first stage alone, then the floor), so all three see the same machine.
+            default, first = pipeline.SearchRecorder(1, None), pipeline.SearchRecorder(1, False)
+
+            async def through_kbus(query: str) -> None:
+                await default.search(kb, query, library)
+                await first.search(kb, query, library)
+
+            floor = floors.QueryFloor.create(MODEL, threads=0, rerank_depth=5)
+            query_floor = await floor.run(
+                data.queries, store, TENANT, library, alpha=0.5, before_each=through_kbus
+            )
+            loads = [default.summary()]
+            for concurrency in (8, 32):
+                loads.append(await pipeline.query_load(kb, data.queries, library, concurrency))
+            loads.append(first.summary())
     finally:
         for s in services:
             s.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,7 +104,13 @@ class QueryFloor:
         )
 
     async def run(
-        self, queries: list[str], store: StoreSettings, tenant: str, library: str, alpha: float
+        self,
+        queries: list[str],
+        store: StoreSettings,
+        tenant: str,
+        library: str,
+        alpha: float,
+        before_each: Callable[[str], Awaitable[None]] | None = None,
     ) -> dict[str, dict[str, float]]:
         """Per-stage latency (ms), one query at a time; ``total`` is embed + search (the first
         stage), ``total_with_rerank`` adds the in-process rerank (the default path)."""
@@ -119,6 +126,8 @@ class QueryFloor:
         try:
             chunks = ChunkStore(client, store.collection)
             for query in queries:
+                if before_each is not None:
+                    await before_each(query)
                 t0 = time.perf_counter()
                 vector = self.encoder.embed([query])[0].tolist()
                 t1 = time.perf_counter()

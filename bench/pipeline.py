@@ -64,35 +64,58 @@ async def ingest(kb: KbClient, corpus: Corpus, library: str) -> dict[str, object
     }
 
 
+class SearchRecorder:
+    """Latencies and per-stage timings of searches through the bus, one setting of ``rerank``."""
+
+    def __init__(self, concurrency: int, rerank: bool | None) -> None:
+        self.concurrency = concurrency
+        self.rerank = rerank
+        self.totals: list[float] = []
+        self.stages: dict[str, list[float]] = {
+            "embed": [],
+            "search": [],
+            "rerank": [],
+            "server": [],
+        }
+        self.seconds = 0.0
+
+    async def search(self, kb: KbClient, query: str, library: str) -> None:
+        """One search, timed from the client's side."""
+        t0 = time.perf_counter()
+        # min_similarity -1: every query runs every stage, whatever its answer.
+        reply = await kb.search(
+            query, libraries=[library], rerank=self.rerank, min_similarity=-1, timeout_s=600
+        )
+        self.totals.append((time.perf_counter() - t0) * 1000)
+        self.stages["embed"].append(reply.timings.embed_ms)
+        self.stages["search"].append(reply.timings.search_ms)
+        self.stages["rerank"].append(reply.timings.rerank_ms)
+        self.stages["server"].append(reply.timings.total_ms)
+
+    def summary(self) -> dict[str, object]:
+        seconds = self.seconds or sum(self.totals) / 1000
+        return {
+            "concurrency": self.concurrency,
+            "rerank": self.rerank,
+            "queries": len(self.totals),
+            "queries_per_s": len(self.totals) / seconds,
+            "latency_ms": percentiles(self.totals),
+            "stages_ms": {name: percentiles(values) for name, values in self.stages.items()},
+        }
+
+
 async def query_load(
     kb: KbClient, queries: list[str], library: str, concurrency: int, rerank: bool | None = None
 ) -> dict[str, object]:
     """Latency percentiles, per-stage medians and throughput of searches at a concurrency."""
     limit = asyncio.Semaphore(concurrency)
-    totals: list[float] = []
-    stages: dict[str, list[float]] = {"embed": [], "search": [], "rerank": [], "server": []}
+    recorder = SearchRecorder(concurrency, rerank)
 
     async def one(query: str) -> None:
         async with limit:
-            t0 = time.perf_counter()
-            # min_similarity -1: every query runs every stage, whatever its answer.
-            reply = await kb.search(
-                query, libraries=[library], rerank=rerank, min_similarity=-1, timeout_s=600
-            )
-            totals.append((time.perf_counter() - t0) * 1000)
-            stages["embed"].append(reply.timings.embed_ms)
-            stages["search"].append(reply.timings.search_ms)
-            stages["rerank"].append(reply.timings.rerank_ms)
-            stages["server"].append(reply.timings.total_ms)
+            await recorder.search(kb, query, library)
 
     started = time.perf_counter()
     await asyncio.gather(*(one(q) for q in queries))
-    seconds = time.perf_counter() - started
-    return {
-        "concurrency": concurrency,
-        "rerank": rerank,
-        "queries": len(queries),
-        "queries_per_s": len(queries) / seconds,
-        "latency_ms": percentiles(totals),
-        "stages_ms": {name: percentiles(values) for name, values in stages.items()},
-    }
+    recorder.seconds = time.perf_counter() - started
+    return recorder.summary()
