@@ -26,9 +26,9 @@ class EmbedderSettings(ServiceSettings):
     threads: int = Field(default=0, ge=0, description="onnxruntime threads (0: one per core).")
     spin: bool = Field(
         default=False,
-        description="Let idle onnxruntime threads spin-wait. Off: on two cores shared with "
-        "NATS, Weaviate and the other services, spinning cost 25% more CPU per chunk and 20% "
-        "of the encode rate (docs/performance.md).",
+        description="Let idle onnxruntime threads spin-wait. Off: with another process busy on "
+        "both cores, spinning cost about 25% more CPU per chunk and 20% of the encode rate; on "
+        "an idle machine the two were equal (docs/performance.md).",
     )
     batch_size: int = Field(
         default=4,
