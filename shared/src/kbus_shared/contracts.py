@@ -387,6 +387,13 @@ class SearchRequest(Contract):
         description="Re-score the first candidates with the reranker (true: or fail; unset: the "
         "server's default, on, falling back to first-stage order if no reranker answers).",
     )
+    rerank_depth: int | None = Field(
+        default=None,
+        ge=1,
+        le=50,
+        description="How many first-stage candidates the reranker re-scores (the server's "
+        "default if unset). Deeper can rank better and costs time per candidate.",
+    )
     group_by_document: bool = Field(
         default=False,
         description="Return each document once, at the rank of its best chunk; k counts documents.",

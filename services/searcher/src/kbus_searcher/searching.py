@@ -268,7 +268,7 @@ class Searcher:
                         RerankCandidate(
                             id=c.uuid, text=_passage(c), prior=_prior(c, req.search_type)
                         )
-                        for c in candidates[: self.settings.rerank_depth]
+                        for c in candidates[: req.rerank_depth or self.settings.rerank_depth]
                     ),
                 ),
                 self.stage.topology.rerank,
