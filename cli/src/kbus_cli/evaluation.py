@@ -136,11 +136,13 @@ async def run_mode(
     concurrency: int = 4,
     alpha: float | None = None,
     min_similarity: float | None = None,
+    rerank_depth: int | None = None,
 ) -> tuple[dict[str, list[str]], float, int]:
     """Ranked document ids per query for one retrieval mode, the time, and no_match replies.
 
-    ``alpha`` is the server's default when None.
+    ``alpha`` and ``rerank_depth`` (reranked modes only) are the server's defaults when None.
     """
+    depth = rerank_depth if MODES[mode]["rerank"] else None
     limit = asyncio.Semaphore(concurrency)
     run: dict[str, list[str]] = {}
     no_match = 0
@@ -157,11 +159,12 @@ async def run_mode(
                 timeout_s=300,
                 alpha=alpha,
                 min_similarity=min_similarity,
+                rerank_depth=depth,
                 **MODES[mode],
             )
             run[query_id] = [hit.document_id for hit in reply.results]
             no_match += reply.no_match
-            progress(_label(mode, alpha), len(run), len(data.qrels))
+            progress(_label(mode, alpha, depth), len(run), len(data.qrels))
 
     started = time.perf_counter()
     await asyncio.gather(*(one(q) for q in data.qrels))
@@ -187,6 +190,7 @@ async def evaluate_dataset(
     alphas: list[float] | None = None,
     off_topic: list[str] | None = None,
     min_similarity: float | None = None,
+    rerank_depth: int | None = None,
 ) -> EvalResult:
     """Ingest (unless the library is given and already indexed) and score every mode.
 
@@ -203,7 +207,7 @@ async def evaluate_dataset(
         if hybrid and alphas:
             choices = list(alphas)
         for alpha in choices:
-            label = _label(mode, alpha)
+            label = _label(mode, alpha, rerank_depth if MODES[mode]["rerank"] else None)
             try:
                 run, seconds, no_match = await run_mode(
                     kb,
@@ -214,6 +218,7 @@ async def evaluate_dataset(
                     progress,
                     alpha=alpha,
                     min_similarity=min_similarity,
+                    rerank_depth=rerank_depth,
                 )
             except KbError as exc:
                 raise RuntimeError(f"mode {label} failed: {exc}") from exc
@@ -226,8 +231,11 @@ async def evaluate_dataset(
     return result
 
 
-def _label(mode: str, alpha: float | None) -> str:
-    return mode if alpha is None else f"{mode} (alpha {alpha:g})"
+def _label(mode: str, alpha: float | None, rerank_depth: int | None = None) -> str:
+    settings = ([f"alpha {alpha:g}"] if alpha is not None else []) + (
+        [f"depth {rerank_depth}"] if rerank_depth is not None else []
+    )
+    return f"{mode} ({', '.join(settings)})" if settings else mode
 
 
 def markdown(result: EvalResult) -> str:

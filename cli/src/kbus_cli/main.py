@@ -398,6 +398,15 @@ def eval_command(
         float | None,
         typer.Option(help="The no_match similarity floor (-1: off); the server's by default."),
     ] = None,
+    rerank_depth: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=50,
+            help="Candidates the reranker re-scores in the reranked modes; the "
+            "server's default otherwise.",
+        ),
+    ] = None,
     off_topic: Annotated[
         Path | None,
         typer.Option(
@@ -453,6 +462,7 @@ def eval_command(
                     alpha,
                     questions,
                     min_similarity,
+                    rerank_depth,
                 )
 
     result = _run(go())
