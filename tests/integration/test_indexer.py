@@ -183,24 +183,3 @@ async def test_deletions_of_a_document_a_library_and_a_tenant(
         }
         reply = await nc.request(topology.search, json.dumps(request).encode(), timeout=10)
         assert SearchReply.model_validate_json(reply.data).no_match
-
-
-async def test_without_a_reranker_a_default_search_keeps_first_stage_order(
-    nc: Client, bus: BusSettings, store_settings: StoreSettings, topology: Topology
-) -> None:
-    app = create_app(SearcherSettings(bus=bus, store=store_settings, rerank_timeout_s=2))
-    async with TestApp(app):
-        await _publish(nc, topology, ready("t1", "lib", "doc", "v1", ["one common", "two common"]))
-        await read_stream(nc, topology.document_indexed, count=1)
-        request = {"tenant": "t1", "libraries": ["lib"], "query": "common"}
-        request["search_type"] = "keyword"
-
-        default = await nc.request(topology.search, json.dumps(request).encode(), timeout=10)
-        reply = SearchReply.model_validate_json(default.data)
-        assert len(reply.results) == 2
-        assert (reply.reranker, reply.score_kind) == ("", "bm25")
-
-        asked = await nc.request(
-            topology.search, json.dumps({**request, "rerank": True}).encode(), timeout=10
-        )
-        assert json.loads(asked.data)["error"]["code"] == "reranker_unavailable"

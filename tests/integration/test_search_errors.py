@@ -9,9 +9,13 @@ from typing import Any
 from faststream import TestApp
 from kbus_searcher.app import create_app
 from kbus_searcher.settings import SearcherSettings
+from kbus_shared.contracts import SearchReply
 from kbus_shared.settings import BusSettings, StoreSettings
 from kbus_shared.topology import Topology
 from nats.aio.client import Client
+
+from tests.helpers import read_stream
+from tests.integration.test_store import ready
 
 
 async def _ask(nc: Client, topology: Topology, payload: bytes) -> dict[str, Any]:
@@ -111,3 +115,27 @@ async def test_search_is_a_discoverable_nats_micro_service(
         stats = await nc.request(f"$SRV.STATS.kbus-search.{info['id']}", b"", timeout=5)
         counted = {e["name"]: e for e in json.loads(stats.data)["endpoints"]}
         assert counted["search"]["num_requests"] >= 1
+
+
+async def test_without_a_reranker_a_default_search_keeps_first_stage_order(
+    nc: Client, bus: BusSettings, store_settings: StoreSettings, topology: Topology
+) -> None:
+    app = create_app(SearcherSettings(bus=bus, store=store_settings, rerank_timeout_s=2))
+    async with TestApp(app):
+        indexed = ready("t1", "lib", "doc", "v1", ["one common", "two common"])
+        await nc.jetstream().publish(topology.embeddings_ready, indexed.model_dump_json().encode())
+        await read_stream(nc, topology.document_indexed, count=1)
+        request = {
+            "tenant": "t1",
+            "libraries": ["lib"],
+            "query": "common",
+            "search_type": "keyword",
+        }
+
+        default = await nc.request(topology.search, json.dumps(request).encode(), timeout=10)
+        reply = SearchReply.model_validate_json(default.data)
+        assert len(reply.results) == 2
+        assert (reply.reranker, reply.score_kind) == ("", "bm25")
+
+        asked = await _ask(nc, topology, json.dumps({**request, "rerank": True}).encode())
+        assert asked["error"]["code"] == "reranker_unavailable"

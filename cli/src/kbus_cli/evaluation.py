@@ -140,9 +140,8 @@ async def run_mode(
 ) -> tuple[dict[str, list[str]], float, int]:
     """Ranked document ids per query for one retrieval mode, the time, and no_match replies.
 
-    ``alpha`` and ``rerank_depth`` (reranked modes only) are the server's defaults when None.
+    ``alpha`` and ``rerank_depth`` are the server's defaults when None.
     """
-    depth = rerank_depth if MODES[mode]["rerank"] else None
     limit = asyncio.Semaphore(concurrency)
     run: dict[str, list[str]] = {}
     no_match = 0
@@ -159,12 +158,12 @@ async def run_mode(
                 timeout_s=300,
                 alpha=alpha,
                 min_similarity=min_similarity,
-                rerank_depth=depth,
+                rerank_depth=rerank_depth,
                 **MODES[mode],
             )
             run[query_id] = [hit.document_id for hit in reply.results]
             no_match += reply.no_match
-            progress(_label(mode, alpha, depth), len(run), len(data.qrels))
+            progress(_label(mode, alpha, rerank_depth), len(run), len(data.qrels))
 
     started = time.perf_counter()
     await asyncio.gather(*(one(q) for q in data.qrels))
@@ -203,11 +202,12 @@ async def evaluate_dataset(
         result.ingest_seconds, result.rejected = await ingest(kb, data, library, progress)
     for mode in modes:
         hybrid = MODES[mode]["search_type"] == "hybrid"
+        depth = rerank_depth if MODES[mode]["rerank"] else None
         choices: list[float | None] = [None]
         if hybrid and alphas:
             choices = list(alphas)
         for alpha in choices:
-            label = _label(mode, alpha, rerank_depth if MODES[mode]["rerank"] else None)
+            label = _label(mode, alpha, depth)
             try:
                 run, seconds, no_match = await run_mode(
                     kb,
@@ -218,7 +218,7 @@ async def evaluate_dataset(
                     progress,
                     alpha=alpha,
                     min_similarity=min_similarity,
-                    rerank_depth=rerank_depth,
+                    rerank_depth=depth,
                 )
             except KbError as exc:
                 raise RuntimeError(f"mode {label} failed: {exc}") from exc

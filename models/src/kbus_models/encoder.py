@@ -14,6 +14,7 @@ Any other model is a directory holding ``tokenizer.json`` and either ``model.onn
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,17 +108,31 @@ class Encoder:
         return hidden, mask, [list(e.ids) for e in encodings]
 
     def embed(self, texts: list[str], batch_size: int = 4) -> np.ndarray:
-        """L2-normalised mean-pooled embeddings, one row per text, in order.
-
-        Texts are batched by length so that padding costs little.
-        """
+        """L2-normalised mean-pooled embeddings, one row per text, in order."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for rows, hidden, mask in self._by_length(texts, batch_size):
+            out[rows] = mean_pool(hidden, mask)
+        return out
+
+    def token_vectors(self, texts: list[str], batch_size: int = 4) -> list[np.ndarray]:
+        """Each text's unit-length token states ``[tokens, dim]`` (padding removed), in order."""
+        out: list[np.ndarray] = [np.empty(0)] * len(texts)
+        for rows, hidden, mask in self._by_length(texts, batch_size):
+            for row, i in enumerate(rows):
+                states = hidden[row, : int(mask[row].sum())].astype(np.float32)
+                norms = np.clip(np.linalg.norm(states, axis=1, keepdims=True), 1e-12, None)
+                out[i] = states / norms
+        return out
+
+    def _by_length(
+        self, texts: list[str], batch_size: int
+    ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+        """Token states in batches of similar length (padding costs little), with their rows."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for begin in range(0, len(order), batch_size):
             rows = order[begin : begin + batch_size]
             hidden, mask, _ = self.token_states([texts[i] for i in rows])
-            out[rows] = mean_pool(hidden, mask)
-        return out
+            yield rows, hidden, mask
 
 
 def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -72,25 +72,10 @@ class MaxSimScorer:
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         spec = self.encoder.spec
-        (q,) = self._token_vectors([spec.query_prefix + query])
+        (q,) = self.encoder.token_vectors([spec.query_prefix + query])
         texts = [spec.document_prefix + p for p in passages]
-        scores = np.zeros(len(texts), dtype=np.float32)
-        # Similar lengths share a batch, so padding costs little.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for begin in range(0, len(order), self.batch_size):
-            rows = order[begin : begin + self.batch_size]
-            for i, tokens in zip(rows, self._token_vectors([texts[i] for i in rows]), strict=True):
-                scores[i] = float((q @ tokens.T).max(axis=1).mean())
-        return scores
-
-    def _token_vectors(self, texts: list[str]) -> list[np.ndarray]:
-        """Unit-length token states of each text, padding removed."""
-        hidden, mask, _ = self.encoder.token_states(texts)
-        out = []
-        for row in range(len(texts)):
-            states = hidden[row, : int(mask[row].sum())].astype(np.float32)
-            out.append(states / np.clip(np.linalg.norm(states, axis=1, keepdims=True), 1e-12, None))
-        return out
+        tokens = self.encoder.token_vectors(texts, self.batch_size)
+        return np.array([(q @ t.T).max(axis=1).mean() for t in tokens], dtype=np.float32)
 
 
 class OnnxCrossEncoder:
