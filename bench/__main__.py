@@ -121,13 +121,21 @@ async def main() -> None:
             "chunks": data.chunks,
             # Counts only: the dataset's text stays where it is (its licence forbids copies).
             "queries": len(data.queries),
-            "floors": {"encode": encode, "import": imported, "ceiling_chunks_per_s": ceiling},
+            "floors": {
+                "encode": encode,
+                "import": imported,
+                "ceiling_chunks_per_s": ceiling,
+                "chunking_cpu_ms_per_chunk": data.chunking_cpu_s * 1000 / data.chunks,
+            },
             **(await _kbus(args, data, nats_url, http, grpc)),
         }
-        print("embedder service fed from the stream", flush=True)
+        print("embedder service fed from the stream, beside the bare encoder", flush=True)
+        # The encoder floor again, right before: single runs drift by about 10% over minutes.
+        adjacent, _ = floors.encode_rate(data, MODEL, threads=0, batch_size=batch)
         result["stream_embedder"] = await scaling.embedder_rate(
             nats_url, (http, grpc), data, 1, args.out / "logs", threads=0
         )
+        result["stream_embedder"]["adjacent_encode_chunks_per_s"] = adjacent["chunks_per_s"]
         if not args.no_scaling:
             print("scaling: 1, 2, 3 embedders", flush=True)
             subset = corpora.Corpus(

@@ -26,8 +26,11 @@ def decode_vector(value: Any) -> tuple[float, ...]:
         raw = base64.b64decode(value, validate=True)
         if len(raw) % 4:
             raise ValueError("vector bytes are not a multiple of 4")
-        return tuple(float(x) for x in np.frombuffer(raw, dtype="<f4"))
-    if isinstance(value, list | tuple | np.ndarray):
+        floats: list[float] = np.frombuffer(raw, dtype="<f4").tolist()
+        return tuple(floats)
+    if isinstance(value, np.ndarray):
+        return tuple(value.astype(np.float64).tolist())
+    if isinstance(value, list | tuple):
         return tuple(float(x) for x in value)
     raise ValueError("a vector is base64 float32 or a list of numbers")
 

@@ -62,6 +62,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         js = broker.connection.jetstream()
         await tombstones.open(js, create=topology.declare)
         await versions.open(js, create=topology.declare)
+        await tombstones.follow()
         if settings.serve:
             await versions.follow()
             services.append(
@@ -73,6 +74,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
             yield
         finally:
             await versions.stop()
+            await tombstones.stop()
             await client.close()
 
     app = make_app(broker, registry, lifespan)

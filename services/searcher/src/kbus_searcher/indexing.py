@@ -73,7 +73,10 @@ class Indexer:
                 return
             await self.store.upsert(ready)
             self.chunks_indexed.inc(len(ready.chunks))
-            if await self.store.count_stored(ready) < ready.total_chunks:
+            # A message with every chunk of its publish completes it (the write has no
+            # errors); only a part of a larger document needs to count what is stored.
+            whole = len(ready.chunks) == ready.total_chunks
+            if not whole and await self.store.count_stored(ready) < ready.total_chunks:
                 return  # another part completes the document
             # Searches switch to the new version here, before the old one is deleted.
             await self.versions.advance(
@@ -90,7 +93,12 @@ class Indexer:
 
     async def _superseded(self, ready: EmbeddingsReady) -> bool:
         doc = ready.document
-        if await self.tombstones.barrier(doc.tenant, doc.library, doc.document_id) > doc.sequence:
+        # The copy in memory may miss a deletion of the last moment: _deleted_meanwhile reads
+        # the bucket after the write and removes what this check let through.
+        barrier = await self.tombstones.barrier(
+            doc.tenant, doc.library, doc.document_id, fresh=False
+        )
+        if barrier > doc.sequence:
             self.skipped.labels("deleted").inc()
             return True
         newest = await self.store.newest_sequence(ready)

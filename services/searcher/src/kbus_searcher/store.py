@@ -154,6 +154,7 @@ class ChunkStore:
         self._legacy = False
         self._known: set[str] = set()
         self._tenants: set[tuple[str, str]] = set()
+        self._handles: dict[tuple[str, str], Any] = {}
         self._active: tuple[float, str | None] = (-ACTIVE_TTL_S, None)
 
     @property
@@ -278,7 +279,13 @@ class ChunkStore:
         return name
 
     def _use(self, name: str, tenant: str) -> Any:
-        return self.client.collections.use(name).with_tenant(tenant)
+        # Building a handle validates names and copies the collection's config: per call, it
+        # cost the indexer about 7% of its CPU. A handle holds no server state, so it is kept.
+        handle = self._handles.get((name, tenant))
+        if handle is None:
+            handle = self.client.collections.use(name).with_tenant(tenant)
+            self._handles[(name, tenant)] = handle
+        return handle
 
     async def ensure_tenant(self, tenant: str, name: str) -> None:
         """Create the Weaviate tenant of a kbus tenant in a collection on first use."""

@@ -7,6 +7,7 @@ however late its embeddings arrive.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 
 from kbus_shared.bus import open_bucket
@@ -15,6 +16,8 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
+
+from kbus_searcher.following import BucketCopy
 
 
 def scope_key(tenant: str, library: str | None = None, document_id: str | None = None) -> str:
@@ -28,11 +31,12 @@ def scope_key(tenant: str, library: str | None = None, document_id: str | None =
 
 
 class Tombstones:
-    """The tombstone bucket."""
+    """The tombstone bucket, and (once following) a copy of it in memory."""
 
     def __init__(self, config: KeyValueConfig) -> None:
         self.config = config
         self._kv: KeyValue | None = None
+        self._copy: BucketCopy[int] = BucketCopy(int)
 
     async def open(self, js: JetStreamContext, *, create: bool = True) -> None:
         """Open the bucket, creating it if allowed."""
@@ -57,11 +61,28 @@ class Tombstones:
         if await self._get(key) < sequence:
             await self.kv.put(key, str(sequence).encode())
 
-    async def barrier(self, tenant: str, library: str, document_id: str) -> int:
-        """The latest deletion that covers this document (0: none)."""
+    async def follow(self) -> None:
+        """Keep a copy in memory for :meth:`barrier` hints."""
+        await self._copy.follow(self.kv, self.config.bucket)
+
+    async def stop(self) -> None:
+        await self._copy.stop()
+
+    async def barrier(
+        self, tenant: str, library: str, document_id: str, *, fresh: bool = True
+    ) -> int:
+        """The latest deletion that covers this document (0: none).
+
+        Args:
+            fresh: Read the bucket. Otherwise the in-memory copy answers when following: it
+                may miss a deletion recorded a moment ago, so use it only where a later fresh
+                read catches what it missed.
+        """
         keys = (
             scope_key(tenant),
             scope_key(tenant, library),
             scope_key(tenant, library, document_id),
         )
-        return max([await self._get(key) for key in keys])
+        if not fresh and self._copy.following:
+            return max(self._copy.get(key) or 0 for key in keys)
+        return max(await asyncio.gather(*(self._get(key) for key in keys)))

@@ -15,8 +15,6 @@ applies to all of its candidates: one reply never mixes two versions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 
 from kbus_shared.bus import open_bucket
 from nats.js import JetStreamContext
@@ -24,9 +22,8 @@ from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from kbus_searcher.following import BucketCopy
 from kbus_searcher.tombstones import scope_key
-
-log = logging.getLogger("kbus.searcher")
 
 DocumentKey = tuple[str, str]  # (library, document id) inside one tenant
 
@@ -37,8 +34,7 @@ class Versions:
     def __init__(self, config: KeyValueConfig) -> None:
         self.config = config
         self._kv: KeyValue | None = None
-        self._copy: dict[str, str] = {}
-        self._follower: asyncio.Task[None] | None = None
+        self._copy: BucketCopy[str] = BucketCopy(lambda value: _version(value) or "")
 
     async def open(self, js: JetStreamContext, *, create: bool = True) -> None:
         """Open the bucket, creating it if allowed."""
@@ -85,32 +81,14 @@ class Versions:
 
         Without it every search reads its documents' versions from the bucket: slower, as exact.
         """
-        try:
-            watcher = await self.kv.watchall()
-        except Exception as exc:
-            log.warning("not following %s (searches read it instead): %s", self.config.bucket, exc)
-            return
-
-        async def apply() -> None:
-            async for entry in watcher:
-                if entry is None:
-                    continue  # the end of the initial values
-                if entry.operation in ("DEL", "PURGE") or not entry.value:
-                    self._copy.pop(entry.key, None)
-                else:
-                    self._copy[entry.key] = _version(entry.value) or ""
-
-        self._follower = asyncio.create_task(apply())
+        await self._copy.follow(self.kv, self.config.bucket)
 
     async def stop(self) -> None:
-        if self._follower is not None:
-            self._follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._follower
+        await self._copy.stop()
 
     @property
     def following(self) -> bool:
-        return self._follower is not None and not self._follower.done()
+        return self._copy.following
 
     async def searchable(
         self, tenant: str, seen: dict[DocumentKey, set[str]]
