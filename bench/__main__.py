@@ -1,7 +1,9 @@
 """``python -m bench``: ingestion, query, scaling, peer and memory, in one run.
 
 Everything that is compared runs in this one process tree on this machine, one thing at a time:
-the floors first, then kbus, then the peer. Results: results.json, summary.md and plot.png.
+the floors first, then kbus's ingestion, LlamaIndex's ingestion right after it, then queries
+alternating between kbus, LlamaIndex and the in-process floor, then the embedder alone and
+scaled out. Results: results.json, summary.md and plot.png.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ async def _kbus(
     env = service_env(nats_url, http, grpc, collection=collection)
     services = start_all(env, args.out / "logs")
     memory: dict[str, list[dict[str, int]]] = {s.name: [] for s in services}
+    peer_result: dict[str, object] | None = None
     library = "scifact"
     try:
         kb = await KbClient.connect(nats_url, tenant=TENANT)
@@ -60,21 +63,38 @@ async def _kbus(
             runs = []
             for _ in range(2):
                 cpu = {s.name: pipeline.cpu_seconds(s) for s in services}
+                loops = {s.name: pipeline.main_thread_cpu_seconds(s) for s in services}
                 run = await pipeline.ingest(kb, data, library)
                 run["cpu_ms_per_chunk"] = {
                     s.name: (pipeline.cpu_seconds(s) - cpu[s.name]) * 1000 / data.chunks
                     for s in services
                 }
+                run["main_thread_cpu_ms_per_chunk"] = {
+                    s.name: (pipeline.main_thread_cpu_seconds(s) - loops[s.name])
+                    * 1000
+                    / data.chunks
+                    for s in services
+                }
                 runs.append(run)
                 for s in services:
                     memory[s.name].append(pipeline.memory_kb(s))
-            # At concurrency 1 kbus and the floor alternate query by query (the default path,
-            # the first stage alone, then the floor), so all three see the same machine.
+            peer = None
+            if not args.no_peer:
+                print("peer: LlamaIndex ingestion", flush=True)
+                from bench.peer import LlamaPeer
+
+                peer = LlamaPeer(http, grpc, MODEL, threads=0)
+                peer.ingest(data)
+            # At concurrency 1 kbus, the floor and LlamaIndex alternate query by query (kbus's
+            # default path, its first stage alone, LlamaIndex, then the floor), so all of them
+            # see the same machine.
             default, first = pipeline.SearchRecorder(1, None), pipeline.SearchRecorder(1, False)
 
             async def through_kbus(query: str) -> None:
                 await default.search(kb, query, library)
                 await first.search(kb, query, library)
+                if peer is not None:
+                    peer.query(query)
 
             floor = floors.QueryFloor.create(MODEL, threads=0, rerank_depth=5)
             query_floor = await floor.run(
@@ -84,6 +104,7 @@ async def _kbus(
             for concurrency in (8, 32):
                 loads.append(await pipeline.query_load(kb, data.queries, library, concurrency))
             loads.append(first.summary())
+            peer_result = peer.close() if peer is not None else None
     finally:
         for s in services:
             s.stop()
@@ -91,6 +112,7 @@ async def _kbus(
         "ingestion": {"runs": runs, "in_flight": pipeline.IN_FLIGHT},
         "query": {"bus": loads, "floor": query_floor},
         "memory": memory,
+        **({"peer": peer_result} if peer_result else {}),
     }
 
 
@@ -147,11 +169,6 @@ async def main() -> None:
                 await scaling.embedder_rate(nats_url, (http, grpc), subset, n, args.out / "logs")
                 for n in (1, 2, 3)
             ]
-        if not args.no_peer:
-            print("peer: LlamaIndex", flush=True)
-            from bench import peer
-
-            result["peer"] = peer.run(data, http, grpc, MODEL, threads=0)
     finally:
         nats_server.stop()
         weaviate_server.stop()

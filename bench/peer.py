@@ -1,8 +1,9 @@
 """The peer: LlamaIndex's IngestionPipeline into its WeaviateVectorStore, as its docs show it.
 
 Same corpus, same model (all-MiniLM-L6-v2 on the same onnxruntime encoder, wrapped as a
-LlamaIndex embedding), same Weaviate. Chunking is LlamaIndex's SentenceSplitter at the nearest
-token size to kbus's 512 characters (128 tokens, overlap 12).
+LlamaIndex embedding), same Weaviate, while kbus's services are up (idle). Chunking is
+LlamaIndex's SentenceSplitter at the nearest token size to kbus's 512 characters (128 tokens,
+overlap 12).
 """
 
 from __future__ import annotations
@@ -45,23 +46,35 @@ def _embedding(model: str, threads: int) -> Any:
     return KbusEncoderEmbedding()
 
 
-def run(
-    corpus: Corpus, http_port: int, grpc_port: int, model: str, threads: int
-) -> dict[str, object]:
-    """Ingestion time and query latency of LlamaIndex on the same corpus and Weaviate."""
-    import weaviate
-    from llama_index.core import Document, VectorStoreIndex
-    from llama_index.core.ingestion import IngestionPipeline
-    from llama_index.core.node_parser import SentenceSplitter
-    from llama_index.vector_stores.weaviate import WeaviateVectorStore
+class LlamaPeer:
+    """LlamaIndex on the same Weaviate: its ingestion, then its retriever, one query at a time.
 
-    client = weaviate.connect_to_local(port=http_port, grpc_port=grpc_port, skip_init_checks=True)
-    index_name = f"LlamaBench{uuid.uuid4().hex[:8]}"
-    try:
-        embed = _embedding(model, threads)
-        store = WeaviateVectorStore(weaviate_client=client, index_name=index_name)
+    Built inside kbus's phase of the run, so its ingestion follows kbus's and its queries
+    alternate with kbus's: both see the same machine (runs minutes apart drift by ~10%).
+    """
+
+    def __init__(self, http_port: int, grpc_port: int, model: str, threads: int) -> None:
+        import weaviate
+
+        self.client = weaviate.connect_to_local(
+            port=http_port, grpc_port=grpc_port, skip_init_checks=True
+        )
+        self.index_name = f"LlamaBench{uuid.uuid4().hex[:8]}"
+        self.embed = _embedding(model, threads)
+        self.latencies: list[float] = []
+        self.ingestion: dict[str, object] = {}
+        self._retriever: Any = None
+
+    def ingest(self, corpus: Corpus) -> dict[str, object]:
+        """Run the corpus through an IngestionPipeline into a WeaviateVectorStore, timed."""
+        from llama_index.core import Document, VectorStoreIndex
+        from llama_index.core.ingestion import IngestionPipeline
+        from llama_index.core.node_parser import SentenceSplitter
+        from llama_index.vector_stores.weaviate import WeaviateVectorStore
+
+        store = WeaviateVectorStore(weaviate_client=self.client, index_name=self.index_name)
         pipeline = IngestionPipeline(
-            transformations=[SentenceSplitter(chunk_size=128, chunk_overlap=12), embed],
+            transformations=[SentenceSplitter(chunk_size=128, chunk_overlap=12), self.embed],
             vector_store=store,
         )
         documents = [
@@ -71,23 +84,29 @@ def run(
         started = time.perf_counter()
         nodes = pipeline.run(documents=documents)
         seconds = time.perf_counter() - started
-        index = VectorStoreIndex.from_vector_store(store, embed_model=embed)
-        retriever = index.as_retriever(
+        index = VectorStoreIndex.from_vector_store(store, embed_model=self.embed)
+        self._retriever = index.as_retriever(
             similarity_top_k=5, vector_store_query_mode="hybrid", alpha=0.5
         )
-        latencies = []
-        for query in corpus.queries:
-            t0 = time.perf_counter()
-            retriever.retrieve(query)
-            latencies.append((time.perf_counter() - t0) * 1000)
-        client.collections.delete(index_name)
-    finally:
-        client.close()
-    return {
-        "documents": len(corpus.documents),
-        "chunks": len(nodes),
-        "seconds": seconds,
-        "documents_per_s": len(corpus.documents) / seconds,
-        "chunks_per_s": len(nodes) / seconds,
-        "query_latency_ms": percentiles(latencies),
-    }
+        self.ingestion = {
+            "documents": len(corpus.documents),
+            "chunks": len(nodes),
+            "seconds": seconds,
+            "documents_per_s": len(corpus.documents) / seconds,
+            "chunks_per_s": len(nodes) / seconds,
+        }
+        return self.ingestion
+
+    def query(self, query: str) -> None:
+        """One retrieval, timed."""
+        t0 = time.perf_counter()
+        self._retriever.retrieve(query)
+        self.latencies.append((time.perf_counter() - t0) * 1000)
+
+    def close(self) -> dict[str, object]:
+        """Drop its collection; its ingestion and query figures."""
+        try:
+            self.client.collections.delete(self.index_name)
+        finally:
+            self.client.close()
+        return {**self.ingestion, "query_latency_ms": percentiles(self.latencies)}

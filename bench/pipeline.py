@@ -23,6 +23,17 @@ def cpu_seconds(server: Server) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def main_thread_cpu_seconds(server: Server) -> float:
+    """CPU time of a service's main thread: its event loop (the bus, the framework, parsing).
+
+    A service's model runs in other threads (a worker and onnxruntime's pool), so this splits
+    the embedder's CPU into what the service adds and what the encoder costs.
+    """
+    pid = server.proc.pid
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def memory_kb(server: Server) -> dict[str, int]:
     """Resident and peak resident memory of a service process (from /proc)."""
     fields = {}

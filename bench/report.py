@@ -64,6 +64,20 @@ def markdown(r: dict[str, Any]) -> str:
         f"everything but the encoder: {services_cpu - model_cpu:.2f} ms = "
         f"{100 * (services_cpu - model_cpu) / services_cpu:.1f}%.",
     ]
+    loops = first.get("main_thread_cpu_ms_per_chunk")
+    if loops:
+        # The embedder's main thread is its event loop; its model runs in other threads.
+        added = cpu["ingestor"] - chunking_cpu + cpu["searcher"] - client_cpu + loops["embedder"]
+        model_threads = cpu["embedder"] - loops["embedder"]
+        lines += [
+            "",
+            f"By thread: the embedder's event loop {loops['embedder']:.2f} ms per chunk, its "
+            f"encoder threads {model_threads:.1f} ms against {model_cpu:.1f} alone "
+            f"({model_threads - model_cpu:+.1f} ms beside the other processes). What the "
+            f"services add to the in-process work (ingestor beyond chunking, searcher beyond "
+            f"the store client, the embedder's event loop): {added:.2f} ms per chunk = "
+            f"**{100 * added / services_cpu:.1f}%** of the services' CPU.",
+        ]
     lines += [
         "",
         f"Pipeline / H = **{_ratio(first['chunks_per_s'], h)}** (target >= 0.90). "
@@ -126,6 +140,16 @@ def markdown(r: dict[str, Any]) -> str:
             f"p50 **{_ratio(lat['p50'], fl['p50'])}** (target <= 1.10), "
             f"p99 **{_ratio(lat['p99'], fl['p99'])}** (target <= 1.25); orchestration overhead "
             f"at p50: {lat['p50'] - fl['p50']:.1f} ms (target <= 5 ms).  "
+        )
+    first_stage = next(
+        (x for x in r["query"]["bus"] if x["concurrency"] == 1 and x["rerank"] is False), None
+    )
+    if peer and first_stage:
+        pl, kl = peer["query_latency_ms"], first_stage["latency_ms"]
+        lines.append(
+            f"kbus first stage / LlamaIndex's retriever at concurrency 1 (alternating): "
+            f"p50 **{_ratio(kl['p50'], pl['p50'])}**, p99 **{_ratio(kl['p99'], pl['p99'])}** "
+            f"(target: below 1)."
         )
     scaling = r.get("scaling")
     if scaling:

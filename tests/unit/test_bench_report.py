@@ -29,6 +29,12 @@ def _result() -> dict[str, Any]:
         "chunks_per_s": 20.0,
         "time_to_searchable_ms": _lat(1000.0),
         "cpu_ms_per_chunk": {"ingestor": 1.0, "embedder": 50.0, "searcher": 3.0, "reranker": 0.0},
+        "main_thread_cpu_ms_per_chunk": {
+            "ingestor": 1.0,
+            "embedder": 0.8,
+            "searcher": 3.0,
+            "reranker": 0.0,
+        },
     }
     return {
         "machine": "2 cores",
@@ -81,10 +87,14 @@ def test_the_summary_gives_each_target_as_a_ratio() -> None:
     assert "at p50: 5.0 ms" in text
     assert "at p50: 25.0 ms" in text
     assert "| 3 | 30.0 | 3.00 |" in text
+    assert "LlamaIndex's retriever at concurrency 1 (alternating): p50 **1.07**" in text
     # 54 ms of services' CPU per chunk; in-process 48 + 0.5 + 1.5 = 50: 4 ms, 7.4%.
     assert "overhead 4.00 ms per chunk = **7.4%**" in text
     # Against the bare encoder alone: 6 ms, 11.1%.
     assert "everything but the encoder: 6.00 ms = 11.1%" in text
+    # (1 - 0.5) + (3 - 1.5) + 0.8 = 2.8 ms of 54: 5.2%; encoder threads 49.2 against 48.
+    assert "encoder threads 49.2 ms against 48.0 alone (+1.2 ms" in text
+    assert "2.80 ms per chunk = **5.2%**" in text
 
 
 def test_percentiles() -> None:

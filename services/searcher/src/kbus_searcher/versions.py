@@ -15,6 +15,7 @@ applies to all of its candidates: one reply never mixes two versions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from kbus_shared.bus import open_bucket
 from nats.js import JetStreamContext
@@ -56,6 +57,12 @@ class Versions:
         """
         key = scope_key(tenant, library, document_id)
         value = f"{sequence} {version}".encode()
+        if self.following and self._copy.get(key) is None:
+            # Most publishes are a document's first: create it in one round trip. An entry the
+            # copy has not seen yet makes the create fail, and the loop below reads it.
+            with contextlib.suppress(KeyWrongLastSequenceError):
+                await self.kv.create(key, value)
+                return True
         while True:
             try:
                 entry = await self.kv.get(key)
