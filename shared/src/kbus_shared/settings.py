@@ -137,4 +137,8 @@ class ServiceSettings(BaseSettings):
     bus: BusSettings = Field(default_factory=BusSettings)
     http_host: str = Field(default="127.0.0.1", description="Address of /health and /metrics.")
     http_port: int = Field(default=0, description="Port of /health and /metrics.")
-    log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR.")
+    log_level: str = Field(
+        default="INFO",
+        description="DEBUG, INFO, WARNING or ERROR. DEBUG adds a line per message received and "
+        "per message processed.",
+    )

@@ -27,7 +27,7 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
     settings = settings or EmbedderSettings()
     configure_logging(settings.log_level)
     registry = CollectorRegistry()
-    broker = make_broker(settings.bus, registry, app_name="embedder")
+    broker = make_broker(settings.bus, registry, app_name="embedder", log_level=settings.log_level)
     topology = settings.bus.topology
     stage = Stage("embedder", broker, topology, StageMetrics.create(registry))
     cache = (

@@ -23,7 +23,7 @@ def create_app(settings: IngestorSettings | None = None) -> AsgiFastStream:
     settings = settings or IngestorSettings()
     configure_logging(settings.log_level)
     registry = CollectorRegistry()
-    broker = make_broker(settings.bus, registry, app_name="ingestor")
+    broker = make_broker(settings.bus, registry, app_name="ingestor", log_level=settings.log_level)
     topology = settings.bus.topology
     stage = Stage("ingestor", broker, topology, StageMetrics.create(registry))
     ingestor = Ingestor(

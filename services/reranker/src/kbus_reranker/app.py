@@ -25,7 +25,7 @@ def create_app(settings: RerankerSettings | None = None) -> AsgiFastStream:
     settings = settings or RerankerSettings()
     configure_logging(settings.log_level)
     registry = CollectorRegistry()
-    broker = make_broker(settings.bus, registry, app_name="reranker")
+    broker = make_broker(settings.bus, registry, app_name="reranker", log_level=settings.log_level)
     topology = settings.bus.topology
     stage = Stage("reranker", broker, topology, StageMetrics.create(registry))
     reranker = Reranker(

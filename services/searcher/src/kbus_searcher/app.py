@@ -30,7 +30,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
     settings = settings or SearcherSettings()
     configure_logging(settings.log_level)
     registry = CollectorRegistry()
-    broker = make_broker(settings.bus, registry, app_name="searcher")
+    broker = make_broker(settings.bus, registry, app_name="searcher", log_level=settings.log_level)
     topology = settings.bus.topology
     metrics = StageMetrics.create(registry)
     client = weaviate_client(settings.store)

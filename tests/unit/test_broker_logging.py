@@ -1,0 +1,20 @@
+"""FastStream's per-message lines are DEBUG lines, shown only when a service logs at DEBUG."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from kbus_shared.bus import make_broker
+from kbus_shared.settings import BusSettings
+from prometheus_client import CollectorRegistry
+
+
+@pytest.mark.parametrize(("service_level", "logger_level"), [("INFO", 20), ("debug", 10)])
+def test_message_lines_are_debug_and_the_logger_follows_the_service(
+    service_level: str, logger_level: int
+) -> None:
+    broker = make_broker(BusSettings(), CollectorRegistry(), "test", log_level=service_level)
+    state = broker.config.logger
+    assert state.log_level == logging.DEBUG
+    assert getattr(state.params_storage, "logger_log_level", None) == logger_level
