@@ -246,7 +246,6 @@ def work_subscriber(
     stream: JStream,
     durable: str,
     *,
-    batch: int,
     title: str,
     description: str,
     max_workers: int = 1,
@@ -256,6 +255,10 @@ def work_subscriber(
     FastStream's default for JetStream handlers terminates a message on any exception;
     :meth:`kbus_shared.consuming.Stage.settle` decides every ack instead. With ``max_workers``
     above one, that many messages are handled at once.
+
+    Messages are fetched one at a time: a fetch of several that finds the stream empty waits
+    for the rest of its batch until its timeout (nats-py), which held a lone document up to a
+    second in every stage of an idle pipeline.
     """
     concurrency: dict[str, Any] = {"max_workers": max_workers} if max_workers > 1 else {}
     subscribe: Callable[[Callable[[NatsMessage], Awaitable[None]]], Any] = broker.subscriber(
@@ -266,7 +269,7 @@ def work_subscriber(
             durable, ack_wait_s=topology.ack_wait_s, max_deliver=topology.max_deliver
         ),
         inbox_prefix=topology.pull_inbox,
-        pull_sub=PullSub(batch_size=batch, timeout=1.0),
+        pull_sub=PullSub(batch_size=1, timeout=1.0),
         ack_policy=AckPolicy.MANUAL,
         title=title,
         description=description,

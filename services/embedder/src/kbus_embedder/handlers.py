@@ -23,7 +23,6 @@ def register(
         topology.chunks_ready,
         topology.chunks_stream,
         topology.embedder_durable,
-        batch=max(2, concurrency),
         max_workers=concurrency,
         title="embedder:chunks.ready",
         description="Embed a document's chunks; publish them on embeddings.ready.",

@@ -19,7 +19,7 @@ def register(broker: NatsBroker, topology: Topology, ingestor: Ingestor) -> None
         topology.document_added,
         topology.documents_stream,
         topology.ingestor_durable,
-        batch=16,
+        max_workers=16,
         title="ingestor:document.added",
         description="Validate and chunk a document; publish its chunks on chunks.ready.",
     )

@@ -32,7 +32,7 @@ def register_indexing(
         topology.embeddings_ready,
         topology.embeddings_stream,
         topology.indexer_durable,
-        batch=4,
+        max_workers=4,
         title="searcher:embeddings.ready",
         description="Upsert a document's embedded chunks into Weaviate; publish document.indexed.",
     )
@@ -45,7 +45,6 @@ def register_indexing(
         topology.document_deleted,
         topology.documents_stream,
         topology.deleter_durable,
-        batch=1,
         title="searcher:document.deleted",
         description="Delete a document, library or tenant; publish document.removed.",
     )
@@ -58,7 +57,6 @@ def register_indexing(
         topology.max_deliveries_advisories,
         topology.advisories_stream,
         topology.advisory_durable,
-        batch=1,
         title="searcher:max-deliveries advisories",
         description="Dead-letter each message the server gave up on, and remove it from its "
         "work queue.",
