@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -172,6 +173,7 @@ async def main() -> None:
     finally:
         nats_server.stop()
         weaviate_server.stop()
+        shutil.rmtree(root, ignore_errors=True)  # the run's NATS and Weaviate data
     (args.out / "results.json").write_text(json.dumps(result, indent=2))
     summary = report.markdown(result)
     (args.out / "summary.md").write_text(summary)
