@@ -79,6 +79,7 @@ async def _kbus(
                 runs.append(run)
                 for s in services:
                     memory[s.name].append(pipeline.memory_kb(s))
+            lone = await pipeline.lone_documents(kb, data, "lone")
             peer = None
             if not args.no_peer:
                 print("peer: LlamaIndex ingestion", flush=True)
@@ -110,7 +111,7 @@ async def _kbus(
         for s in services:
             s.stop()
     return {
-        "ingestion": {"runs": runs, "in_flight": pipeline.IN_FLIGHT},
+        "ingestion": {"runs": runs, "in_flight": pipeline.IN_FLIGHT, "lone_ms": lone},
         "query": {"bus": loads, "floor": query_floor},
         "memory": memory,
         **({"peer": peer_result} if peer_result else {}),

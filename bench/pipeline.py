@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 from pathlib import Path
 
 from kbus_client import KbClient
@@ -42,6 +43,29 @@ def memory_kb(server: Server) -> dict[str, int]:
         if key in ("VmRSS", "VmHWM"):
             fields[key] = int(value.split()[0])
     return {"rss_kb": fields.get("VmRSS", 0), "peak_kb": fields.get("VmHWM", 0)}
+
+
+async def lone_documents(
+    kb: KbClient, corpus: Corpus, library: str, n: int = 20
+) -> dict[str, float]:
+    """Time to searchable (ms) of documents published one at a time on an idle pipeline.
+
+    Each title gets a tag, so every chunk is new to the embedding cache and is embedded.
+    """
+    tag = uuid.uuid4().hex[:8]
+    latencies = []
+    for doc in corpus.documents[:n]:
+        t0 = time.perf_counter()
+        await kb.publish_document(
+            library=library,
+            document_id=f"{doc['_id']}-{tag}",
+            title=f"{doc.get('title', '')} [{tag}]",
+            text=doc["text"] if doc["text"].strip() else "-",
+            wait=True,
+            timeout_s=600,
+        )
+        latencies.append((time.perf_counter() - t0) * 1000)
+    return percentiles(latencies)
 
 
 async def ingest(kb: KbClient, corpus: Corpus, library: str) -> dict[str, object]:

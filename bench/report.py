@@ -89,6 +89,12 @@ def markdown(r: dict[str, Any]) -> str:
         f"Time to searchable (publish to receipt, {ing['in_flight']} documents in flight): "
         f"p50 {tts['p50']:.0f} ms, p99 {tts['p99']:.0f} ms.",
     ]
+    lone = ing.get("lone_ms")
+    if lone:
+        lines.append(
+            f"A lone document on the idle pipeline ({lone['n']:.0f}, one at a time, every chunk "
+            f"embedded): publish to receipt p50 {lone['p50']:.0f} ms, p99 {lone['p99']:.0f} ms."
+        )
     if peer:
         lines.append(
             f"kbus / LlamaIndex ingestion (documents/s): "

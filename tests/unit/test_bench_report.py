@@ -47,7 +47,7 @@ def _result() -> dict[str, Any]:
             "ceiling_chunks_per_s": 1 / (1 / 25 + 1 / 400),
             "chunking_cpu_ms_per_chunk": 0.5,
         },
-        "ingestion": {"runs": [run, run], "in_flight": 64},
+        "ingestion": {"runs": [run, run], "in_flight": 64, "lone_ms": _lat(200.0)},
         "stream_embedder": {
             "chunks_per_s": 24.0,
             "seconds": 16.7,
@@ -87,6 +87,7 @@ def test_the_summary_gives_each_target_as_a_ratio() -> None:
     assert "at p50: 5.0 ms" in text
     assert "at p50: 25.0 ms" in text
     assert "| 3 | 30.0 | 3.00 |" in text
+    assert "publish to receipt p50 200 ms, p99 400 ms" in text
     assert "LlamaIndex's retriever at concurrency 1 (alternating): p50 **1.07**" in text
     # 54 ms of services' CPU per chunk; in-process 48 + 0.5 + 1.5 = 50: 4 ms, 7.4%.
     assert "overhead 4.00 ms per chunk = **7.4%**" in text
