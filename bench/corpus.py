@@ -67,8 +67,13 @@ def as_added(doc: dict[str, str], tenant: str, library: str) -> DocumentAdded:
         library=library,
         document_id=doc["_id"],
         title=doc.get("title", ""),
-        text=doc["text"] if doc["text"].strip() else doc.get("title", "") or "-",
+        text=body(doc),
     )
+
+
+def body(doc: dict[str, str]) -> str:
+    """A BEIR document's text (its title where the text is empty: kbus refuses empty text)."""
+    return doc["text"] if doc["text"].strip() else doc.get("title", "") or "-"
 
 
 def _test_query_ids(folder: Path) -> list[str]:

@@ -11,17 +11,20 @@ from pathlib import Path
 from kbus_client import KbClient
 from kbus_dev.servers import Server
 
-from bench.corpus import Corpus
+from bench.corpus import Corpus, body
 from bench.stats import percentiles
 
 IN_FLIGHT = 64
 
 
+def _stat_cpu_seconds(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def cpu_seconds(server: Server) -> float:
     """User + system CPU time a service process has used so far (from /proc)."""
-    fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return _stat_cpu_seconds(Path(f"/proc/{server.proc.pid}/stat"))
 
 
 def main_thread_cpu_seconds(server: Server) -> float:
@@ -31,8 +34,7 @@ def main_thread_cpu_seconds(server: Server) -> float:
     the embedder's CPU into what the service adds and what the encoder costs.
     """
     pid = server.proc.pid
-    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _stat_cpu_seconds(Path(f"/proc/{pid}/task/{pid}/stat"))
 
 
 def memory_kb(server: Server) -> dict[str, int]:
@@ -60,7 +62,7 @@ async def lone_documents(
             library=library,
             document_id=f"{doc['_id']}-{tag}",
             title=f"{doc.get('title', '')} [{tag}]",
-            text=doc["text"] if doc["text"].strip() else "-",
+            text=body(doc),
             wait=True,
             timeout_s=600,
         )
@@ -80,7 +82,7 @@ async def ingest(kb: KbClient, corpus: Corpus, library: str) -> dict[str, object
                 library=library,
                 document_id=doc["_id"],
                 title=doc.get("title", ""),
-                text=doc["text"] if doc["text"].strip() else doc.get("title", "") or "-",
+                text=body(doc),
                 wait=True,
                 timeout_s=3_600,
             )
@@ -140,11 +142,11 @@ class SearchRecorder:
 
 
 async def query_load(
-    kb: KbClient, queries: list[str], library: str, concurrency: int, rerank: bool | None = None
+    kb: KbClient, queries: list[str], library: str, concurrency: int
 ) -> dict[str, object]:
-    """Latency percentiles, per-stage medians and throughput of searches at a concurrency."""
+    """Latency, per-stage timings and throughput of default searches at a concurrency."""
     limit = asyncio.Semaphore(concurrency)
-    recorder = SearchRecorder(concurrency, rerank)
+    recorder = SearchRecorder(concurrency, None)
 
     async def one(query: str) -> None:
         async with limit:

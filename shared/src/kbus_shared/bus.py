@@ -256,9 +256,9 @@ def work_subscriber(
     :meth:`kbus_shared.consuming.Stage.settle` decides every ack instead. With ``max_workers``
     above one, that many messages are handled at once.
 
-    Messages are fetched one at a time: a fetch of several that finds the stream empty waits
-    for the rest of its batch until its timeout (nats-py), which held a lone document up to a
-    second in every stage of an idle pipeline.
+    Messages are fetched one at a time (concurrency comes from ``max_workers``): with batched
+    fetches a lone document took about 1 to 3 s from publish to receipt on an idle pipeline,
+    with single fetches about 0.2 s (docs/performance.md; where the wait arose is not known).
     """
     concurrency: dict[str, Any] = {"max_workers": max_workers} if max_workers > 1 else {}
     subscribe: Callable[[Callable[[NatsMessage], Awaitable[None]]], Any] = broker.subscriber(

@@ -29,7 +29,7 @@ def decode_vector(value: Any) -> tuple[float, ...]:
         floats: list[float] = np.frombuffer(raw, dtype="<f4").tolist()
         return tuple(floats)
     if isinstance(value, np.ndarray):
-        return tuple(value.astype(np.float64).tolist())
+        return tuple(value.tolist())
     if isinstance(value, list | tuple):
         return tuple(float(x) for x in value)
     raise ValueError("a vector is base64 float32 or a list of numbers")
