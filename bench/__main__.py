@@ -16,6 +16,7 @@ import platform
 import shutil
 import tempfile
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +38,31 @@ def _args() -> argparse.Namespace:
     p.add_argument("--dataset", type=Path, default=Path("../shared/datasets/scifact"))
     p.add_argument("--documents", type=int, default=1000, help="0: the whole corpus")
     p.add_argument("--queries", type=int, default=100)
+    p.add_argument(
+        "--stream-documents",
+        type=int,
+        default=0,
+        help="Documents the embedder service drains beside the bare encoder (0: all of the run's)",
+    )
     p.add_argument("--scaling-documents", type=int, default=150)
     p.add_argument("--out", type=Path, default=Path("bench-results"))
     p.add_argument("--no-peer", action="store_true", help="Skip LlamaIndex.")
     p.add_argument("--no-scaling", action="store_true")
     return p.parse_args()
+
+
+def _head(data: corpora.Corpus, documents: int) -> corpora.Corpus:
+    """The first ``documents`` of a corpus (all of it for 0), without its queries."""
+    if not documents:
+        return data
+    return corpora.Corpus(data.documents[:documents], data.chunked[:documents], [])
+
+
+def _sync(call: Callable[[str], None]) -> Callable[[str], Awaitable[None]]:
+    async def turn(query: str) -> None:
+        call(query)
+
+    return turn
 
 
 def _machine() -> str:
@@ -87,20 +108,29 @@ async def _kbus(
 
                 peer = LlamaPeer(http, grpc, MODEL, threads=0)
                 peer.ingest(data)
-            # At concurrency 1 kbus, the floor and LlamaIndex alternate query by query (kbus's
-            # default path, its first stage alone, LlamaIndex, then the floor), so all of them
-            # see the same machine.
+            # At concurrency 1 kbus's default path, its first stage alone, LlamaIndex and the
+            # in-process floor take turns query by query, so all of them see the same machine;
+            # the order rotates with each query so that none always follows the same other.
             default, first = pipeline.SearchRecorder(1, None), pipeline.SearchRecorder(1, False)
-
-            async def through_kbus(query: str) -> None:
-                await default.search(kb, query, library)
-                await first.search(kb, query, library)
+            reranker = next(s for s in services if s.name == "reranker")
+            scored_before = pipeline.histogram(reranker, "kbus_rerank_seconds")
+            floor = floors.QueryFloor.create(
+                MODEL, 0, 5, store, tenant=TENANT, library=library, alpha=0.5
+            )
+            async with floor:
+                turns: list[Callable[[str], Awaitable[None]]] = [
+                    lambda q: default.search(kb, q, library),
+                    lambda q: first.search(kb, q, library),
+                    floor.measure,
+                ]
                 if peer is not None:
-                    peer.query(query)
-
-            floor = floors.QueryFloor.create(MODEL, threads=0, rerank_depth=5)
-            query_floor = await floor.run(
-                data.queries, store, TENANT, library, alpha=0.5, before_each=through_kbus
+                    turns.insert(2, _sync(peer.query))
+                for i, query in enumerate(data.queries):
+                    for turn in turns[i % len(turns) :] + turns[: i % len(turns)]:
+                        await turn(query)
+            query_floor = floor.summary()
+            query_floor["reranker_process"] = pipeline.histogram_mean_ms(
+                scored_before, pipeline.histogram(reranker, "kbus_rerank_seconds")
             )
             loads = [default.summary()]
             for concurrency in (8, 32):
@@ -155,18 +185,16 @@ async def main() -> None:
         }
         print("embedder service fed from the stream, beside the bare encoder", flush=True)
         # The encoder floor again, right before: single runs drift by about 10% over minutes.
-        adjacent, _ = floors.encode_rate(data, MODEL, threads=0, batch_size=batch)
+        streamed = _head(data, args.stream_documents)
+        adjacent, _ = floors.encode_rate(streamed, MODEL, threads=0, batch_size=batch)
         result["stream_embedder"] = await scaling.embedder_rate(
-            nats_url, (http, grpc), data, 1, args.out / "logs", threads=0
+            nats_url, (http, grpc), streamed, 1, args.out / "logs", threads=0
         )
         result["stream_embedder"]["adjacent_encode_chunks_per_s"] = adjacent["chunks_per_s"]
+        result["stream_embedder"]["documents"] = len(streamed.documents)
         if not args.no_scaling:
             print("scaling: 1, 2, 3 embedders", flush=True)
-            subset = corpora.Corpus(
-                data.documents[: args.scaling_documents],
-                data.chunked[: args.scaling_documents],
-                [],
-            )
+            subset = _head(data, args.scaling_documents)
             result["scaling"] = [
                 await scaling.embedder_rate(nats_url, (http, grpc), subset, n, args.out / "logs")
                 for n in (1, 2, 3)

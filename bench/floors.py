@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from kbus_models.encoder import Encoder, resolve
@@ -95,73 +95,77 @@ def _fetch_size() -> int:
 
 @dataclass
 class QueryFloor:
-    """In-process query stages: embed, Weaviate hybrid, rerank."""
+    """In-process query stages: embed, Weaviate hybrid, rerank; one query at a time.
+
+    ``measure`` runs one query so that the bench can interleave it with the same query through
+    kbus and through LlamaIndex; ``summary`` gives per-stage latency (ms): ``total`` is embed +
+    search (the first stage), ``total_with_rerank`` adds the in-process rerank (the default path).
+    """
 
     encoder: Encoder
     scorer: Scorer
     rerank_depth: int
+    store: StoreSettings
+    tenant: str
+    library: str
+    alpha: float
+    stages: dict[str, list[float]] = field(
+        default_factory=lambda: {
+            name: [] for name in ("embed", "search", "rerank", "total", "total_with_rerank")
+        }
+    )
+    _chunks: ChunkStore | None = None
 
     @classmethod
-    def create(cls, model: str, threads: int, rerank_depth: int) -> QueryFloor:
+    def create(
+        cls, model: str, threads: int, rerank_depth: int, store: StoreSettings, **scope: Any
+    ) -> QueryFloor:
         from kbus_reranker.scoring import MaxSimScorer
 
-        return cls(
-            Encoder(resolve(model), threads=threads), MaxSimScorer(model, threads), rerank_depth
-        )
+        encoder, scorer = Encoder(resolve(model), threads=threads), MaxSimScorer(model, threads)
+        return cls(encoder, scorer, rerank_depth, store, **scope)
 
-    async def run(
-        self,
-        queries: list[str],
-        store: StoreSettings,
-        tenant: str,
-        library: str,
-        alpha: float,
-        before_each: Callable[[str], Awaitable[None]] | None = None,
-    ) -> dict[str, dict[str, float]]:
-        """Per-stage latency (ms), one query at a time; ``total`` is embed + search (the first
-        stage), ``total_with_rerank`` adds the in-process rerank (the default path)."""
-        client = weaviate_client(store)
+    async def __aenter__(self) -> QueryFloor:
+        client = weaviate_client(self.store)
         await client.connect()
-        stages: dict[str, list[float]] = {
-            "embed": [],
-            "search": [],
-            "rerank": [],
-            "total": [],
-            "total_with_rerank": [],
-        }
-        try:
-            chunks = ChunkStore(client, store.collection)
-            for query in queries:
-                if before_each is not None:
-                    await before_each(query)
-                t0 = time.perf_counter()
-                vector = self.encoder.embed([query])[0].tolist()
-                t1 = time.perf_counter()
-                found = await chunks.search(
-                    tenant=tenant,
-                    libraries=(library,),
-                    query=query,
-                    vector=vector,
-                    search_type=SearchType.HYBRID,
-                    alpha=alpha,
-                    limit=_fetch_size(),
-                    filters={},
-                )
-                t2 = time.perf_counter()
-                passages = [
-                    passage_text(
-                        c.properties.get("title") or "",
-                        c.properties.get("heading_path") or (),
-                        c.properties.get("text") or "",
-                    )
-                    for c in found[: self.rerank_depth]
-                ]
-                self.scorer.score(query, passages)
-                t3 = time.perf_counter()
-                for name, a, b in (("embed", t0, t1), ("search", t1, t2), ("rerank", t2, t3)):
-                    stages[name].append((b - a) * 1000)
-                stages["total"].append((t2 - t0) * 1000)
-                stages["total_with_rerank"].append((t3 - t0) * 1000)
-        finally:
-            await client.close()
-        return {name: percentiles(values) for name, values in stages.items()}
+        self._chunks = ChunkStore(client, self.store.collection)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._chunks is not None:
+            await self._chunks.client.close()
+
+    async def measure(self, query: str) -> None:
+        """One query through the three stages, timed."""
+        assert self._chunks is not None, "use QueryFloor as an async context manager"
+        t0 = time.perf_counter()
+        vector = self.encoder.embed([query])[0].tolist()
+        t1 = time.perf_counter()
+        found = await self._chunks.search(
+            tenant=self.tenant,
+            libraries=(self.library,),
+            query=query,
+            vector=vector,
+            search_type=SearchType.HYBRID,
+            alpha=self.alpha,
+            limit=_fetch_size(),
+            filters={},
+        )
+        t2 = time.perf_counter()
+        passages = [
+            passage_text(
+                c.properties.get("title") or "",
+                c.properties.get("heading_path") or (),
+                c.properties.get("text") or "",
+            )
+            for c in found[: self.rerank_depth]
+        ]
+        self.scorer.score(query, passages)
+        t3 = time.perf_counter()
+        for name, a, b in (("embed", t0, t1), ("search", t1, t2), ("rerank", t2, t3)):
+            self.stages[name].append((b - a) * 1000)
+        self.stages["total"].append((t2 - t0) * 1000)
+        self.stages["total_with_rerank"].append((t3 - t0) * 1000)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return {name: percentiles(values) for name, values in self.stages.items()}

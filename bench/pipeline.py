@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -35,6 +36,25 @@ def main_thread_cpu_seconds(server: Server) -> float:
     """
     pid = server.proc.pid
     return _stat_cpu_seconds(Path(f"/proc/{pid}/task/{pid}/stat"))
+
+
+def histogram(server: Server, name: str) -> tuple[float, float]:
+    """A Prometheus histogram's ``_sum`` and ``_count`` on a service's /metrics."""
+    url = f"http://127.0.0.1:{server.ports['http']}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    values = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for part in values:
+            if line.startswith(f"{name}_{part} "):
+                values[part] = float(line.split()[1])
+    return values["sum"], values["count"]
+
+
+def histogram_mean_ms(before: tuple[float, float], after: tuple[float, float]) -> dict[str, float]:
+    """Mean (ms) and count of what a histogram observed between two readings."""
+    count = after[1] - before[1]
+    return {"mean": (after[0] - before[0]) * 1000 / count if count else 0.0, "n": count}
 
 
 def memory_kb(server: Server) -> dict[str, int]:

@@ -147,6 +147,18 @@ def markdown(r: dict[str, Any]) -> str:
             f"p99 **{_ratio(lat['p99'], fl['p99'])}** (target <= 1.25); orchestration overhead "
             f"at p50: {lat['p50'] - fl['p50']:.1f} ms (target <= 5 ms).  "
         )
+    own = floor.get("reranker_process")
+    default_one = next(
+        (x for x in r["query"]["bus"] if x["concurrency"] == 1 and x["rerank"] is None), None
+    )
+    if own and own["n"] and default_one:
+        hop = default_one["stages_ms"]["rerank"]["mean"]
+        lines.append(
+            f"The rerank stage at concurrency 1 (means): {hop:.1f}"
+            f" ms as the searcher times it (request to the reranker and back), "
+            f"{own['mean']:.1f} ms scoring inside the reranker process, "
+            f"{floor['rerank']['mean']:.1f} ms for the same scorer in the bench's process.  "
+        )
     first_stage = next(
         (x for x in r["query"]["bus"] if x["concurrency"] == 1 and x["rerank"] is False), None
     )

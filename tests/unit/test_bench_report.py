@@ -61,6 +61,7 @@ def _result() -> dict[str, Any]:
                 "rerank": _lat(700.0),
                 "total": _lat(25.0),
                 "total_with_rerank": _lat(725.0),
+                "reranker_process": {"mean": 705.0, "n": 10},
             },
         },
         "scaling": [{"processes": n, "chunks_per_s": 10.0 * n} for n in (1, 2, 3)],
@@ -96,6 +97,8 @@ def test_the_summary_gives_each_target_as_a_ratio() -> None:
     # (1 - 0.5) + (3 - 1.5) + 0.8 = 2.8 ms of 54: 5.2%; encoder threads 49.2 against 48.
     assert "encoder threads 49.2 ms against 48.0 alone (+1.2 ms" in text
     assert "2.80 ms per chunk = **5.2%**" in text
+    assert "10.0 ms as the searcher times it" in text
+    assert "705.0 ms scoring inside the reranker process, 700.0 ms" in text
 
 
 def test_percentiles() -> None:
