@@ -28,8 +28,10 @@ def markdown(r: dict[str, Any]) -> str:
         f"| ceiling H = 1/(1/E+1/W) | {h:.1f} | | |",
     ]
     for n, run in enumerate(ing["runs"], 1):
+        what = " (a new version, same text: vectors from the cache)" if run.get("version") else ""
+        dropped = f"; {run['duplicates']} dropped as duplicates" if run.get("duplicates") else ""
         lines.append(
-            f"| kbus pipeline, ingestion {n} | {run['chunks_per_s']:.1f} | "
+            f"| kbus pipeline, ingestion {n}{what}{dropped} | {run['chunks_per_s']:.1f} | "
             f"{run['documents_per_s']:.2f} | {run['seconds']:.1f} |"
         )
     peer = r.get("peer")

@@ -47,7 +47,11 @@ def _result() -> dict[str, Any]:
             "ceiling_chunks_per_s": 1 / (1 / 25 + 1 / 400),
             "chunking_cpu_ms_per_chunk": 0.5,
         },
-        "ingestion": {"runs": [run, run], "in_flight": 64, "lone_ms": _lat(200.0)},
+        "ingestion": {
+            "runs": [run, {**run, "version": "again", "duplicates": 3}],
+            "in_flight": 64,
+            "lone_ms": _lat(200.0),
+        },
         "stream_embedder": {
             "chunks_per_s": 24.0,
             "seconds": 16.7,
@@ -98,6 +102,8 @@ def test_the_summary_gives_each_target_as_a_ratio() -> None:
     assert "encoder threads 49.2 ms against 48.0 alone (+1.2 ms" in text
     assert "2.80 ms per chunk = **5.2%**" in text
     assert "10.0 ms as the searcher times it" in text
+    assert "| kbus pipeline, ingestion 1 | 20.0 |" in text
+    assert "ingestion 2 (a new version, same text: vectors from the cache); 3 dropped" in text
     assert "705.0 ms scoring inside the reranker process, 700.0 ms" in text
 
 
