@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
-from kbus_models.encoder import MINILM, MINILM_INT8, Encoder, resolve
+from kbus_models.encoder import MINILM, MINILM_INT8, MINILM_Q8, Encoder, resolve
 
 SENTENCES = [
     "A man is eating food.",
@@ -39,6 +41,31 @@ def test_fp32_graph_agrees_with_the_independent_int8_export(fp32: Encoder) -> No
     assert agreement.min() > 0.99
 
 
+def test_the_quantized_model_stays_close_to_fp32_and_keeps_its_neighbours(fp32: Encoder) -> None:
+    q8 = Encoder(resolve(MINILM_Q8), threads=1)
+    assert q8.spec.name == MINILM_Q8
+    assert q8.session.get_outputs()[0].shape[-1] == 384
+    # The graph really is quantized: int8 matrix products, not the fp32 graph under a new name.
+    assert any(
+        node.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for node in _graph(q8).graph.node
+    )
+    vectors = q8.embed(SENTENCES)
+    agreement = (fp32.embed(SENTENCES) * vectors).sum(axis=1)
+    assert agreement.min() > 0.98
+    assert agreement.max() < 0.99999  # not the fp32 session under another name
+    a, b, _, violin = vectors
+    assert float(a @ b) == pytest.approx(0.7553, abs=0.02)
+    assert float(a @ violin) < 0.1
+
+
+def _graph(encoder: Encoder) -> Any:
+    import onnx
+    from kbus_models.bert_onnx import build_bert_onnx
+    from kbus_models.quantizing import quantize_int8
+
+    return onnx.load_from_string(quantize_int8(build_bert_onnx(encoder.spec.directory)))
+
+
 def test_unknown_model_names_say_what_is_known() -> None:
-    with pytest.raises(FileNotFoundError, match=MINILM):
+    with pytest.raises(FileNotFoundError, match=MINILM_Q8):
         resolve("no-such-model")

