@@ -21,7 +21,7 @@ class EmbedderSettings(ServiceSettings):
     model: str = Field(
         default="all-MiniLM-L6-v2",
         description="A model that ships in a package (all-MiniLM-L6-v2; all-MiniLM-L6-v2-q8, "
-        "its weights quantized to int8 on load: 1.38x the encode rate, -0.002 nDCG@10 on "
+        "its weights quantized to int8 on load: 1.33x the encode rate, -0.002 nDCG@10 on "
         "SciFact; all-MiniLM-L6-v2-int8) or a directory with tokenizer.json and model.onnx or "
         "model.safetensors. Another model means re-embedding every document.",
     )
