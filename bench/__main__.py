@@ -29,7 +29,8 @@ from kbus_shared.settings import StoreSettings
 from bench import corpus as corpora
 from bench import floors, pipeline, report, scaling
 
-MODEL = "all-MiniLM-L6-v2"
+#: The reranker's default scorer model; the embedder's model is ``--model``.
+RERANK_MODEL = "all-MiniLM-L6-v2"
 TENANT = "bench"
 
 
@@ -46,6 +47,11 @@ def _args() -> argparse.Namespace:
     )
     p.add_argument("--scaling-documents", type=int, default=150)
     p.add_argument("--out", type=Path, default=Path("bench-results"))
+    p.add_argument(
+        "--model",
+        default=EmbedderSettings().model,
+        help="The embedder's model, for the floors, the services and LlamaIndex alike",
+    )
     p.add_argument("--no-peer", action="store_true", help="Skip LlamaIndex.")
     p.add_argument("--no-scaling", action="store_true")
     return p.parse_args()
@@ -110,7 +116,7 @@ async def _kbus(
                 print("peer: LlamaIndex ingestion", flush=True)
                 from bench.peer import LlamaPeer
 
-                peer = LlamaPeer(http, grpc, MODEL, threads=0)
+                peer = LlamaPeer(http, grpc, args.model, threads=0)
                 peer.ingest(data)
             # At concurrency 1 kbus's default path, its first stage alone, LlamaIndex and the
             # in-process floor take turns query by query, so all of them see the same machine;
@@ -119,7 +125,7 @@ async def _kbus(
             reranker = next(s for s in services if s.name == "reranker")
             scored_before = pipeline.histogram(reranker, "kbus_rerank_seconds")
             floor = floors.QueryFloor.create(
-                MODEL, 0, 5, store, tenant=TENANT, library=library, alpha=0.5
+                args.model, RERANK_MODEL, 0, 5, store, tenant=TENANT, library=library, alpha=0.5
             )
             async with floor:
                 turns: list[Callable[[str], Awaitable[None]]] = [
@@ -154,6 +160,8 @@ async def _kbus(
 
 async def main() -> None:
     args = _args()
+    # Every service process the bench starts inherits this environment.
+    os.environ["KBUS_EMBEDDER_MODEL"] = args.model
     args.out.mkdir(parents=True, exist_ok=True)
     data = corpora.load(args.dataset, args.documents or None, args.queries)
     print(f"corpus: {len(data.documents)} documents, {data.chunks} chunks", flush=True)
@@ -168,13 +176,14 @@ async def main() -> None:
         print("floors: bare encoder, bare Weaviate import", flush=True)
         # The floor runs the model exactly as the embedder service does by default.
         batch = EmbedderSettings().batch_size
-        encode, vectors = floors.encode_rate(data, MODEL, threads=0, batch_size=batch)
+        encode, vectors = floors.encode_rate(data, args.model, threads=0, batch_size=batch)
         store = StoreSettings(http_port=http, grpc_port=grpc)
-        imported = await floors.import_rate(data, vectors, store, MODEL)
+        imported = await floors.import_rate(data, vectors, store, args.model)
         ceiling = 1 / (1 / encode["chunks_per_s"] + 1 / imported["chunks_per_s"])
         print("kbus: ingestion twice, then queries", flush=True)
         result: dict[str, Any] = {
             "machine": _machine(),
+            "model": args.model,
             "documents": len(data.documents),
             "chunks": data.chunks,
             # Counts only: the dataset's text stays where it is (its licence forbids copies).
@@ -190,7 +199,7 @@ async def main() -> None:
         print("embedder service fed from the stream, beside the bare encoder", flush=True)
         # The encoder floor again, right before: single runs drift by about 10% over minutes.
         streamed = _head(data, args.stream_documents)
-        adjacent, _ = floors.encode_rate(streamed, MODEL, threads=0, batch_size=batch)
+        adjacent, _ = floors.encode_rate(streamed, args.model, threads=0, batch_size=batch)
         result["stream_embedder"] = await scaling.embedder_rate(
             nats_url, (http, grpc), streamed, 1, args.out / "logs", threads=0
         )

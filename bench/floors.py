@@ -118,11 +118,18 @@ class QueryFloor:
 
     @classmethod
     def create(
-        cls, model: str, threads: int, rerank_depth: int, store: StoreSettings, **scope: Any
+        cls,
+        model: str,
+        rerank_model: str,
+        threads: int,
+        rerank_depth: int,
+        store: StoreSettings,
+        **scope: Any,
     ) -> QueryFloor:
         from kbus_reranker.scoring import MaxSimScorer
 
-        encoder, scorer = Encoder(resolve(model), threads=threads), MaxSimScorer(model, threads)
+        encoder = Encoder(resolve(model), threads=threads)
+        scorer = MaxSimScorer(rerank_model, threads)
         return cls(encoder, scorer, rerank_depth, store, **scope)
 
     async def __aenter__(self) -> QueryFloor:

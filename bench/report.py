@@ -17,7 +17,7 @@ def markdown(r: dict[str, Any]) -> str:
     h = floors["ceiling_chunks_per_s"]
     lines = [
         f"# kbus benchmark ({r['documents']} documents, {r['chunks']} chunks, "
-        f"{r['queries']} queries; {r['machine']})",
+        f"{r['queries']} queries; {r['machine']}; embedder {r.get('model', 'all-MiniLM-L6-v2')})",
         "",
         "## Ingestion",
         "",

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 from kbus_dev.busclient import Receipts, search
+from kbus_embedder.settings import EmbedderSettings
 from kbus_shared.analysis import analyze
 from nats.aio.client import Client
 
@@ -269,6 +270,6 @@ async def test_every_service_serves_health_and_metrics(indexed: Stack) -> None:
             assert "faststream_received_messages_total" in metrics, name
             assert "kbus_" in metrics, name
         embedder = await http.get(f"http://127.0.0.1:{indexed.http_ports['embedder']}/metrics")
-        assert 'kbus_embedder_chunks_total{model="all-MiniLM-L6-v2"}' in embedder.text
+        assert f'kbus_embedder_chunks_total{{model="{EmbedderSettings().model}"}}' in embedder.text
         searcher = await http.get(f"http://127.0.0.1:{indexed.http_ports['searcher']}/metrics")
         assert 'kbus_search_stage_seconds_count{stage="rerank"}' in searcher.text

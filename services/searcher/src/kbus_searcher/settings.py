@@ -31,7 +31,8 @@ class SearcherSettings(ServiceSettings):
         ge=-1.0,
         le=1.0,
         description="no_match when the best candidate's cosine similarity is lower (calibrated "
-        "for all-MiniLM-L6-v2 on SciFact train; set it again for another model; -1 turns it off).",
+        "for all-MiniLM-L6-v2 on SciFact train, fp32 and q8; set it again for another model; -1 "
+        "turns it off).",
     )
     rewriter: Literal["none", "cohere"] = Field(
         default="none", description="Query rewriter: none, or cohere (needs KBUS_COHERE_API_KEY)."
