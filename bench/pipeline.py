@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kbus_client import KbClient
 from kbus_dev.servers import Server
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.corpus import Corpus, body
 from bench.stats import percentiles
@@ -43,12 +44,11 @@ def histogram(server: Server, name: str) -> tuple[float, float]:
     url = f"http://127.0.0.1:{server.ports['http']}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
-    values = {"sum": 0.0, "count": 0.0}
-    for line in text.splitlines():
-        for part in values:
-            if line.startswith(f"{name}_{part} "):
-                values[part] = float(line.split()[1])
-    return values["sum"], values["count"]
+    for family in text_string_to_metric_families(text):
+        if family.name == name:
+            samples = {sample.name: sample.value for sample in family.samples}
+            return samples.get(f"{name}_sum", 0.0), samples.get(f"{name}_count", 0.0)
+    return 0.0, 0.0
 
 
 def histogram_mean_ms(before: tuple[float, float], after: tuple[float, float]) -> dict[str, float]:
