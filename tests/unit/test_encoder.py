@@ -28,6 +28,19 @@ def test_vectors_are_unit_length_and_in_order(fp32: Encoder) -> None:
     assert np.allclose(fp32.embed([SENTENCES[2]])[0], vectors[2], atol=1e-5)
 
 
+def test_batches_on_several_threads_give_each_text_its_own_row(fp32: Encoder) -> None:
+    # Lengths out of order, so the batches (sorted by length) mix the rows of the call.
+    texts = [
+        " ".join([word] * n)
+        for n, word in zip([9, 1, 30, 4, 17, 2, 25, 6, 12, 3, 40], "abcdefghijk", strict=True)
+    ]
+    together = Encoder(fp32.spec, threads=3).embed(texts, batch_size=2)
+    alone = np.stack([fp32.embed([t])[0] for t in texts])
+    assert np.abs(together - alone).max() < 1e-5
+    tokens = Encoder(fp32.spec, threads=2).token_vectors(texts, batch_size=3)
+    assert [len(t) for t in tokens] == [len(fp32.tokenizer.encode(t).ids) for t in texts]
+
+
 def test_matches_the_published_similarity(fp32: Encoder) -> None:
     # sentence-transformers' documentation shows 0.7553 for this pair with all-MiniLM-L6-v2.
     a, b, _, violin = fp32.embed(SENTENCES)

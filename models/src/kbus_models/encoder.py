@@ -16,8 +16,11 @@ Any other model is a directory holding ``tokenizer.json`` and either ``model.onn
 from __future__ import annotations
 
 import importlib.util
+import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +28,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from kbus_models.bert_onnx import build_bert_onnx
+from kbus_models.pool import WorkerPool
 from kbus_models.quantizing import quantize_int8
 
 MINILM = "all-MiniLM-L6-v2"
@@ -76,26 +80,31 @@ def resolve(name_or_path: str) -> ModelSpec:
 
 
 class Encoder:
-    """Tokenizer and session of one encoder; thread-safe for concurrent ``run`` calls."""
+    """Tokenizer and session of one encoder; thread-safe for concurrent calls.
 
-    def __init__(self, spec: ModelSpec, threads: int = 0, *, spin: bool = False) -> None:
+    Batches run side by side, each on one core (``threads`` of them at once), instead of one
+    batch at a time split across the cores by onnxruntime's intra-op threads. On two cores with
+    all-MiniLM-L6-v2 and batches of 4 that encoded 1.23 x as many chunks per second (the
+    threads of one run wait for each other at every operator, and a core taken away by another
+    process stalls both), and a lone query took as long on one core as on two
+    (docs/performance.md).
+    """
+
+    def __init__(self, spec: ModelSpec, threads: int = 0) -> None:
         """Load the tokenizer and build the session.
 
         Args:
             spec: Which model.
-            threads: onnxruntime intra-op threads (0: one per core).
-            spin: Let idle onnxruntime threads spin-wait for the next operator instead of
-                sleeping. Off by default: on a machine shared with other processes (the
-                pipeline's NATS, Weaviate and services) spinning burns the cores they need.
+            threads: Batches run at once, each on one core (0: one per core this process may
+                use).
         """
         self.spec = spec
         self.tokenizer = Tokenizer.from_file(str(spec.directory / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=spec.max_tokens)
         self.tokenizer.no_padding()
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         model: bytes | str = (
             str(spec.onnx_file) if spec.onnx_file else build_bert_onnx(spec.directory)
@@ -104,6 +113,8 @@ class Encoder:
             model = quantize_int8(Path(model).read_bytes() if isinstance(model, str) else model)
         self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         self.dimension = int(self.session.get_outputs()[0].shape[-1])
+        self.workers = threads or len(os.sched_getaffinity(0))
+        self._pool = WorkerPool(self.workers, "encoder")
 
     def token_states(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
         """Hidden states ``[batch, tokens, dim]``, the attention mask and the token ids."""
@@ -120,17 +131,22 @@ class Encoder:
         )
         return hidden, mask, [list(e.ids) for e in encodings]
 
-    def embed(self, texts: list[str], batch_size: int = 4) -> np.ndarray:
-        """L2-normalised mean-pooled embeddings, one row per text, in order."""
+    def embed(self, texts: list[str], batch_size: int = 4, *, urgent: bool = False) -> np.ndarray:
+        """L2-normalised mean-pooled embeddings, one row per text, in order.
+
+        ``urgent`` batches (a query) run before any queued ordinary ones (documents).
+        """
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for rows, hidden, mask in self._by_length(texts, batch_size):
+        for rows, hidden, mask in self._by_length(texts, batch_size, urgent):
             out[rows] = mean_pool(hidden, mask)
         return out
 
-    def token_vectors(self, texts: list[str], batch_size: int = 4) -> list[np.ndarray]:
+    def token_vectors(
+        self, texts: list[str], batch_size: int = 4, *, urgent: bool = False
+    ) -> list[np.ndarray]:
         """Each text's unit-length token states ``[tokens, dim]`` (padding removed), in order."""
         out: list[np.ndarray] = [np.empty(0)] * len(texts)
-        for rows, hidden, mask in self._by_length(texts, batch_size):
+        for rows, hidden, mask in self._by_length(texts, batch_size, urgent):
             for row, i in enumerate(rows):
                 states = hidden[row, : int(mask[row].sum())].astype(np.float32)
                 norms = np.clip(np.linalg.norm(states, axis=1, keepdims=True), 1e-12, None)
@@ -138,13 +154,27 @@ class Encoder:
         return out
 
     def _by_length(
-        self, texts: list[str], batch_size: int
+        self, texts: list[str], batch_size: int, urgent: bool = False
     ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
-        """Token states in batches of similar length (padding costs little), with their rows."""
+        """Token states in batches of similar length (padding costs little), with their rows.
+
+        The batches run on the encoder's threads; a call with fewer texts than
+        ``batch_size * threads`` gets smaller batches, so that every thread has one.
+        """
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for begin in range(0, len(order), batch_size):
-            rows = order[begin : begin + batch_size]
-            hidden, mask, _ = self.token_states([texts[i] for i in rows])
+        size = max(1, min(batch_size, math.ceil(len(order) / self.workers)))
+        batches = [order[begin : begin + size] for begin in range(0, len(order), size)]
+        running = [
+            (
+                rows,
+                self._pool.submit(
+                    partial(self.token_states, [texts[i] for i in rows]), urgent=urgent
+                ),
+            )
+            for rows in batches
+        ]
+        for rows, future in running:
+            hidden, mask, _ = future.result()
             yield rows, hidden, mask
 
 

@@ -35,30 +35,29 @@ class LocalEmbedder:
         batch_size: int,
         flush_ms: float = 10.0,
         gather: int = 64,
-        spin: bool = False,
     ) -> None:
         from kbus_models.encoder import Encoder, resolve
 
-        self.encoder = Encoder(resolve(name_or_path), threads=threads, spin=spin)
+        self.encoder = Encoder(resolve(name_or_path), threads=threads)
         self.model = self.encoder.spec.name
         self.dimension = self.encoder.dimension
         self.batch_size = batch_size
-        # One inference at a time: onnxruntime already uses every core for one batch.
-        self._lock = asyncio.Lock()
-        # Documents are gathered across messages; a query never waits for a deadline.
-        self._documents = MicroBatcher(self._run, gather, flush_ms / 1000.0)
+        # Documents are gathered across messages; a query never waits for a deadline. Two
+        # gathered calls at once: one running, the next already queued at the encoder.
+        self._documents = MicroBatcher(self._documents_call, gather, flush_ms / 1000.0, 2)
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
         if input_type is InputType.QUERY:
-            return await self._run([self.encoder.spec.query_prefix + t for t in texts])
+            queries = [self.encoder.spec.query_prefix + t for t in texts]
+            # Urgent: a query's batch runs before any document batches queued at the encoder.
+            return await asyncio.to_thread(
+                self.encoder.embed, queries, self.batch_size, urgent=True
+            )
         prefix = self.encoder.spec.document_prefix
         return await self._documents.embed([prefix + t for t in texts])
 
-    async def _run(self, texts: list[str]) -> np.ndarray:
-        async with self._lock:
-            vectors: np.ndarray = await asyncio.to_thread(
-                self.encoder.embed, texts, self.batch_size
-            )
+    async def _documents_call(self, texts: list[str]) -> np.ndarray:
+        vectors: np.ndarray = await asyncio.to_thread(self.encoder.embed, texts, self.batch_size)
         return vectors
 
 
@@ -117,7 +116,6 @@ def create_embedder(settings: EmbedderSettings) -> Embedder:
         settings.batch_size,
         settings.flush_ms,
         settings.gather,
-        settings.spin,
     )
 
 

@@ -26,12 +26,10 @@ class EmbedderSettings(ServiceSettings):
         "tokenizer.json and model.onnx or model.safetensors. Another model means re-embedding "
         "every document (docs/reliability.md).",
     )
-    threads: int = Field(default=0, ge=0, description="onnxruntime threads (0: one per core).")
-    spin: bool = Field(
-        default=False,
-        description="Let idle onnxruntime threads spin-wait. Off: with another process busy on "
-        "both cores, spinning cost about 25% more CPU per chunk and 20% of the encode rate; on "
-        "an idle machine the two were equal (docs/performance.md).",
+    threads: int = Field(
+        default=0,
+        ge=0,
+        description="Batches encoded at once, each on one core (0: one per core).",
     )
     batch_size: int = Field(
         default=4,
