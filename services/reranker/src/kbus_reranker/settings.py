@@ -37,6 +37,11 @@ class RerankerSettings(ServiceSettings):
         "score (0: the reranker's raw score alone). 0.6 with the MaxSim re-scorer was in the "
         "middle of the best range (0.5 to 0.7) on SciFact train.",
     )
-    threads: int = Field(default=0, ge=0, description="Model threads (0: one per core).")
+    threads: int = Field(
+        default=0,
+        ge=0,
+        description="Cores for the model (0: all): the local encoders run that many batches "
+        "at once, one core each; the other scorers use that many threads.",
+    )
     max_candidates: int = Field(default=200, gt=0, description="Larger requests are refused.")
     cohere: CohereSettings = Field(default_factory=CohereSettings)
