@@ -42,9 +42,10 @@ def rank_documents(
     return ranked
 
 
-def rates_side_by_side(texts: list[str]) -> dict[str, dict[str, object]]:
+def rates_side_by_side(
+    encoders: dict[str, Encoder], texts: list[str]
+) -> dict[str, dict[str, object]]:
     """Chunks per second of each runtime, alternating, and each one's paired ratio to fp32."""
-    encoders = {model: Encoder(resolve(model)) for model in MODELS}
     for encoder in encoders.values():
         encoder.embed(texts[:8])  # onnxruntime allocates on the first run
     rates: dict[str, list[float]] = {model: [] for model in MODELS}
@@ -66,7 +67,7 @@ def rates_side_by_side(texts: list[str]) -> dict[str, dict[str, object]]:
 
 
 def quality(
-    model: str,
+    encoder: Encoder,
     texts: list[str],
     owners: np.ndarray,
     questions: list[str],
@@ -74,7 +75,6 @@ def quality(
     data: Dataset,
 ) -> dict[str, float]:
     """nDCG@10 and recall of one runtime, every chunk and query embedded by it."""
-    encoder = Encoder(resolve(model))
     vectors = encoder.embed(texts)
     query_vectors = encoder.embed(questions)
     ranked = rank_documents(query_vectors, vectors, owners)
@@ -93,7 +93,8 @@ def main() -> int:
     data = Dataset.load(args.dataset, "test")
     corpus = load_corpus(args.dataset, None, 0)
     texts = corpus.chunk_texts
-    summary: dict[str, object] = {"rates": rates_side_by_side(texts[:RATE_SAMPLE])}
+    encoders = {model: Encoder(resolve(model)) for model in MODELS}
+    summary: dict[str, object] = {"rates": rates_side_by_side(encoders, texts[:RATE_SAMPLE])}
     print(json.dumps(summary["rates"], indent=2), flush=True)
     if not args.rates_only:
         position = {doc["_id"]: i for i, doc in enumerate(data.corpus)}
@@ -104,7 +105,7 @@ def main() -> int:
         questions = [data.queries[q] for q in ids]
         results = {}
         for model in MODELS:
-            results[model] = quality(model, texts, owners, questions, ids, data)
+            results[model] = quality(encoders[model], texts, owners, questions, ids, data)
             print(model, json.dumps(results[model]), flush=True)
         summary["quality"] = results
         summary["ndcg_drop"] = {

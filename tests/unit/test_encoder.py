@@ -34,10 +34,11 @@ def test_batches_on_several_threads_give_each_text_its_own_row(fp32: Encoder) ->
         " ".join([word] * n)
         for n, word in zip([9, 1, 30, 4, 17, 2, 25, 6, 12, 3, 40], "abcdefghijk", strict=True)
     ]
-    together = Encoder(fp32.spec, threads=3).embed(texts, batch_size=2)
+    several = Encoder(fp32.spec, threads=3)
+    together = several.embed(texts, batch_size=2)
     alone = np.stack([fp32.embed([t])[0] for t in texts])
     assert np.abs(together - alone).max() < 1e-5
-    tokens = Encoder(fp32.spec, threads=2).token_vectors(texts, batch_size=3)
+    tokens = several.token_vectors(texts, batch_size=3)
     assert [len(t) for t in tokens] == [len(fp32.tokenizer.encode(t).ids) for t in texts]
 
 

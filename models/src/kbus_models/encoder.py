@@ -84,9 +84,9 @@ class Encoder:
 
     Batches run side by side, each on one core (``threads`` of them at once), instead of one
     batch at a time split across the cores by onnxruntime's intra-op threads. On two cores with
-    all-MiniLM-L6-v2 and batches of 4 that encoded 1.23 x as many chunks per second (the
-    threads of one run wait for each other at every operator, and a core taken away by another
-    process stalls both), and a lone query took as long on one core as on two
+    all-MiniLM-L6-v2 and batches of 4 that encoded 1.21 to 1.23 x as many chunks per second
+    (the threads of one run wait for each other at every operator, and a core taken away by
+    another process stalls both); a lone query, one batch on one core, took 1.16 x as long
     (docs/performance.md).
     """
 
@@ -164,14 +164,9 @@ class Encoder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         size = max(1, min(batch_size, math.ceil(len(order) / self.workers)))
         batches = [order[begin : begin + size] for begin in range(0, len(order), size)]
+        submit = partial(self._pool.submit, urgent=urgent)
         running = [
-            (
-                rows,
-                self._pool.submit(
-                    partial(self.token_states, [texts[i] for i in rows]), urgent=urgent
-                ),
-            )
-            for rows in batches
+            (rows, submit(partial(self.token_states, [texts[i] for i in rows]))) for rows in batches
         ]
         for rows, future in running:
             hidden, mask, _ = future.result()

@@ -21,32 +21,21 @@ _URGENT, _ORDINARY = 0, 1
 
 
 class WorkerPool:
-    """``workers`` daemon threads taking calls from one priority queue (started on first use)."""
+    """``workers`` daemon threads taking calls from one priority queue."""
 
     def __init__(self, workers: int, name: str) -> None:
-        self.workers = workers
-        self._name = name
         self._queue: queue.PriorityQueue[tuple[int, int, Callable[[], Any], Future[Any]]] = (
             queue.PriorityQueue()
         )
         self._order = itertools.count()
-        self._started = False
-        self._lock = threading.Lock()
+        for n in range(workers):
+            threading.Thread(target=self._work, name=f"{name}_{n}", daemon=True).start()
 
     def submit(self, call: Callable[[], T], *, urgent: bool = False) -> Future[T]:
         """Queue ``call``; its future holds the result or the exception."""
-        self._start()
         future: Future[T] = Future()
         self._queue.put((_URGENT if urgent else _ORDINARY, next(self._order), call, future))
         return future
-
-    def _start(self) -> None:
-        with self._lock:
-            if self._started:
-                return
-            for n in range(self.workers):
-                threading.Thread(target=self._work, name=f"{self._name}_{n}", daemon=True).start()
-            self._started = True
 
     def _work(self) -> None:
         while True:

@@ -44,7 +44,7 @@ class LocalEmbedder:
         self.batch_size = batch_size
         # Documents are gathered across messages; a query never waits for a deadline. Two
         # gathered calls at once: one running, the next already queued at the encoder.
-        self._documents = MicroBatcher(self._documents_call, gather, flush_ms / 1000.0, 2)
+        self._documents = MicroBatcher(self._documents_call, gather, flush_ms / 1000.0, in_flight=2)
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
         if input_type is InputType.QUERY:
