@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import httpx
 from faststream import TestApp
 from kbus_searcher.app import create_app
 from kbus_searcher.settings import SearcherSettings
@@ -112,6 +113,53 @@ async def test_a_bad_vector_is_dead_lettered_and_not_acked_silently(
     assert letter["stage"] == "indexer"
     assert letter["code"] == "store_rejected"
     assert letter["document_id"] == "second"
+
+
+async def test_a_backlog_is_indexed_in_shared_batches_and_each_message_ends_on_its_own(
+    nc: Client, bus: BusSettings, store_settings: StoreSettings, topology: Topology
+) -> None:
+    settings = SearcherSettings(bus=bus, store=store_settings)
+    async with TestApp(create_app(settings)):
+        await _publish(nc, topology, ready("t1", "lib", "first", "v1", ["first words"]))
+        # The first vector written fixes the index's dimension.
+        await find_in_stream(nc, topology.document_indexed, {"document_id": "first"})
+    # While no indexer runs, a backlog builds up.
+    docs = [f"d{i}" for i in range(12)]
+    backlog = [
+        ready("t1", "lib", doc, "v1", [f"{doc} words", f"{doc} more words"], sequence=10 + i)
+        for i, doc in enumerate(docs)
+    ]
+    backlog.insert(5, ready("t1", "lib", "wrong", "v1", ["wrong words"], dim=12, sequence=30))
+    backlog.append(ready("t1", "lib", "twice", "old", ["old words"], sequence=40))
+    backlog.append(ready("t1", "lib", "twice", "new", ["new words"], sequence=41))
+    for message in backlog:
+        await _publish(nc, topology, message)
+
+    app = create_app(settings)
+    async with TestApp(app):
+        for doc in docs:
+            await find_in_stream(nc, topology.document_indexed, {"document_id": doc})
+        await find_in_stream(nc, topology.document_indexed, {"version": "new"})
+        [letter] = await read_stream(nc, topology.dead_letters, count=1)
+        found = await _keyword(nc, topology, "words")
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as http:
+            metrics = (await http.get("http://searcher/metrics")).text
+    assert (letter["document_id"], letter["code"]) == ("wrong", "store_rejected")
+    texts = {h.text for h in found.results}
+    assert "new words" in texts
+    assert "old words" not in texts
+    assert "wrong words" not in texts
+    assert {f"{doc} more words" for doc in docs} <= texts
+    batches = _sample(metrics, "kbus_indexer_batch_documents_count")
+    assert _sample(metrics, "kbus_indexer_batch_documents_sum") == len(backlog)
+    assert batches < len(backlog) / 2  # shared batches, not one per message
+    # The refused document failed alone: no message of its batches was sent back for a retry.
+    assert "kbus_messages_retried_total{" not in metrics
+
+
+def _sample(metrics: str, name: str) -> float:
+    [value] = [float(line.split()[-1]) for line in metrics.splitlines() if line.startswith(name)]
+    return value
 
 
 async def _delete(nc: Client, topology: Topology, **scope: str) -> int:

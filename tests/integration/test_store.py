@@ -122,7 +122,7 @@ async def test_a_redelivery_overwrites_and_a_new_version_replaces(store: ChunkSt
     await store.upsert(second)
     assert await store.count_stored(second) == 1
     assert await store.newest_sequence(second) == 2
-    assert await store.delete_superseded(second) == 3
+    assert await store.delete_superseded([second]) == 3
     found = await store.search(
         tenant="t1",
         libraries=("lib",),

@@ -39,10 +39,15 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
     versions = Versions(topology.versions_kv)
     if settings.index:
         indexer = Indexer(
-            Stage("indexer", broker, topology, metrics), store, tombstones, versions, registry
+            Stage("indexer", broker, topology, metrics),
+            store,
+            tombstones,
+            versions,
+            registry,
+            max_batch=settings.index_concurrency,
         )
         advisories = MaxDeliveries(Stage("deadletterer", broker, topology, metrics))
-        register_indexing(broker, topology, indexer, advisories)
+        register_indexing(broker, topology, indexer, advisories, settings.index_concurrency)
     searcher = Searcher(
         Stage("searcher", broker, topology, metrics),
         store,

@@ -22,9 +22,14 @@ from kbus_searcher.searching import Searcher
 
 
 def register_indexing(
-    broker: NatsBroker, topology: Topology, indexer: Indexer, advisories: MaxDeliveries
+    broker: NatsBroker,
+    topology: Topology,
+    indexer: Indexer,
+    advisories: MaxDeliveries,
+    concurrency: int,
 ) -> None:
-    """Consume ``embeddings.ready``, deletions and max-deliveries advisories (shared durables)."""
+    """Consume ``embeddings.ready`` (``concurrency`` at once), deletions and max-deliveries
+    advisories (shared durables)."""
 
     @work_subscriber(
         broker,
@@ -32,7 +37,7 @@ def register_indexing(
         topology.embeddings_ready,
         topology.embeddings_stream,
         topology.indexer_durable,
-        max_workers=4,
+        max_workers=concurrency,
         title="searcher:embeddings.ready",
         description="Upsert a document's embedded chunks into Weaviate; publish document.indexed.",
     )

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from faststream.nats.message import NatsMessage
 from kbus_shared.consuming import Stage, stream_sequence
 from kbus_shared.contracts import DocumentDeleted, DocumentIndexed, DocumentRemoved, EmbeddingsReady
 from kbus_shared.errors import PermanentError, TransientError
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
-from kbus_searcher.store import ChunkStore
+from kbus_searcher.grouping import GroupCommit
+from kbus_searcher.store import ChunkStore, DocKey, doc_key
 from kbus_searcher.tombstones import Tombstones
 from kbus_searcher.versions import Versions
 
@@ -33,6 +35,8 @@ class Indexer:
         tombstones: Tombstones,
         versions: Versions,
         registry: CollectorRegistry,
+        *,
+        max_batch: int = 64,
     ) -> None:
         self.stage = stage
         self.store = store
@@ -47,6 +51,13 @@ class Indexer:
             ["reason"],
             registry=registry,
         )
+        self.batch_sizes = Histogram(
+            "kbus_indexer_batch_documents",
+            "embeddings.ready messages indexed together in one batch",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            registry=registry,
+        )
+        self._batches = GroupCommit(self._index_batch, max_batch)
 
     async def handle(self, message: NatsMessage) -> None:
         """Settle one ``embeddings.ready`` message."""
@@ -58,64 +69,131 @@ class Indexer:
         await self.stage.settle(message, DocumentDeleted, lambda d: self.delete(d, sequence))
 
     async def index(self, ready: EmbeddingsReady) -> None:
-        """Upsert a part of a document; once every part is stored, retire the older versions.
+        """Index a part of a document, in one batch with what other handlers hand in meanwhile.
 
-        The new version is complete in the store before the old one is deleted, so a search
-        sees the old version or the new one, never neither.
+        Raises this part's own error (a bad vector, a chunk the store refused, the store or the
+        bus unavailable): the other parts of the batch end on their own.
         """
-        doc = ready.document
-        if any(len(c.vector) != ready.dimension for c in ready.chunks):
-            raise PermanentError(
-                "a vector's length differs from the stated dimension", code="bad_vector"
-            )
-        try:
-            if await self._superseded(ready):
-                return
-            await self.store.upsert(ready)
-            self.chunks_indexed.inc(len(ready.chunks))
-            # A message with every chunk of its publish completes it (the write has no
-            # errors); only a part of a larger document needs to count what is stored.
-            whole = len(ready.chunks) == ready.total_chunks
-            if not whole and await self.store.count_stored(ready) < ready.total_chunks:
-                return  # another part completes the document
-            # Searches switch to the new version here, before the old one is deleted.
-            await self.versions.advance(
-                doc.tenant, doc.library, doc.document_id, doc.sequence, doc.version
-            )
-            removed = await self.store.delete_superseded(ready)
-            if await self._deleted_meanwhile(ready):
-                return
-        except WeaviateBaseError as exc:
-            raise TransientError(f"the store is unavailable: {exc}", code="store_error") from exc
+        await self._batches.submit(ready)
+
+    async def _index_batch(self, batch: list[EmbeddingsReady]) -> list[Exception | None]:
+        self.batch_sizes.observe(len(batch))
+        outcomes: list[Exception | None] = [None] * len(batch)
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, ready in enumerate(batch):
+            if any(len(c.vector) != ready.dimension for c in ready.chunks):
+                outcomes[i] = PermanentError(
+                    "a vector's length differs from the stated dimension", code="bad_vector"
+                )
+            else:
+                groups.setdefault((ready.model, ready.document.tenant), []).append(i)
+        for members in groups.values():
+            group = [batch[i] for i in members]
+            try:
+                ended = await self._index_group(group)
+            except WeaviateBaseError as exc:
+                error = f"the store is unavailable: {exc}"
+                ended = [TransientError(error, code="store_error") for _ in group]
+            for i, outcome in zip(members, ended, strict=True):
+                outcomes[i] = outcome
+        return outcomes
+
+    async def _index_group(self, readies: list[EmbeddingsReady]) -> list[Exception | None]:
+        """Publishes of one model and tenant: one query, one write and one delete for all.
+
+        Each publish's new version is complete in the store before the old one is deleted, so
+        a search sees the old version or the new one, never neither.
+        """
+        outcomes: list[Exception | None] = [None] * len(readies)
+        live = await self._not_superseded(readies)
+        if not live:
+            return outcomes
+        errors = await self.store.write([readies[i] for i in live])
+        written = []
+        for i, error in zip(live, errors, strict=True):
+            outcomes[i] = error
+            if error is None:
+                written.append(i)
+                self.chunks_indexed.inc(len(readies[i].chunks))
+        complete = await self._complete(readies, written)
+        if not complete:
+            return outcomes
+        # Searches switch to each new version here, before its old one is deleted.
+        await asyncio.gather(*(self._advance(readies[i]) for i in complete))
+        removed = await self.store.delete_superseded([readies[i] for i in complete])
         if removed:
-            log.info("replaced %d chunks of older versions of %s", removed, doc.document_id)
-        await self._receipt(ready)
-
-    async def _superseded(self, ready: EmbeddingsReady) -> bool:
-        doc = ready.document
-        # The copy in memory may miss a deletion of the last moment: _deleted_meanwhile reads
-        # the bucket after the write and removes what this check let through.
-        barrier = await self.tombstones.barrier(
-            doc.tenant, doc.library, doc.document_id, fresh=False
+            log.info("replaced %d chunks of older versions of %d documents", removed, len(complete))
+        receipts = await self._not_deleted_meanwhile(readies, complete)
+        sent = await asyncio.gather(
+            *(self._receipt(readies[i]) for i in receipts), return_exceptions=True
         )
-        if barrier > doc.sequence:
-            self.skipped.labels("deleted").inc()
-            return True
-        newest = await self.store.newest_sequence(ready)
-        if newest is not None and newest > doc.sequence:
-            self.skipped.labels("superseded").inc()
-            return True
-        return False
+        for i, result in zip(receipts, sent, strict=True):
+            if isinstance(result, Exception):
+                outcomes[i] = result
+            elif isinstance(result, BaseException):
+                raise result
+        return outcomes
 
-    async def _deleted_meanwhile(self, ready: EmbeddingsReady) -> bool:
+    async def _not_superseded(self, readies: list[EmbeddingsReady]) -> list[int]:
+        """The publishes no deletion and no later publish of the same document overtook."""
+        newest: dict[DocKey, int] = {}
+        kept = []
+        for i, ready in enumerate(readies):
+            doc = ready.document
+            # The copy in memory may miss a deletion of the last moment: the check after the
+            # write reads the bucket and removes what this one let through.
+            barrier = await self.tombstones.barrier(
+                doc.tenant, doc.library, doc.document_id, fresh=False
+            )
+            if barrier > doc.sequence:
+                self.skipped.labels("deleted").inc()
+            else:
+                kept.append(i)
+                key = doc_key(ready)
+                newest[key] = max(newest.get(key, 0), doc.sequence)
+        if kept:
+            stored = await self.store.newest_sequences([readies[i] for i in kept])
+            for key, sequence in stored.items():
+                newest[key] = max(newest[key], sequence)
+        live = [i for i in kept if newest[doc_key(readies[i])] <= readies[i].document.sequence]
+        self.skipped.labels("superseded").inc(len(kept) - len(live))
+        return live
+
+    async def _complete(self, readies: list[EmbeddingsReady], written: list[int]) -> list[int]:
+        """The written publishes whose every part is stored."""
+
+        async def whole(ready: EmbeddingsReady) -> bool:
+            # A message with every chunk of its publish completes it (its write had no errors);
+            # only a part of a larger document needs to count what is stored.
+            if len(ready.chunks) == ready.total_chunks:
+                return True
+            return await self.store.count_stored(ready) >= ready.total_chunks
+
+        done = await asyncio.gather(*(whole(readies[i]) for i in written))
+        return [i for i, complete in zip(written, done, strict=True) if complete]
+
+    async def _advance(self, ready: EmbeddingsReady) -> None:
+        doc = ready.document
+        await self.versions.advance(
+            doc.tenant, doc.library, doc.document_id, doc.sequence, doc.version
+        )
+
+    async def _not_deleted_meanwhile(
+        self, readies: list[EmbeddingsReady], complete: list[int]
+    ) -> list[int]:
         # A deletion records its tombstone before it deletes; checking again after writing means
         # that either the deletion saw these chunks or this check sees the deletion.
-        doc = ready.document
-        if await self.tombstones.barrier(doc.tenant, doc.library, doc.document_id) > doc.sequence:
-            await self.store.delete_publish(ready)
-            self.skipped.labels("deleted").inc()
-            return True
-        return False
+        barriers = await self.tombstones.barriers(
+            [(d.tenant, d.library, d.document_id) for d in (readies[i].document for i in complete)]
+        )
+        kept = []
+        for i, barrier in zip(complete, barriers, strict=True):
+            if barrier > readies[i].document.sequence:
+                await self.store.delete_publish(readies[i])
+                self.skipped.labels("deleted").inc()
+            else:
+                kept.append(i)
+        return kept
 
     async def _receipt(self, ready: EmbeddingsReady) -> None:
         doc = ready.document

@@ -57,4 +57,11 @@ class SearcherSettings(ServiceSettings):
     embed_timeout_s: float = Field(default=10.0, gt=0, description="Wait for the embedder.")
     rerank_timeout_s: float = Field(default=15.0, gt=0, description="Wait for the reranker.")
     index: bool = Field(default=True, description="Run the indexing consumer in this process.")
+    index_concurrency: int = Field(
+        default=64,
+        ge=1,
+        description="embeddings.ready messages the indexer holds at once. Those that arrive "
+        "while a batch is written form the next batch: one Weaviate query, write and delete "
+        "for all of its documents (a lone document is written at once).",
+    )
     serve: bool = Field(default=True, description="Answer search requests in this process.")

@@ -11,9 +11,9 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import weaviate
 from kbus_shared.analysis import analyze, keyword_text
@@ -38,6 +38,11 @@ log = logging.getLogger("kbus.searcher")
 # Analysed by kbus (kbus_shared.analysis), so Weaviate only splits at spaces.
 KEYWORD_PROPERTIES = ["keywords"]
 MAX_RESULT_WINDOW = 1_000
+#: Objects of later publishes one superseded check reads before asking per document.
+LATER_LIMIT = 1_000
+#: Weaviate's default QUERY_MAXIMUM_RESULTS: what one delete request deletes at most.
+DELETE_LIMIT = 10_000
+DocKey = tuple[str, str]
 #: How long a searcher keeps the alias's target before looking again (a switch shows within it).
 ACTIVE_TTL_S = 1.0
 
@@ -316,46 +321,37 @@ class ChunkStore:
         return exists
 
     async def upsert(self, ready: EmbeddingsReady) -> None:
-        """Write a document's chunks; raise unless every object was stored."""
-        doc = ready.document
-        name = await self._writable(ready.model)
-        await self.ensure_tenant(doc.tenant, name)
-        base = {
-            "title": doc.title,
-            "library": doc.library,
-            "document_id": doc.document_id,
-            "version": doc.version,
-            "sequence": doc.sequence,
-            "model": ready.model,
-            "source_uri": doc.source_uri,
-            "metadata_json": json.dumps(doc.metadata),
-            "metadata_kv": metadata_terms(doc.metadata),
-        }
-        objects = [
-            DataObject(
-                uuid=uuid.UUID(chunk.chunk_id),
-                vector=list(chunk.vector),
-                properties={
-                    **base,
-                    "text": chunk.text,
-                    "keywords": chunk.keywords
-                    or keyword_text(doc.title, chunk.heading_path, chunk.text),
-                    "heading_path": list(chunk.heading_path),
-                    "heading_text": " > ".join(chunk.heading_path),
-                    "position": chunk.position,
-                    "char_start": chunk.char_start,
-                    "char_end": chunk.char_end,
-                },
-            )
-            for chunk in ready.chunks
-        ]
+        """Write one document's chunks; raise unless every object was stored."""
+        [error] = await self.write([ready])
+        if error is not None:
+            raise error
+
+    async def write(self, readies: Sequence[EmbeddingsReady]) -> list[Exception | None]:
+        """Write the chunks of several documents in one request (one model, one tenant).
+
+        Returns, per document, ``None`` when every chunk of it was stored, or the error that
+        says why not: the request reports failed objects without raising, and one document's
+        bad chunk must fail that document, not the others.
+        """
+        tenant = readies[0].document.tenant
+        name = await self._writable(readies[0].model)
+        await self.ensure_tenant(tenant, name)
+        objects: list[DataObject[dict[str, Any], None]] = []
+        owner: list[int] = []
+        for i, ready in enumerate(readies):
+            objects.extend(_objects(ready))
+            owner.extend([i] * len(ready.chunks))
         try:
-            result = await self._use(name, doc.tenant).data.insert_many(objects)
+            result = await self._use(name, tenant).data.insert_many(objects)
         except WeaviateInsertManyAllFailedError as exc:
-            _raise_write_errors(len(objects), len(objects), exc.message)
-        if result.errors:
-            first = next(iter(result.errors.values())).message
-            _raise_write_errors(len(result.errors), len(objects), first)
+            return [_write_error(len(r.chunks), len(r.chunks), exc.message) for r in readies]
+        failed: dict[int, list[str]] = {}
+        for index, error in result.errors.items():
+            failed.setdefault(owner[index], []).append(error.message)
+        return [
+            _write_error(len(failed[i]), len(r.chunks), failed[i][0]) if i in failed else None
+            for i, r in enumerate(readies)
+        ]
 
     async def count_stored(self, ready: EmbeddingsReady) -> int:
         """How many chunks of this publish of a document are stored."""
@@ -411,18 +407,57 @@ class ChunkStore:
             return None
         return int(result.objects[0].properties["sequence"])
 
-    async def delete_superseded(self, ready: EmbeddingsReady) -> int:
-        """Delete the chunks of every other version published before this one."""
-        doc = ready.document
-        where = (
-            _document(doc.library, doc.document_id)
-            & Filter.by_property("version").not_equal(doc.version)
-            & Filter.by_property("sequence").less_than(doc.sequence)
+    async def newest_sequences(self, readies: Sequence[EmbeddingsReady]) -> dict[DocKey, int]:
+        """The highest stored sequence of each document later than a publish of it here.
+
+        For several publishes of one model and tenant in one query; a document absent from the
+        answer has nothing stored later than its publishes. An answer too large to be complete
+        (rare: many later chunks) falls back to a query per document.
+        """
+        first = readies[0]
+        name = self.physical(first.model)
+        if not await self.tenant_exists(first.document.tenant, name):
+            return {}
+        later = Filter.any_of(
+            [
+                _document(r.document.library, r.document.document_id)
+                & Filter.by_property("sequence").greater_than(r.document.sequence)
+                for r in readies
+            ]
         )
-        result = await self._use(self.physical(ready.model), doc.tenant).data.delete_many(
-            where=where
+        result = await self._use(name, first.document.tenant).query.fetch_objects(
+            filters=later,
+            limit=LATER_LIMIT,
+            return_properties=["library", "document_id", "sequence"],
         )
-        return int(result.successful)
+        newest: dict[DocKey, int] = {}
+        if len(result.objects) >= LATER_LIMIT:
+            for ready in readies:
+                found = await self.newest_sequence(ready)
+                if found is not None:
+                    newest[doc_key(ready)] = found
+            return newest
+        for obj in result.objects:
+            key = (str(obj.properties["library"]), str(obj.properties["document_id"]))
+            newest[key] = max(newest.get(key, 0), int(obj.properties["sequence"]))
+        return newest
+
+    async def delete_superseded(self, readies: Sequence[EmbeddingsReady]) -> int:
+        """Delete the chunks of every other version of these documents published before them.
+
+        One request for several publishes of one model and tenant.
+        """
+        first = readies[0]
+        where = Filter.any_of(
+            [
+                _document(r.document.library, r.document.document_id)
+                & Filter.by_property("version").not_equal(r.document.version)
+                & Filter.by_property("sequence").less_than(r.document.sequence)
+                for r in readies
+            ]
+        )
+        collection = self._use(self.physical(first.model), first.document.tenant)
+        return await _delete_all(collection, where)
 
     async def delete_scope(self, deletion: DocumentDeleted, before_sequence: int) -> int:
         """Delete what a deletion names (document, library or tenant) published before it.
@@ -437,8 +472,7 @@ class ChunkStore:
         removed = 0
         for name in await self.all_physical():
             if await self.tenant_exists(deletion.tenant, name):
-                result = await self._use(name, deletion.tenant).data.delete_many(where=where)
-                removed += int(result.successful)
+                removed += await _delete_all(self._use(name, deletion.tenant), where)
         return removed
 
     async def delete_publish(self, ready: EmbeddingsReady) -> int:
@@ -447,10 +481,7 @@ class ChunkStore:
         where = _document(doc.library, doc.document_id) & Filter.by_property("sequence").equal(
             doc.sequence
         )
-        result = await self._use(self.physical(ready.model), doc.tenant).data.delete_many(
-            where=where
-        )
-        return int(result.successful)
+        return await _delete_all(self._use(self.physical(ready.model), doc.tenant), where)
 
     async def library_stats(self, tenant: str) -> list[tuple[str, int, int]]:
         """(library, documents, chunks) for every library of a tenant."""
@@ -546,12 +577,60 @@ class ChunkStore:
 _REJECTED = ("dimensions do not match", "vector lengths don't match", "invalid ")
 
 
-def _raise_write_errors(failed: int, total: int, first: str) -> NoReturn:
-    """A batch with failed objects is never acked: the data problems are permanent."""
+def doc_key(ready: EmbeddingsReady) -> DocKey:
+    """A document inside its tenant: (library, document id)."""
+    return ready.document.library, ready.document.document_id
+
+
+def _objects(ready: EmbeddingsReady) -> list[DataObject[dict[str, Any], None]]:
+    doc = ready.document
+    base = {
+        "title": doc.title,
+        "library": doc.library,
+        "document_id": doc.document_id,
+        "version": doc.version,
+        "sequence": doc.sequence,
+        "model": ready.model,
+        "source_uri": doc.source_uri,
+        "metadata_json": json.dumps(doc.metadata),
+        "metadata_kv": metadata_terms(doc.metadata),
+    }
+    return [
+        DataObject(
+            uuid=uuid.UUID(chunk.chunk_id),
+            vector=list(chunk.vector),
+            properties={
+                **base,
+                "text": chunk.text,
+                "keywords": chunk.keywords
+                or keyword_text(doc.title, chunk.heading_path, chunk.text),
+                "heading_path": list(chunk.heading_path),
+                "heading_text": " > ".join(chunk.heading_path),
+                "position": chunk.position,
+                "char_start": chunk.char_start,
+                "char_end": chunk.char_end,
+            },
+        )
+        for chunk in ready.chunks
+    ]
+
+
+def _write_error(failed: int, total: int, first: str) -> PermanentError | TransientError:
+    """Failed objects fail their document: permanently for data the store rejects."""
     summary = f"{failed} of {total} chunks were not stored: {first}"
     if any(marker in first for marker in _REJECTED):
-        raise PermanentError(summary, code="store_rejected")
-    raise TransientError(summary, code="store_write_failed")
+        return PermanentError(summary, code="store_rejected")
+    return TransientError(summary, code="store_write_failed")
+
+
+async def _delete_all(collection: Any, where: _Filters) -> int:
+    """Delete every match: one request deletes at most the server's query maximum."""
+    removed = 0
+    while True:
+        result = await collection.data.delete_many(where=where)
+        removed += int(result.successful)
+        if result.matches < DELETE_LIMIT or not result.successful:
+            return removed
 
 
 def _document(library: str, document_id: str) -> _Filters:

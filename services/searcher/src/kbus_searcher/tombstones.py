@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Sequence
 
 from kbus_shared.bus import open_bucket
 from kbus_shared.contracts import DocumentDeleted
@@ -86,3 +87,15 @@ class Tombstones:
         if not fresh and self._copy.following:
             return max(self._copy.get(key) or 0 for key in keys)
         return max(await asyncio.gather(*(self._get(key) for key in keys)))
+
+    async def barriers(self, documents: Sequence[tuple[str, str, str]]) -> list[int]:
+        """The latest deletion covering each (tenant, library, document id), read from the bucket.
+
+        Keys that several documents share (their tenant, their library) are read once.
+        """
+        scopes = [
+            (scope_key(t), scope_key(t, lib), scope_key(t, lib, doc)) for t, lib, doc in documents
+        ]
+        keys = list(dict.fromkeys(key for keys in scopes for key in keys))
+        marks = dict(zip(keys, await asyncio.gather(*(self._get(k) for k in keys)), strict=True))
+        return [max(marks[key] for key in keys) for keys in scopes]
