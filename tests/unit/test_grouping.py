@@ -61,3 +61,20 @@ async def test_a_failed_batch_fails_each_of_its_callers_and_the_next_batch_still
     store.down = False
     await commit.submit("c")
     assert store.batches == [["a", "b"], ["c"]]
+
+
+async def test_items_arriving_within_the_linger_join_and_a_full_batch_does_not_wait() -> None:
+    store = Store()
+    commit = GroupCommit(store, max_items=3, linger_s=0.2)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    first = asyncio.create_task(commit.submit("a"))
+    await asyncio.sleep(0.05)
+    await asyncio.gather(first, commit.submit("b"), commit.submit("c"))
+    # "b" and "c" came within the linger; the third item filled the batch, which went at once.
+    assert store.batches == [["a", "b", "c"]]
+    assert loop.time() - started < 0.15
+    started = loop.time()
+    await commit.submit("d")
+    assert store.batches[-1] == ["d"]
+    assert loop.time() - started >= 0.2  # a lone item waits out the linger

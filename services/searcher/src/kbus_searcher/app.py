@@ -45,6 +45,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
             versions,
             registry,
             max_batch=settings.index_concurrency,
+            linger_s=settings.index_linger_ms / 1000,
         )
         advisories = MaxDeliveries(Stage("deadletterer", broker, topology, metrics))
         register_indexing(broker, topology, indexer, advisories, settings.index_concurrency)

@@ -3,13 +3,14 @@
 The indexer's work per document was mostly round trips (a query, a write and a delete in
 Weaviate, then the bus), each costing the event loop far more than the data it carried. Handlers
 still settle their own messages; they wait here for their document's part of a shared batch.
-A lone document starts a batch at once (no deadline to wait out); under load a batch holds
-whatever arrived while the previous one ran.
+A batch holds what arrived within a short linger after its first item, or while the previous
+batch ran, up to ``max_items``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -21,24 +22,32 @@ RunBatch = Callable[[list[T]], Awaitable[list[Exception | None]]]
 class GroupCommit(Generic[T]):
     """Runs batches of items one at a time; each caller gets its own item's outcome."""
 
-    def __init__(self, run: RunBatch[T], max_items: int) -> None:
+    def __init__(self, run: RunBatch[T], max_items: int, linger_s: float = 0.0) -> None:
         self._run = run
         self.max_items = max_items
+        self.linger_s = linger_s
         self._pending: list[tuple[T, asyncio.Future[None]]] = []
+        self._full = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def submit(self, item: T) -> None:
         """Wait until the batch holding ``item`` has run; raise the item's error if any."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))
+        if len(self._pending) >= self.max_items:
+            self._full.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain())
         await future
 
     async def _drain(self) -> None:
-        # Handlers that received their message in the same turn of the loop join this batch.
-        await asyncio.sleep(0)
         while self._pending:
+            # Handlers that received their message in the same turn of the loop (or within the
+            # linger) join this batch.
+            self._full.clear()
+            if len(self._pending) < self.max_items:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), self.linger_s)
             batch = self._pending[: self.max_items]
             del self._pending[: self.max_items]
             try:

@@ -37,6 +37,7 @@ class Indexer:
         registry: CollectorRegistry,
         *,
         max_batch: int = 64,
+        linger_s: float = 0.0,
     ) -> None:
         self.stage = stage
         self.store = store
@@ -57,7 +58,7 @@ class Indexer:
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
             registry=registry,
         )
-        self._batches = GroupCommit(self._index_batch, max_batch)
+        self._batches = GroupCommit(self._index_batch, max_batch, linger_s)
 
     async def handle(self, message: NatsMessage) -> None:
         """Settle one ``embeddings.ready`` message."""
