@@ -7,6 +7,7 @@ import pytest
 from kbus_searcher.store import ChunkStore
 from kbus_shared.contracts import (
     ContentType,
+    DocumentDeleted,
     DocumentRef,
     EmbeddedChunk,
     EmbeddingsReady,
@@ -156,6 +157,55 @@ async def test_per_object_errors_are_raised_not_swallowed(store: ChunkStore) -> 
     mixed = mixed.model_copy(update={"chunks": (mixed.chunks[0], bad_chunk, mixed.chunks[2])})
     with pytest.raises(PermanentError, match="1 of 3 chunks were not stored"):
         await store.upsert(mixed)
+
+
+async def test_a_shared_write_fails_only_the_document_with_a_refused_chunk(
+    store: ChunkStore,
+) -> None:
+    mixed = ready("t1", "lib", "mixed", "v1", ["a", "b"])
+    bad_chunk = mixed.chunks[1].model_copy(update={"vector": (0.5,) * (DIM + 1)})
+    mixed = mixed.model_copy(update={"chunks": (mixed.chunks[0], bad_chunk)})
+    batch = [
+        ready("t1", "lib", "one", "v1", ["first"]),
+        mixed,
+        ready("t1", "lib", "two", "v1", ["x"]),
+    ]
+    first, refused, last = await store.write(batch)
+    assert first is None
+    assert last is None
+    assert isinstance(refused, PermanentError)
+    assert "1 of 2 chunks were not stored" in refused.reason
+    assert await store.count_stored(batch[0]) == 1
+    assert await store.count_stored(batch[2]) == 1
+
+
+async def test_one_query_finds_the_later_publishes_of_several_documents(
+    store: ChunkStore,
+) -> None:
+    await store.upsert(ready("t1", "lib", "a", "v5", ["a five"], sequence=5))
+    await store.upsert(ready("t1", "lib", "b", "v3", ["b three"], sequence=3))
+    asked = [
+        ready("t1", "lib", "a", "v4", ["a four"], sequence=4),
+        ready("t1", "lib", "a", "v6", ["a six"], sequence=6),
+        ready("t1", "lib", "b", "v3", ["b three"], sequence=3),
+        ready("t1", "lib", "c", "v1", ["c one"], sequence=1),
+    ]
+    assert await store.newest_sequences(asked) == {("lib", "a"): 5}
+
+
+async def test_a_deletion_larger_than_one_delete_request_removes_everything(
+    store: ChunkStore,
+) -> None:
+    # Weaviate deletes at most QUERY_MAXIMUM_RESULTS (10,000 by default) objects per request.
+    docs = [
+        ready("t1", "big", f"d{i}", "v1", [f"d{i} chunk {j}" for j in range(25)])
+        for i in range(404)
+    ]
+    for begin in range(0, len(docs), 40):
+        assert not any(await store.write(docs[begin : begin + 40]))
+    removed = await store.delete_scope(DocumentDeleted(tenant="t1", library="big"), 10)
+    assert removed == 404 * 25
+    assert await store.library_stats("t1") == []
 
 
 async def test_unknown_tenant(store: ChunkStore) -> None:

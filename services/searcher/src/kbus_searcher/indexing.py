@@ -36,7 +36,7 @@ class Indexer:
         versions: Versions,
         registry: CollectorRegistry,
         *,
-        max_batch: int = 64,
+        max_batch: int = 16,
         linger_s: float = 0.0,
     ) -> None:
         self.stage = stage

@@ -58,18 +58,20 @@ class SearcherSettings(ServiceSettings):
     rerank_timeout_s: float = Field(default=15.0, gt=0, description="Wait for the reranker.")
     index: bool = Field(default=True, description="Run the indexing consumer in this process.")
     index_concurrency: int = Field(
-        default=64,
+        default=16,
         ge=1,
         description="embeddings.ready messages the indexer holds at once, the most it writes "
         "in one batch. Those that arrive while a batch is written form the next batch: one "
-        "Weaviate query, write and delete for all of its documents.",
+        "Weaviate query, write and delete for all of its documents. Draining a backlog of "
+        "1,000 documents, 64 used 1.18 ms of CPU per chunk and 138 MB at peak, 16 used 1.44 ms "
+        "and 127 MB, 8 used 1.42 ms and 126 MB.",
     )
     index_linger_ms: float = Field(
         default=5.0,
         ge=0.0,
         description="How long a batch waits for more messages before it is written (unless "
         "full). The embedder publishes a few documents at a time: in the pipeline 5 ms made "
-        "batches of 2.4 documents instead of 1.4 and cut the indexer's CPU per chunk by a "
-        "quarter; 0 writes a lone document at once.",
+        "batches of 2.4 documents instead of 1.4 and cut the indexer's CPU per chunk by about a "
+        "fifth; 0 writes a lone document at once.",
     )
     serve: bool = Field(default=True, description="Answer search requests in this process.")
