@@ -20,9 +20,6 @@ from kbus_shared.store import weaviate_client
 from bench.corpus import Corpus
 from bench.stats import percentiles
 
-#: Documents per request of the bare import: the indexer's largest batch by default.
-IMPORT_DOCUMENTS = SearcherSettings().index_concurrency
-
 
 def encode_rate(
     corpus: Corpus, model: str, threads: int, batch_size: int
@@ -53,8 +50,9 @@ def encode_rate(
 async def import_rate(
     corpus: Corpus, vectors: list[np.ndarray], store: StoreSettings, model: str
 ) -> dict[str, float]:
-    """Bare Weaviate import (W): the same objects the indexer writes, in requests of
-    ``IMPORT_DOCUMENTS`` documents."""
+    """Bare Weaviate import (W): the same objects the indexer writes, as many documents per
+    request as the indexer's largest batch."""
+    per_request = SearcherSettings().index_concurrency
     collection = f"BenchImport{uuid.uuid4().hex[:8]}"
     client = weaviate_client(store)
     await client.connect()
@@ -75,8 +73,8 @@ async def import_rate(
             for ready, vecs in zip(corpus.chunked, vectors, strict=True)
         ]
         started, cpu = time.perf_counter(), time.process_time()
-        for begin in range(0, len(messages), IMPORT_DOCUMENTS):
-            errors = await chunks.write(messages[begin : begin + IMPORT_DOCUMENTS])
+        for begin in range(0, len(messages), per_request):
+            errors = await chunks.write(messages[begin : begin + per_request])
             if any(errors):
                 raise RuntimeError(f"the bare import failed: {next(e for e in errors if e)}")
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.grouping import GroupCommit
-from kbus_searcher.store import ChunkStore, DocKey, doc_key
+from kbus_searcher.store import ChunkStore, DocumentKey, doc_key
 from kbus_searcher.tombstones import Tombstones
 from kbus_searcher.versions import Versions
 
@@ -137,7 +137,7 @@ class Indexer:
 
     async def _not_superseded(self, readies: list[EmbeddingsReady]) -> list[int]:
         """The publishes no deletion and no later publish of the same document overtook."""
-        newest: dict[DocKey, int] = {}
+        newest: dict[DocumentKey, int] = {}
         kept = []
         for i, ready in enumerate(readies):
             doc = ready.document

@@ -38,8 +38,8 @@ from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.rewriting import QueryRewriter, rewrite_or_keep
 from kbus_searcher.settings import SearcherSettings
-from kbus_searcher.store import MAX_RESULT_WINDOW, Candidate, ChunkStore
-from kbus_searcher.versions import DocumentKey, Versions
+from kbus_searcher.store import MAX_RESULT_WINDOW, Candidate, ChunkStore, DocumentKey
+from kbus_searcher.versions import Versions
 
 log = logging.getLogger("kbus.searcher")
 

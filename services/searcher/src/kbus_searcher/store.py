@@ -42,7 +42,7 @@ MAX_RESULT_WINDOW = 1_000
 LATER_LIMIT = 1_000
 #: Weaviate's default QUERY_MAXIMUM_RESULTS: what one delete request deletes at most.
 DELETE_LIMIT = 10_000
-DocKey = tuple[str, str]
+DocumentKey = tuple[str, str]  # (library, document id) inside one tenant
 #: How long a searcher keeps the alias's target before looking again (a switch shows within it).
 ACTIVE_TTL_S = 1.0
 
@@ -407,7 +407,7 @@ class ChunkStore:
             return None
         return int(result.objects[0].properties["sequence"])
 
-    async def newest_sequences(self, readies: Sequence[EmbeddingsReady]) -> dict[DocKey, int]:
+    async def newest_sequences(self, readies: Sequence[EmbeddingsReady]) -> dict[DocumentKey, int]:
         """The highest stored sequence of each document later than a publish of it here.
 
         For several publishes of one model and tenant in one query; a document absent from the
@@ -430,7 +430,7 @@ class ChunkStore:
             limit=LATER_LIMIT,
             return_properties=["library", "document_id", "sequence"],
         )
-        newest: dict[DocKey, int] = {}
+        newest: dict[DocumentKey, int] = {}
         if len(result.objects) >= LATER_LIMIT:
             for ready in readies:
                 found = await self.newest_sequence(ready)
@@ -577,7 +577,7 @@ class ChunkStore:
 _REJECTED = ("dimensions do not match", "vector lengths don't match", "invalid ")
 
 
-def doc_key(ready: EmbeddingsReady) -> DocKey:
+def doc_key(ready: EmbeddingsReady) -> DocumentKey:
     """A document inside its tenant: (library, document id)."""
     return ready.document.library, ready.document.document_id
 

@@ -79,23 +79,23 @@ class Tombstones:
                 may miss a deletion recorded a moment ago, so use it only where a later fresh
                 read catches what it missed.
         """
-        keys = (
-            scope_key(tenant),
-            scope_key(tenant, library),
-            scope_key(tenant, library, document_id),
-        )
         if not fresh and self._copy.following:
+            keys = _keys(tenant, library, document_id)
             return max(self._copy.get(key) or 0 for key in keys)
-        return max(await asyncio.gather(*(self._get(key) for key in keys)))
+        [mark] = await self.barriers([(tenant, library, document_id)])
+        return mark
 
     async def barriers(self, documents: Sequence[tuple[str, str, str]]) -> list[int]:
         """The latest deletion covering each (tenant, library, document id), read from the bucket.
 
         Keys that several documents share (their tenant, their library) are read once.
         """
-        scopes = [
-            (scope_key(t), scope_key(t, lib), scope_key(t, lib, doc)) for t, lib, doc in documents
-        ]
+        scopes = [_keys(*document) for document in documents]
         keys = list(dict.fromkeys(key for keys in scopes for key in keys))
         marks = dict(zip(keys, await asyncio.gather(*(self._get(k) for k in keys)), strict=True))
         return [max(marks[key] for key in keys) for keys in scopes]
+
+
+def _keys(tenant: str, library: str, document_id: str) -> tuple[str, str, str]:
+    """The keys whose deletions cover a document: its tenant's, its library's and its own."""
+    return scope_key(tenant), scope_key(tenant, library), scope_key(tenant, library, document_id)

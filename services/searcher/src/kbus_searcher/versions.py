@@ -24,9 +24,8 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from kbus_searcher.following import BucketCopy
+from kbus_searcher.store import DocumentKey
 from kbus_searcher.tombstones import scope_key
-
-DocumentKey = tuple[str, str]  # (library, document id) inside one tenant
 
 
 class Versions:
