@@ -80,14 +80,17 @@ class Indexer:
     async def _index_batch(self, batch: list[EmbeddingsReady]) -> list[Exception | None]:
         self.batch_sizes.observe(len(batch))
         outcomes: list[Exception | None] = [None] * len(batch)
-        groups: dict[tuple[str, str], list[int]] = {}
+        # One request never mixes vector lengths: on a new collection the first vector fixes the
+        # dimension, and a message of another length must not get the others refused with it.
+        groups: dict[tuple[str, str, int], list[int]] = {}
         for i, ready in enumerate(batch):
             if any(len(c.vector) != ready.dimension for c in ready.chunks):
                 outcomes[i] = PermanentError(
                     "a vector's length differs from the stated dimension", code="bad_vector"
                 )
             else:
-                groups.setdefault((ready.model, ready.document.tenant), []).append(i)
+                key = (ready.model, ready.document.tenant, ready.dimension)
+                groups.setdefault(key, []).append(i)
         for members in groups.values():
             group = [batch[i] for i in members]
             try:
