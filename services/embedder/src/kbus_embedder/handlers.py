@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from faststream import AckPolicy
 from faststream.nats import NatsBroker
-from faststream.nats.annotations import NatsMessage
-from kbus_shared.bus import work_subscriber
+from kbus_shared.bus import BusMessage, work_subscriber
 from kbus_shared.contracts import EmbedReply, ErrorReply
 from kbus_shared.topology import Topology
 
@@ -27,7 +26,7 @@ def register(
         title="embedder:chunks.ready",
         description="Embed a document's chunks; publish them on embeddings.ready.",
     )
-    async def on_chunks_ready(message: NatsMessage) -> None:
+    async def on_chunks_ready(message: BusMessage) -> None:
         await vectorizer.handle_chunks(message)
 
     @broker.subscriber(
@@ -37,5 +36,5 @@ def register(
         title="embedder:kb.embed",
         description="Request-reply: EmbedRequest in, EmbedReply or ErrorReply out.",
     )
-    async def on_embed(message: NatsMessage) -> EmbedReply | ErrorReply:
+    async def on_embed(message: BusMessage) -> EmbedReply | ErrorReply:
         return await vectorizer.handle_request(message)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from faststream.nats import NatsBroker
-from faststream.nats.annotations import NatsMessage
-from kbus_shared.bus import work_subscriber
+from kbus_shared.bus import BusMessage, work_subscriber
 from kbus_shared.topology import Topology
 
 from kbus_ingestor.ingesting import Ingestor
@@ -23,5 +22,5 @@ def register(broker: NatsBroker, topology: Topology, ingestor: Ingestor) -> None
         title="ingestor:document.added",
         description="Validate and chunk a document; publish its chunks on chunks.ready.",
     )
-    async def on_document_added(message: NatsMessage) -> None:
+    async def on_document_added(message: BusMessage) -> None:
         await ingestor.handle(message)

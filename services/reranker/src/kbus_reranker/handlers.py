@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from faststream import AckPolicy
 from faststream.nats import NatsBroker
-from faststream.nats.annotations import NatsMessage
+from kbus_shared.bus import BusMessage
 from kbus_shared.contracts import ErrorReply, RerankReply
 from kbus_shared.topology import Topology
 
@@ -21,5 +21,5 @@ def register(broker: NatsBroker, topology: Topology, reranker: Reranker) -> None
         title="reranker:kb.rerank",
         description="Request-reply: RerankRequest in, RerankReply or ErrorReply out.",
     )
-    async def on_rerank(message: NatsMessage) -> RerankReply | ErrorReply:
+    async def on_rerank(message: BusMessage) -> RerankReply | ErrorReply:
         return await reranker.handle(message)

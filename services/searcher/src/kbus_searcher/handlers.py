@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from faststream.nats import NatsBroker
-from faststream.nats.annotations import NatsMessage
 from kbus_shared.advisories import MaxDeliveries
-from kbus_shared.bus import JSON_HEADERS, work_subscriber
+from kbus_shared.bus import JSON_HEADERS, BusMessage, work_subscriber
 from kbus_shared.catalog import channel
 from kbus_shared.topology import Topology
 from nats.aio.client import Client
@@ -41,7 +40,7 @@ def register_indexing(
         title="searcher:embeddings.ready",
         description="Upsert a document's embedded chunks into Weaviate; publish document.indexed.",
     )
-    async def on_embeddings_ready(message: NatsMessage) -> None:
+    async def on_embeddings_ready(message: BusMessage) -> None:
         await indexer.handle(message)
 
     @work_subscriber(
@@ -53,7 +52,7 @@ def register_indexing(
         title="searcher:document.deleted",
         description="Delete a document, library or tenant; publish document.removed.",
     )
-    async def on_document_deleted(message: NatsMessage) -> None:
+    async def on_document_deleted(message: BusMessage) -> None:
         await indexer.handle_deletion(message)
 
     @work_subscriber(
@@ -66,7 +65,7 @@ def register_indexing(
         description="Dead-letter each message the server gave up on, and remove it from its "
         "work queue.",
     )
-    async def on_max_deliveries(message: NatsMessage) -> None:
+    async def on_max_deliveries(message: BusMessage) -> None:
         await advisories.handle(message)
 
 
