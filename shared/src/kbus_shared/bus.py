@@ -279,7 +279,6 @@ def work_subscriber(
     fetches a lone document took about 1 to 3 s from publish to receipt on an idle pipeline,
     with single fetches about 0.2 s (docs/performance.md; where the wait arose is not known).
     """
-    concurrency: dict[str, Any] = {"max_workers": max_workers} if max_workers > 1 else {}
     subscribe: Callable[[Callable[[NatsMessage], Awaitable[None]]], Any] = broker.subscriber(
         subject,
         stream=stream,
@@ -292,6 +291,6 @@ def work_subscriber(
         ack_policy=AckPolicy.MANUAL,
         title=title,
         description=description,
-        **concurrency,
+        max_workers=max_workers,
     )
     return subscribe

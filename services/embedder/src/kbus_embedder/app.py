@@ -42,7 +42,7 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
         registry,
         cache,
     )
-    register(broker, topology, vectorizer, settings.concurrency)
+    register(broker, topology, vectorizer, settings.concurrency, settings.request_concurrency)
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:

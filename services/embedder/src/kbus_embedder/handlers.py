@@ -12,9 +12,14 @@ from kbus_embedder.vectorizing import Vectorizer
 
 
 def register(
-    broker: NatsBroker, topology: Topology, vectorizer: Vectorizer, concurrency: int = 1
+    broker: NatsBroker,
+    topology: Topology,
+    vectorizer: Vectorizer,
+    concurrency: int = 1,
+    request_concurrency: int = 1,
 ) -> None:
-    """Consume ``chunks.ready`` (``concurrency`` messages at once); answer ``kb.embed``."""
+    """Consume ``chunks.ready`` (``concurrency`` messages at once); answer ``kb.embed``
+    (``request_concurrency`` at once)."""
 
     @work_subscriber(
         broker,
@@ -33,6 +38,7 @@ def register(
         topology.embed,
         queue=topology.embed_queue,
         ack_policy=AckPolicy.MANUAL,
+        max_workers=request_concurrency,
         title="embedder:kb.embed",
         description="Request-reply: EmbedRequest in, EmbedReply or ErrorReply out.",
     )

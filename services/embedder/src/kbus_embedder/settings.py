@@ -56,6 +56,13 @@ class EmbedderSettings(ServiceSettings):
         ge=1,
         description="chunks.ready messages handled at once (their chunks share model calls).",
     )
+    request_concurrency: int = Field(
+        default=8,
+        ge=1,
+        description="kb.embed requests answered at once. A local query embedding runs on one "
+        "core, so two run side by side on two cores and more wait at the encoder; with Cohere "
+        "the requests' network calls overlap.",
+    )
     include_title: bool = Field(
         default=True, description="Embed a chunk as 'title / heading path / text'."
     )

@@ -35,7 +35,7 @@ def create_app(settings: RerankerSettings | None = None) -> AsgiFastStream:
         max_candidates=settings.max_candidates,
         registry=registry,
     )
-    register(broker, topology, reranker)
+    register(broker, topology, reranker, settings.request_concurrency)
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:

@@ -11,13 +11,16 @@ from kbus_shared.topology import Topology
 from kbus_reranker.reranking import Reranker
 
 
-def register(broker: NatsBroker, topology: Topology, reranker: Reranker) -> None:
-    """Answer ``kb.rerank`` in a queue group."""
+def register(
+    broker: NatsBroker, topology: Topology, reranker: Reranker, concurrency: int = 1
+) -> None:
+    """Answer ``kb.rerank`` in a queue group, ``concurrency`` requests at once."""
 
     @broker.subscriber(
         topology.rerank,
         queue=topology.rerank_queue,
         ack_policy=AckPolicy.MANUAL,
+        max_workers=concurrency,
         title="reranker:kb.rerank",
         description="Request-reply: RerankRequest in, RerankReply or ErrorReply out.",
     )

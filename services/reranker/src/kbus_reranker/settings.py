@@ -43,5 +43,11 @@ class RerankerSettings(ServiceSettings):
         description="Cores for the model (0: all): the local encoders run that many batches "
         "at once, one core each; the other scorers use that many threads.",
     )
+    request_concurrency: int = Field(
+        default=8,
+        ge=1,
+        description="kb.rerank requests answered at once. A local model scores one request at "
+        "a time on every core (the others wait their turn); Cohere's calls overlap.",
+    )
     max_candidates: int = Field(default=200, gt=0, description="Larger requests are refused.")
     cohere: CohereSettings = Field(default_factory=CohereSettings)

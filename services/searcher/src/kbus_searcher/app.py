@@ -12,9 +12,9 @@ from kbus_shared.bus import connect_and_declare, make_app, make_broker
 from kbus_shared.consuming import Stage, StageMetrics
 from kbus_shared.logs import configure_logging
 from kbus_shared.store import weaviate_client
-from nats.micro.service import Service
 from prometheus_client import CollectorRegistry
 
+from kbus_searcher.answering import SearchService
 from kbus_searcher.handlers import register_indexing, register_search_service
 from kbus_searcher.indexing import Indexer
 from kbus_searcher.rewriting import create_rewriter
@@ -58,7 +58,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         create_rewriter(settings.rewriter, settings.cohere),
     )
 
-    services: list[Service] = []
+    services: list[SearchService] = []
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
@@ -73,7 +73,11 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
             await versions.follow()
             services.append(
                 await register_search_service(
-                    broker.connection, topology, searcher, version("kbus-searcher")
+                    broker.connection,
+                    topology,
+                    searcher,
+                    version("kbus-searcher"),
+                    settings.search_concurrency,
                 )
             )
         try:

@@ -7,15 +7,14 @@ from collections.abc import Awaitable, Callable
 
 from faststream.nats import NatsBroker
 from kbus_shared.advisories import MaxDeliveries
-from kbus_shared.bus import JSON_HEADERS, BusMessage, work_subscriber
+from kbus_shared.bus import BusMessage, work_subscriber
 from kbus_shared.catalog import channel
 from kbus_shared.topology import Topology
 from nats.aio.client import Client
 from nats.micro import add_service
-from nats.micro.request import Handler, Request
-from nats.micro.service import Service
 from pydantic import BaseModel
 
+from kbus_searcher.answering import Answering, SearchService
 from kbus_searcher.indexing import Indexer
 from kbus_searcher.searching import Searcher
 
@@ -70,12 +69,13 @@ def register_indexing(
 
 
 async def register_search_service(
-    nc: Client, topology: Topology, searcher: Searcher, version: str
-) -> Service:
+    nc: Client, topology: Topology, searcher: Searcher, version: str, concurrency: int
+) -> SearchService:
     """Serve ``kb.search`` and ``kb.stats`` as a NATS micro service (``$SRV.PING/INFO/STATS``).
 
     Replicas share the queue group, so each request is answered once; standard NATS tooling
-    (``nats micro ls``) lists the endpoints with their request and response schemas.
+    (``nats micro ls``) lists the endpoints with their request and response schemas. Up to
+    ``concurrency`` requests are answered at once.
     """
     service = await add_service(
         nc,
@@ -85,6 +85,7 @@ async def register_search_service(
         queue_group=topology.search_queue,
         metadata={"bus_prefix": topology.prefix},
     )
+    answering = Answering(concurrency)
     endpoints: dict[str, Callable[[bytes], Awaitable[BaseModel]]] = {
         "kb.search": searcher.answer_search,
         "kb.stats": searcher.answer_stats,
@@ -94,18 +95,10 @@ async def register_search_service(
         await service.add_endpoint(
             name=name.removeprefix("kb."),
             subject=entry.subject(topology),
-            handler=_responder(answer),
+            handler=answering.responder(answer),
             metadata={
                 "request_schema": entry.request_schema(),
                 "response_schema": entry.reply_schema(),
             },
         )
-    return service
-
-
-def _responder(answer: Callable[[bytes], Awaitable[BaseModel]]) -> Handler:
-    async def respond(request: Request) -> None:
-        reply = await answer(request.data)
-        await request.respond(reply.model_dump_json().encode(), headers=JSON_HEADERS)
-
-    return respond
+    return SearchService(service, answering)

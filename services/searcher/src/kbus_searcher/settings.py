@@ -56,6 +56,13 @@ class SearcherSettings(ServiceSettings):
     )
     embed_timeout_s: float = Field(default=10.0, gt=0, description="Wait for the embedder.")
     rerank_timeout_s: float = Field(default=15.0, gt=0, description="Wait for the reranker.")
+    search_concurrency: int = Field(
+        default=32,
+        ge=1,
+        description="Searches one searcher answers at once; more wait in its subscription. "
+        "A search spends most of its time waiting for the embedder, Weaviate and the reranker, "
+        "so others go on meanwhile.",
+    )
     index: bool = Field(default=True, description="Run the indexing consumer in this process.")
     index_concurrency: int = Field(
         default=16,

@@ -1,0 +1,127 @@
+"""The embedder and the reranker answer several requests at once, over the real bus.
+
+The model is a slow stand-in (a real one cannot be made to take a known time); everything
+between the bus and the model is the services' own code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from kbus_embedder.handlers import register as register_embedder
+from kbus_embedder.vectorizing import Vectorizer
+from kbus_reranker.handlers import register as register_reranker
+from kbus_reranker.reranking import Reranker
+from kbus_shared.bus import JSON_HEADERS, connect_and_declare, make_broker
+from kbus_shared.consuming import Stage, StageMetrics
+from kbus_shared.contracts import (
+    EmbedReply,
+    EmbedRequest,
+    InputType,
+    RerankCandidate,
+    RerankReply,
+    RerankRequest,
+)
+from kbus_shared.settings import BusSettings
+from nats.aio.client import Client
+from prometheus_client import CollectorRegistry
+from pydantic import BaseModel
+
+WAIT_S = 0.3
+
+
+class Overlap:
+    """Counts calls in progress and the most at once."""
+
+    def __init__(self) -> None:
+        self.now = self.most = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> None:
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+
+    def leave(self) -> None:
+        with self._lock:
+            self.now -= 1
+
+
+class SlowScorer:
+    name = "slow"
+
+    def __init__(self, local: bool) -> None:
+        self.local = local
+        self.overlap = Overlap()
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        self.overlap.enter()
+        time.sleep(WAIT_S)
+        self.overlap.leave()
+        return np.zeros(len(passages), dtype=np.float32)
+
+
+class SlowEmbedder:
+    model = "slow"
+    dimension = 3
+
+    def __init__(self) -> None:
+        self.overlap = Overlap()
+
+    async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
+        self.overlap.enter()
+        await asyncio.sleep(WAIT_S)
+        self.overlap.leave()
+        return np.ones((len(texts), self.dimension), dtype=np.float32)
+
+
+async def _ask_five(nc: Client, subject: str, request: BaseModel) -> list[bytes]:
+    body = request.model_dump_json().encode()
+    replies = await asyncio.gather(
+        *(nc.request(subject, body, timeout=10, headers=JSON_HEADERS) for _ in range(5))
+    )
+    return [r.data for r in replies]
+
+
+@pytest.mark.parametrize(("local", "most"), [(False, 3), (True, 1)], ids=["remote", "local"])
+async def test_the_reranker_overlaps_remote_calls_and_takes_turns_on_the_cores(
+    bus: BusSettings, nc: Client, local: bool, most: int
+) -> None:
+    registry = CollectorRegistry()
+    broker = make_broker(bus, registry, "reranker")
+    scorer = SlowScorer(local)
+    stage = Stage("reranker", broker, bus.topology, StageMetrics.create(registry))
+    reranker = Reranker(
+        stage, lambda: scorer, prior_weight=0.0, max_candidates=10, registry=registry
+    )
+    reranker.load()
+    register_reranker(broker, bus.topology, reranker, concurrency=3)
+    request = RerankRequest(query="q", candidates=(RerankCandidate(id="a", text="a"),))
+    async with broker:
+        await broker.start()
+        replies = await _ask_five(nc, bus.topology.rerank, request)
+
+    assert all(RerankReply.model_validate_json(r).scores == (0.0,) for r in replies)
+    assert scorer.overlap.most == most
+
+
+async def test_the_embedder_answers_requests_side_by_side(bus: BusSettings, nc: Client) -> None:
+    registry = CollectorRegistry()
+    broker = make_broker(bus, registry, "embedder")
+    embedder = SlowEmbedder()
+    stage = Stage("embedder", broker, bus.topology, StageMetrics.create(registry))
+    vectorizer = Vectorizer(stage, lambda: embedder, True, registry)
+    vectorizer.load()
+    register_embedder(broker, bus.topology, vectorizer, request_concurrency=3)
+    async with broker:
+        await connect_and_declare(broker, bus.topology)  # for its chunks.ready consumer
+        await broker.start()
+        replies = await _ask_five(nc, bus.topology.embed, EmbedRequest(texts=("a query",)))
+
+    assert all(EmbedReply.model_validate_json(r).dimension == 3 for r in replies)
+    assert embedder.overlap.most == 3
