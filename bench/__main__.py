@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -119,8 +120,9 @@ async def _kbus(
                 peer = LlamaPeer(http, grpc, args.model, threads=0)
                 peer.ingest(data)
             # At concurrency 1 kbus's default path, its first stage alone, LlamaIndex and the
-            # in-process floor take turns query by query, so all of them see the same machine;
-            # the order rotates with each query so that none always follows the same other.
+            # in-process floor take turns query by query, so all of them see the same machine.
+            # The order goes through every permutation: each turn follows every other equally
+            # often (rotating one order would keep every turn behind the same other).
             default, first = pipeline.SearchRecorder(1, None), pipeline.SearchRecorder(1, False)
             reranker = next(s for s in services if s.name == "reranker")
             scored_before = pipeline.histogram(reranker, "kbus_rerank_seconds")
@@ -135,8 +137,9 @@ async def _kbus(
                 ]
                 if peer is not None:
                     turns.insert(2, _sync(peer.query))
+                orders = list(itertools.permutations(turns))
                 for i, query in enumerate(data.queries):
-                    for turn in turns[i % len(turns) :] + turns[: i % len(turns)]:
+                    for turn in orders[i % len(orders)]:
                         await turn(query)
             query_floor = floor.summary()
             query_floor["reranker_process"] = pipeline.histogram_mean_ms(
