@@ -8,6 +8,8 @@ from typing import Any
 
 from kbus_shared.topology import Topology
 from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 
@@ -90,3 +92,27 @@ async def find_in_stream(
                     return dict(data)
     finally:
         await sub.unsubscribe()
+
+
+async def request_when_served(
+    nc: Client,
+    subject: str,
+    payload: bytes,
+    *,
+    timeout_s: float = 10.0,
+    headers: dict[str, str] | None = None,
+) -> Msg:
+    """A request, sent again while nobody subscribes to its subject yet.
+
+    A subscriber that has just started may not have its subscription at the server yet (the
+    answer is "no responders": the request reached no one, so sending it again counts nothing
+    twice).
+    """
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        try:
+            return await nc.request(subject, payload, timeout=timeout_s, headers=headers)
+        except NoRespondersError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.05)

@@ -14,6 +14,8 @@ from kbus_shared.settings import BusSettings
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
 
+from tests.helpers import request_when_served
+
 
 @pytest.mark.parametrize(
     ("annotation", "hand_offs"),
@@ -49,7 +51,7 @@ async def test_the_message_resolves_on_the_event_loop(
     async with broker:
         await broker.start()
         replies = [
-            await nc.request(subject, f"body {i}".encode(), timeout=5, headers={"n": str(i)})
+            await request_when_served(nc, subject, f"body {i}".encode(), headers={"n": str(i)})
             for i in range(3)
         ]
 

@@ -32,6 +32,8 @@ from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel
 
+from tests.helpers import request_when_served
+
 WAIT_S = 0.3
 
 
@@ -83,7 +85,7 @@ class SlowEmbedder:
 async def _ask_five(nc: Client, subject: str, request: BaseModel) -> list[bytes]:
     body = request.model_dump_json().encode()
     replies = await asyncio.gather(
-        *(nc.request(subject, body, timeout=10, headers=JSON_HEADERS) for _ in range(5))
+        *(request_when_served(nc, subject, body, headers=JSON_HEADERS) for _ in range(5))
     )
     return [r.data for r in replies]
 

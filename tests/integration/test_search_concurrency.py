@@ -62,4 +62,4 @@ async def test_searches_are_answered_side_by_side(
         assert SearchReply.model_validate_json(reply.data).reranker == "slow"
     # Five searches, at most three at once: two rounds of the reranker's half second.
     assert most == 3
-    assert 1.0 <= elapsed < 2.0
+    assert 1.0 <= elapsed < 2.4  # one at a time: at least 2.5 s
