@@ -43,7 +43,7 @@ class _LoopContext(Context):
     fast_depends resolves a field with a synchronous ``use`` through anyio's ``to_thread``: a
     hand-off to a worker thread and back for every message, for what is a dictionary lookup.
     An ``async`` ``use`` is awaited in place (side by side, a request-reply round trip took
-    about 0.8 ms less; docs/performance.md).
+    0.3 to 0.8 ms less; docs/performance.md).
     """
 
     async def use(self, /, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]

