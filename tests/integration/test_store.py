@@ -236,3 +236,51 @@ async def test_an_older_collection_gains_the_properties_it_lacks(
     finally:
         await client.collections.delete(store_settings.collection)
         await client.close()
+
+
+async def _cutoff(client: object, name: str) -> int:
+    config = await client.collections.use(name).config.get()  # type: ignore[attr-defined]
+    return int(config.vector_config["default"].vector_index_config.flat_search_cutoff)
+
+
+async def test_collections_take_the_flat_search_cutoff(store_settings: StoreSettings) -> None:
+    from weaviate.classes.config import Configure
+
+    client = weaviate_client(store_settings)
+    await client.connect()
+    old = f"{store_settings.collection}Old"
+    try:
+        new = ChunkStore(client, store_settings.collection, flat_search_cutoff=1_234)
+        await new.upsert(ready("t1", "lib", "d", "v1", ["text"]))
+        assert await _cutoff(client, new.physical("test")) == 1_234
+        # A collection made with Weaviate's default is brought to the searcher's setting.
+        await client.collections.create(
+            old,
+            vector_config=Configure.Vectors.self_provided(),
+            multi_tenancy_config=Configure.multi_tenancy(enabled=True),
+        )
+        assert await _cutoff(client, old) == 40_000
+        await ChunkStore(client, old, flat_search_cutoff=2_000).ensure_collection()
+        assert await _cutoff(client, old) == 2_000
+    finally:
+        await client.collections.delete([old, new.physical("test")])
+        await client.close()
+
+
+async def test_a_scope_above_the_cutoff_is_searched_through_the_graph_and_stays_walled(
+    store_settings: StoreSettings,
+) -> None:
+    client = weaviate_client(store_settings)
+    await client.connect()
+    store = ChunkStore(client, store_settings.collection, flat_search_cutoff=1)
+    try:
+        for i in range(12):
+            seed = 0 if i == 4 else 100 + i  # d4 (lib-1) holds the query's own vector
+            await store.upsert(ready("t1", f"lib-{i % 3}", f"d{i}", "v1", ["zebra"], seed=seed))
+        for kind in (SearchType.VECTOR, SearchType.HYBRID):
+            found = await _search(store, "t1", ("lib-1",), "zebra", kind)
+            assert sorted(found) == ["d1", "d10", "d4", "d7"]
+        assert (await _search(store, "t1", ("lib-1",), "zebra", SearchType.VECTOR))[0] == "d4"
+    finally:
+        await store.drop()
+        await client.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kbus_searcher.store import metadata_terms, parse_explain
+from kbus_searcher.store import Candidate, distinct, metadata_terms, parse_explain
 
 EXPLAIN = (
     "\nHybrid (Result Set keyword,bm25) Document f02f: original score 0.19748051, "
@@ -34,3 +34,14 @@ def test_metadata_terms_cover_scalars_and_lists_only() -> None:
         }
     )
     assert sorted(terms) == ["draft=false", "lang=en", "tags=a", "tags=b", "year=2024"]
+
+
+def test_a_chunk_the_store_returned_twice_is_kept_once_at_its_first_place() -> None:
+    a1, b, a2, c = (
+        Candidate(u, {}, None, s, None) for u, s in (("a", 0.9), ("b", 0.8), ("a", 0.9), ("c", 0.7))
+    )
+    assert [(x.uuid, x.vector) for x in distinct([a1, b, a2, c])] == [
+        ("a", 0.9),
+        ("b", 0.8),
+        ("c", 0.7),
+    ]

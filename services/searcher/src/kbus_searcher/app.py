@@ -34,7 +34,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
     topology = settings.bus.topology
     metrics = StageMetrics.create(registry)
     client = weaviate_client(settings.store)
-    store = ChunkStore(client, settings.store.collection)
+    store = ChunkStore.configured(client, settings)
     tombstones = Tombstones(topology.tombstones_kv)
     versions = Versions(topology.versions_kv)
     if settings.index:

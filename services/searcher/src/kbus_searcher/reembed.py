@@ -158,7 +158,7 @@ async def reembed(settings: SearcherSettings, timeout_s: float) -> str:
     client = weaviate_client(settings.store)
     await client.connect()
     try:
-        store = ChunkStore(client, settings.store.collection)
+        store = ChunkStore.configured(client, settings)
         await store.ensure_collection()
         model = await running_model(nc, topology)
         target = store.physical(model)

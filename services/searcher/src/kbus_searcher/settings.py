@@ -8,6 +8,8 @@ from kbus_shared.settings import CohereSettings, ServiceSettings, StoreSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from kbus_searcher.store import DEFAULT_FLAT_SEARCH_CUTOFF
+
 
 class SearcherSettings(ServiceSettings):
     """Search defaults, the store, and the timeouts of the stages the searcher calls."""
@@ -80,5 +82,14 @@ class SearcherSettings(ServiceSettings):
         "full). The embedder publishes a few documents at a time: in the pipeline 5 ms made "
         "batches of 2.4 documents instead of 1.4 and cut the indexer's CPU per chunk by about a "
         "fifth; 0 writes a lone document at once.",
+    )
+    flat_search_cutoff: int = Field(
+        default=DEFAULT_FLAT_SEARCH_CUTOFF,
+        ge=0,
+        description="A search whose libraries (and filters) match fewer chunks than this "
+        "compares the query with each of them (exact); a larger scope walks the HNSW graph. "
+        "Applied to the collections at start-up. On SciFact's 19,979 chunks the graph answered "
+        "the hybrid query 2.5 ms sooner than Weaviate's default of 40,000 with the same nDCG@10; "
+        "below about 8,000 chunks comparing each is the faster.",
     )
     serve: bool = Field(default=True, description="Answer search requests in this process.")

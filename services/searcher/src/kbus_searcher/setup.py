@@ -39,7 +39,7 @@ async def setup(settings: SearcherSettings) -> None:
     client = weaviate_client(settings.store)
     await client.connect()
     try:
-        await ChunkStore(client, settings.store.collection).ensure_collection()
+        await ChunkStore.configured(client, settings).ensure_collection()
     finally:
         await client.close()
     log.info("streams, buckets and collection %s are ready", settings.store.collection)
