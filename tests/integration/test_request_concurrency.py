@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from kbus_embedder.handlers import register as register_embedder
+from kbus_embedder.handlers import register_embed_service
 from kbus_embedder.vectorizing import Vectorizer
-from kbus_reranker.handlers import register as register_reranker
+from kbus_reranker.handlers import register_rerank_service
 from kbus_reranker.reranking import Reranker
-from kbus_shared.bus import JSON_HEADERS, connect_and_declare, make_broker
+from kbus_shared.bus import make_broker
 from kbus_shared.consuming import Stage, StageMetrics
 from kbus_shared.contracts import (
     EmbedReply,
@@ -84,9 +84,7 @@ class SlowEmbedder:
 
 async def _ask_five(nc: Client, subject: str, request: BaseModel) -> list[bytes]:
     body = request.model_dump_json().encode()
-    replies = await asyncio.gather(
-        *(request_when_served(nc, subject, body, headers=JSON_HEADERS) for _ in range(5))
-    )
+    replies = await asyncio.gather(*(request_when_served(nc, subject, body) for _ in range(5)))
     return [r.data for r in replies]
 
 
@@ -102,11 +100,14 @@ async def test_the_reranker_overlaps_remote_calls_and_takes_turns_on_the_cores(
         stage, lambda: scorer, prior_weight=0.0, max_candidates=10, registry=registry
     )
     reranker.load()
-    register_reranker(broker, bus.topology, reranker, concurrency=3)
     request = RerankRequest(query="q", candidates=(RerankCandidate(id="a", text="a"),))
     async with broker:
-        await broker.start()
+        await broker.connect()
+        served = await register_rerank_service(
+            broker.connection, bus.topology, reranker, "0.0.1", concurrency=3
+        )
         replies = await _ask_five(nc, bus.topology.rerank, request)
+        await served.stop()
 
     assert all(RerankReply.model_validate_json(r).scores == (0.0,) for r in replies)
     assert scorer.overlap.most == most
@@ -119,11 +120,13 @@ async def test_the_embedder_answers_requests_side_by_side(bus: BusSettings, nc: 
     stage = Stage("embedder", broker, bus.topology, StageMetrics.create(registry))
     vectorizer = Vectorizer(stage, lambda: embedder, True, registry)
     vectorizer.load()
-    register_embedder(broker, bus.topology, vectorizer, request_concurrency=3)
     async with broker:
-        await connect_and_declare(broker, bus.topology)  # for its chunks.ready consumer
-        await broker.start()
+        await broker.connect()
+        served = await register_embed_service(
+            broker.connection, bus.topology, vectorizer, "0.0.1", concurrency=3
+        )
         replies = await _ask_five(nc, bus.topology.embed, EmbedRequest(texts=("a query",)))
+        await served.stop()
 
     assert all(EmbedReply.model_validate_json(r).dimension == 3 for r in replies)
     assert embedder.overlap.most == 3

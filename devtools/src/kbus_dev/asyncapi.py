@@ -151,19 +151,19 @@ def _add_reply(
 
 
 def _add_unsubscribed(channels: dict[str, Any], operations: dict[str, Any], entry: Channel) -> None:
-    """Request-reply subjects served outside FastStream (the searcher's micro service)."""
+    """Request-reply subjects served outside FastStream (NATS micro services)."""
     if entry.reply is None or any(
         c.get("address") == entry.subject_template for c in channels.values()
     ):
         return
-    key = f"searcher:{entry.name}"
+    key = f"{entry.receiver}:{entry.name}"
     channels[key] = {
         "address": entry.subject_template,
-        "description": entry.description + " Served as the NATS micro service kbus-search.",
+        "description": f"{entry.description} Served as the NATS micro service {entry.micro}.",
         "messages": {
             entry.payload.__name__: {"$ref": f"#/components/messages/{entry.payload.__name__}"}
         },
-        "bindings": {"nats": {"queue": "searcher", "bindingVersion": "0.1.0"}},
+        "bindings": {"nats": {"queue": entry.receiver, "bindingVersion": "0.1.0"}},
     }
     operations[key] = {
         "action": "receive",

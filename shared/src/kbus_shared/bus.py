@@ -25,6 +25,7 @@ from nats.js.kv import KeyValue
 from prometheus_client import CollectorRegistry, make_asgi_app
 from pydantic import BaseModel
 
+from kbus_shared.answering import Served
 from kbus_shared.consuming import parse_reply
 from kbus_shared.errors import TransientError
 from kbus_shared.settings import BusSettings
@@ -186,9 +187,13 @@ def make_app(
     registry: CollectorRegistry,
     lifespan: Any,
     extra_routes: Sequence[tuple[str, Any]] = (),
+    served: list[Served] | None = None,
 ) -> AsgiFastStream:
-    """The service as an ASGI app: the broker, ``/health`` and ``/metrics``."""
-    return AsgiFastStream(
+    """The service as an ASGI app: the broker, ``/health`` and ``/metrics``.
+
+    ``served``: the micro services the lifespan starts; shutdown stops them.
+    """
+    app = AsgiFastStream(
         broker,
         asgi_routes=[
             ("/health", make_ping_asgi(broker, timeout=2.0, include_in_schema=False)),
@@ -197,6 +202,15 @@ def make_app(
         ],
         lifespan=lifespan,
     )
+    if served is not None:
+
+        @app.on_shutdown
+        async def stop_serving() -> None:
+            # Before the broker drains its connection: stop answering, then finish what runs.
+            while served:
+                await served.pop().stop()
+
+    return app
 
 
 async def request(
@@ -208,10 +222,15 @@ async def request(
     stage: str,
     timeout_s: float,
 ) -> M:
-    """Send a request and parse its reply; silence and error replies become typed errors."""
+    """Send a request and parse its reply; silence and error replies become typed errors.
+
+    The request goes through the broker's NATS connection directly (requests are served as
+    micro services, not FastStream subscribers), without headers: nats-py parses any header
+    block with the email package on every message.
+    """
     try:
-        response = await broker.request(
-            payload.model_dump_json().encode(), subject, timeout=timeout_s, headers=JSON_HEADERS
+        response = await broker.connection.request(
+            subject, payload.model_dump_json().encode(), timeout=timeout_s
         )
     except NoRespondersError as exc:
         raise TransientError(f"no {stage} is running", code=f"{stage}_unavailable") from exc
@@ -219,7 +238,7 @@ async def request(
         raise TransientError(
             f"{stage} did not answer within {timeout_s:.1f}s", code=f"{stage}_timeout"
         ) from exc
-    return parse_reply(response.body, reply_model, stage)
+    return parse_reply(response.data, reply_model, stage)
 
 
 STREAM_NAME_IN_USE = 10058

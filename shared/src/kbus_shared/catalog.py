@@ -1,9 +1,10 @@
 """Every message kbus sends or answers, by subject: the source of its documentation.
 
-The services declare their subscriptions with FastStream; this catalog says which contract
-travels on each subject and which contract a request is answered with. The AsyncAPI document is
-built from both (``python -m kbus_dev asyncapi``), and the NATS micro service's endpoint
-metadata from the request-reply entries.
+The services declare their stream subscriptions with FastStream and serve requests as NATS
+micro services (:mod:`kbus_shared.answering`); this catalog says which contract travels on each
+subject, which contract a request is answered with, and which micro service answers it. The
+AsyncAPI document is built from both (``python -m kbus_dev asyncapi``), and the micro services'
+endpoint metadata from the request-reply entries.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ class Channel:
     reply: type[BaseModel] | None = None
     description: str = ""
     senders: tuple[str, ...] = ()
+    #: For a request served as a NATS micro service: the service answering it (its replicas'
+    #: queue group) and the micro service's name.
+    receiver: str = ""
+    micro: str = ""
 
     @property
     def subject_template(self) -> str:
@@ -124,6 +129,8 @@ CHANNELS: tuple[Channel, ...] = (
         c.SearchReply,
         description="Search: the top k chunks with their scores (request-reply).",
         senders=("client",),
+        receiver="searcher",
+        micro="kbus-search",
     ),
     Channel(
         "kb.stats",
@@ -132,6 +139,8 @@ CHANNELS: tuple[Channel, ...] = (
         c.StatsReply,
         description="Documents and chunks per library of a tenant (request-reply).",
         senders=("client",),
+        receiver="searcher",
+        micro="kbus-search",
     ),
     Channel(
         "kb.embed",
@@ -140,6 +149,8 @@ CHANNELS: tuple[Channel, ...] = (
         c.EmbedReply,
         description="Vectors for texts, used by the searcher (request-reply).",
         senders=("searcher",),
+        receiver="embedder",
+        micro="kbus-embed",
     ),
     Channel(
         "kb.rerank",
@@ -148,6 +159,8 @@ CHANNELS: tuple[Channel, ...] = (
         c.RerankReply,
         description="Scores for candidates, used by the searcher (request-reply).",
         senders=("searcher",),
+        receiver="reranker",
+        micro="kbus-rerank",
     ),
 )
 

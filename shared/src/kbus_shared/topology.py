@@ -121,12 +121,6 @@ class Topology:
     #: Dead-letters what the server gave up on (the max-deliveries advisories).
     advisory_durable = "deadletterer"
 
-    # -- queue groups for request-reply --------------------------------------------------------
-
-    search_queue = "searcher"
-    embed_queue = "embedder"
-    rerank_queue = "reranker"
-
     # -- streams -------------------------------------------------------------------------------
 
     @cached_property

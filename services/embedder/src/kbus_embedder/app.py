@@ -6,8 +6,10 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from importlib.metadata import version
 
 from faststream.asgi import AsgiFastStream
+from kbus_shared.answering import Served
 from kbus_shared.bus import connect_and_declare, make_app, make_broker
 from kbus_shared.consuming import Stage, StageMetrics
 from kbus_shared.logs import configure_logging
@@ -15,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from kbus_embedder.caching import EmbeddingCache
 from kbus_embedder.embedding import create_embedder
-from kbus_embedder.handlers import register
+from kbus_embedder.handlers import register, register_embed_service
 from kbus_embedder.settings import EmbedderSettings
 from kbus_embedder.vectorizing import Vectorizer
 
@@ -42,7 +44,8 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
         registry,
         cache,
     )
-    register(broker, topology, vectorizer, settings.concurrency, settings.request_concurrency)
+    register(broker, topology, vectorizer, settings.concurrency)
+    services: list[Served] = []
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
@@ -51,6 +54,15 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
         await connect_and_declare(broker, topology)
         if cache is not None:
             await cache.open(broker.connection.jetstream(), create=topology.declare)
+        services.append(
+            await register_embed_service(
+                broker.connection,
+                topology,
+                vectorizer,
+                version("kbus-embedder"),
+                settings.request_concurrency,
+            )
+        )
         yield
 
-    return make_app(broker, registry, lifespan)
+    return make_app(broker, registry, lifespan, served=services)

@@ -1,25 +1,21 @@
-"""Subscriptions of the embedder: thin, the work is in :mod:`kbus_embedder.vectorizing`."""
+"""Subscriptions and endpoints of the embedder: thin, the work is in
+:mod:`kbus_embedder.vectorizing`."""
 
 from __future__ import annotations
 
-from faststream import AckPolicy
 from faststream.nats import NatsBroker
+from kbus_shared.answering import Served, serve
 from kbus_shared.bus import BusMessage, work_subscriber
-from kbus_shared.contracts import EmbedReply, ErrorReply
 from kbus_shared.topology import Topology
+from nats.aio.client import Client
 
 from kbus_embedder.vectorizing import Vectorizer
 
 
 def register(
-    broker: NatsBroker,
-    topology: Topology,
-    vectorizer: Vectorizer,
-    concurrency: int = 1,
-    request_concurrency: int = 1,
+    broker: NatsBroker, topology: Topology, vectorizer: Vectorizer, concurrency: int = 1
 ) -> None:
-    """Consume ``chunks.ready`` (``concurrency`` messages at once); answer ``kb.embed``
-    (``request_concurrency`` at once)."""
+    """Consume ``chunks.ready``, ``concurrency`` messages at once."""
 
     @work_subscriber(
         broker,
@@ -34,13 +30,16 @@ def register(
     async def on_chunks_ready(message: BusMessage) -> None:
         await vectorizer.handle_chunks(message)
 
-    @broker.subscriber(
-        topology.embed,
-        queue=topology.embed_queue,
-        ack_policy=AckPolicy.MANUAL,
-        max_workers=request_concurrency,
-        title="embedder:kb.embed",
-        description="Request-reply: EmbedRequest in, EmbedReply or ErrorReply out.",
+
+async def register_embed_service(
+    nc: Client, topology: Topology, vectorizer: Vectorizer, version: str, concurrency: int
+) -> Served:
+    """Serve ``kb.embed`` as the NATS micro service ``kbus-embed``, ``concurrency`` at once."""
+    return await serve(
+        nc,
+        topology,
+        {"kb.embed": vectorizer.answer},
+        version=version,
+        description="kbus embedder: vectors for texts",
+        concurrency=concurrency,
     )
-    async def on_embed(message: BusMessage) -> EmbedReply | ErrorReply:
-        return await vectorizer.handle_request(message)

@@ -118,9 +118,9 @@ class Vectorizer:
         self.cached.labels(model).inc(len(texts) - len(missing))
         return out
 
-    async def handle_request(self, message: NatsMessage) -> EmbedReply | ErrorReply:
+    async def answer(self, body: bytes) -> EmbedReply | ErrorReply:
         """Answer one ``kb.embed`` request."""
-        return await self.stage.answer(message.body, EmbedRequest, self.embed_request)
+        return await self.stage.answer(body, EmbedRequest, self.embed_request)
 
     async def embed_request(self, request: EmbedRequest) -> EmbedReply:
         """Vectors for the texts of a request."""

@@ -1,28 +1,24 @@
-"""Subscriptions of the reranker: thin; the work is in :mod:`kbus_reranker.reranking`."""
+"""Endpoints of the reranker: thin; the work is in :mod:`kbus_reranker.reranking`."""
 
 from __future__ import annotations
 
-from faststream import AckPolicy
-from faststream.nats import NatsBroker
-from kbus_shared.bus import BusMessage
-from kbus_shared.contracts import ErrorReply, RerankReply
+from kbus_shared.answering import Served, serve
 from kbus_shared.topology import Topology
+from nats.aio.client import Client
 
 from kbus_reranker.reranking import Reranker
 
 
-def register(
-    broker: NatsBroker, topology: Topology, reranker: Reranker, concurrency: int = 1
-) -> None:
-    """Answer ``kb.rerank`` in a queue group, ``concurrency`` requests at once."""
-
-    @broker.subscriber(
-        topology.rerank,
-        queue=topology.rerank_queue,
-        ack_policy=AckPolicy.MANUAL,
-        max_workers=concurrency,
-        title="reranker:kb.rerank",
-        description="Request-reply: RerankRequest in, RerankReply or ErrorReply out.",
+async def register_rerank_service(
+    nc: Client, topology: Topology, reranker: Reranker, version: str, concurrency: int
+) -> Served:
+    """Serve ``kb.rerank`` as the NATS micro service ``kbus-rerank``, ``concurrency`` at once
+    (a local model still scores one request at a time: :meth:`Reranker.rerank`)."""
+    return await serve(
+        nc,
+        topology,
+        {"kb.rerank": reranker.answer},
+        version=version,
+        description="kbus reranker: scores for candidates",
+        concurrency=concurrency,
     )
-    async def on_rerank(message: BusMessage) -> RerankReply | ErrorReply:
-        return await reranker.handle(message)

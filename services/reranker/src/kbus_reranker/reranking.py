@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from faststream.nats.message import NatsMessage
 from kbus_shared.consuming import Stage
 from kbus_shared.contracts import ErrorReply, RerankCandidate, RerankReply, RerankRequest
 from kbus_shared.errors import PermanentError, TransientError
@@ -54,9 +53,9 @@ class Reranker:
         name = self.scorer.name
         return f"{name}+prior({self.prior_weight:g})" if self.prior_weight else name
 
-    async def handle(self, message: NatsMessage) -> RerankReply | ErrorReply:
+    async def answer(self, body: bytes) -> RerankReply | ErrorReply:
         """Answer one ``kb.rerank`` request."""
-        return await self.stage.answer(message.body, RerankRequest, self.rerank)
+        return await self.stage.answer(body, RerankRequest, self.rerank)
 
     async def rerank(self, request: RerankRequest) -> RerankReply:
         """Scores in the request's order."""

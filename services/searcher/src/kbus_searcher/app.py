@@ -8,13 +8,13 @@ from importlib.metadata import version
 
 from faststream.asgi import AsgiFastStream
 from kbus_shared.advisories import MaxDeliveries
+from kbus_shared.answering import Served
 from kbus_shared.bus import connect_and_declare, make_app, make_broker
 from kbus_shared.consuming import Stage, StageMetrics
 from kbus_shared.logs import configure_logging
 from kbus_shared.store import weaviate_client
 from prometheus_client import CollectorRegistry
 
-from kbus_searcher.answering import SearchService
 from kbus_searcher.handlers import register_indexing, register_search_service
 from kbus_searcher.indexing import Indexer
 from kbus_searcher.rewriting import create_rewriter
@@ -58,7 +58,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         create_rewriter(settings.rewriter, settings.cohere),
     )
 
-    services: list[SearchService] = []
+    services: list[Served] = []
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
@@ -87,12 +87,4 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
             await tombstones.stop()
             await client.close()
 
-    app = make_app(broker, registry, lifespan)
-
-    @app.on_shutdown
-    async def stop_services() -> None:
-        # Before the broker drains its connection: stop answering, then finish what is running.
-        while services:
-            await services.pop().stop()
-
-    return app
+    return make_app(broker, registry, lifespan, served=services)

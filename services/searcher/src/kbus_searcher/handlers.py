@@ -3,18 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from faststream.nats import NatsBroker
 from kbus_shared.advisories import MaxDeliveries
+from kbus_shared.answering import Served, serve
 from kbus_shared.bus import BusMessage, work_subscriber
-from kbus_shared.catalog import channel
 from kbus_shared.topology import Topology
 from nats.aio.client import Client
-from nats.micro import add_service
-from pydantic import BaseModel
 
-from kbus_searcher.answering import Answering, SearchService
 from kbus_searcher.indexing import Indexer
 from kbus_searcher.searching import Searcher
 
@@ -70,35 +65,18 @@ def register_indexing(
 
 async def register_search_service(
     nc: Client, topology: Topology, searcher: Searcher, version: str, concurrency: int
-) -> SearchService:
-    """Serve ``kb.search`` and ``kb.stats`` as a NATS micro service (``$SRV.PING/INFO/STATS``).
+) -> Served:
+    """Serve ``kb.search`` and ``kb.stats`` as the NATS micro service ``kbus-search``.
 
     Replicas share the queue group, so each request is answered once; standard NATS tooling
     (``nats micro ls``) lists the endpoints with their request and response schemas. Up to
     ``concurrency`` requests are answered at once.
     """
-    service = await add_service(
+    return await serve(
         nc,
-        name="kbus-search",
+        topology,
+        {"kb.search": searcher.answer_search, "kb.stats": searcher.answer_stats},
         version=version,
         description="kbus knowledge base: hybrid search and library statistics",
-        queue_group=topology.search_queue,
-        metadata={"bus_prefix": topology.prefix},
+        concurrency=concurrency,
     )
-    answering = Answering(concurrency)
-    endpoints: dict[str, Callable[[bytes], Awaitable[BaseModel]]] = {
-        "kb.search": searcher.answer_search,
-        "kb.stats": searcher.answer_stats,
-    }
-    for name, answer in endpoints.items():
-        entry = channel(name)
-        await service.add_endpoint(
-            name=name.removeprefix("kb."),
-            subject=entry.subject(topology),
-            handler=answering.responder(answer),
-            metadata={
-                "request_schema": entry.request_schema(),
-                "response_schema": entry.reply_schema(),
-            },
-        )
-    return SearchService(service, answering)
