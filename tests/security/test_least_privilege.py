@@ -244,3 +244,12 @@ def test_secrets_never_appear_in_logs(locked: Locked) -> None:
     assert logs, "the services wrote no logs"
     for secret in (*locked.passwords.values(), WEAVIATE_KEY):
         assert secret not in logs
+
+
+def test_no_service_is_refused_what_it_does(locked: Locked) -> None:
+    """Every subscription and publication of every service was granted (the server refuses
+    the rest without failing the request that needed it: only the logs say)."""
+    logs = sorted(locked.logs.glob("*.log"))
+    assert {log.stem for log in logs} >= set(SERVICES)
+    for log in logs:
+        assert "permissions violation" not in log.read_text(errors="replace").lower(), log.name

@@ -89,19 +89,17 @@ def _stream_checks(t: Topology) -> list[str]:
     return ["$JS.API.INFO", *(f"$JS.API.STREAM.INFO.{s.name}" for s in t.streams)]
 
 
+def _micro(service: str) -> list[str]:
+    """The discovery subjects a NATS micro service answers ($SRV.PING/INFO/STATS)."""
+    return [
+        subject
+        for verb in ("PING", "INFO", "STATS")
+        for subject in (f"$SRV.{verb}", f"$SRV.{verb}.{service}", f"$SRV.{verb}.{service}.*")
+    ]
+
+
 def permissions(t: Topology) -> dict[str, Permissions]:
     """The permissions of every kbus user on one installation (one bus prefix)."""
-    micro = [
-        "$SRV.PING",
-        "$SRV.PING.kbus-search",
-        "$SRV.PING.kbus-search.*",
-        "$SRV.INFO",
-        "$SRV.INFO.kbus-search",
-        "$SRV.INFO.kbus-search.*",
-        "$SRV.STATS",
-        "$SRV.STATS.kbus-search",
-        "$SRV.STATS.kbus-search.*",
-    ]
     return {
         "admin": Permissions(publish=["$JS.API.>", "$KV.>"], subscribe=[f"{inbox('admin')}.>"]),
         "ingestor": Permissions(
@@ -124,7 +122,7 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 t.dead_letter("embedder"),
                 t.document_failed,
             ],
-            subscribe=[f"{inbox('embedder')}.>", t.embed],
+            subscribe=[f"{inbox('embedder')}.>", t.embed, *_micro("kbus-embed")],
             allow_responses=True,
         ),
         "searcher": Permissions(
@@ -134,9 +132,10 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 *_consumer(t.documents_stream.name, t.deleter_durable, t.document_deleted),
                 *_kv(t.tombstones_bucket),
                 *_kv(t.versions_bucket),
-                # Searchers follow the versions bucket with a key-value watch (nats-py finds
-                # the bucket's stream by subject).
+                # Searchers follow the versions and tombstones buckets with key-value watches
+                # (nats-py finds a bucket's stream by subject).
                 *_reader(f"KV_{t.versions_bucket}"),
+                *_reader(f"KV_{t.tombstones_bucket}"),
                 "$JS.API.STREAM.NAMES",
                 t.document_indexed,
                 t.document_removed,
@@ -153,12 +152,12 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 t.embed,
                 t.rerank,
             ],
-            subscribe=[f"{inbox('searcher')}.>", t.search, t.stats, *micro],
+            subscribe=[f"{inbox('searcher')}.>", t.search, t.stats, *_micro("kbus-search")],
             allow_responses=True,
         ),
         "reranker": Permissions(
             publish=[*_stream_checks(t)],
-            subscribe=[f"{inbox('reranker')}.>", t.rerank],
+            subscribe=[f"{inbox('reranker')}.>", t.rerank, *_micro("kbus-rerank")],
             allow_responses=True,
         ),
         "client": Permissions(
