@@ -42,6 +42,12 @@ def test_batches_on_several_threads_give_each_text_its_own_row(fp32: Encoder) ->
     assert [len(t) for t in tokens] == [len(fp32.tokenizer.encode(t).ids) for t in texts]
 
 
+async def test_awaited_on_an_event_loop_it_gives_the_same_rows(fp32: Encoder) -> None:
+    several = Encoder(fp32.spec, threads=2)
+    texts = [*SENTENCES, "x" * 5000, "a b"]
+    assert np.abs(await several.embed_async(texts, batch_size=2) - fp32.embed(texts)).max() < 1e-5
+
+
 def test_matches_the_published_similarity(fp32: Encoder) -> None:
     # sentence-transformers' documentation shows 0.7553 for this pair with all-MiniLM-L6-v2.
     a, b, _, violin = fp32.embed(SENTENCES)

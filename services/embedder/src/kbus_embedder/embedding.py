@@ -50,9 +50,7 @@ class LocalEmbedder:
         if input_type is InputType.QUERY:
             queries = [self.encoder.spec.query_prefix + t for t in texts]
             # Urgent: a query's batch runs before any document batches queued at the encoder.
-            return await asyncio.to_thread(
-                self.encoder.embed, queries, self.batch_size, urgent=True
-            )
+            return await self.encoder.embed_async(queries, self.batch_size, urgent=True)
         prefix = self.encoder.spec.document_prefix
         return await self._documents.embed([prefix + t for t in texts])
 
