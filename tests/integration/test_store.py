@@ -17,6 +17,7 @@ from kbus_shared.errors import PermanentError
 from kbus_shared.identifiers import chunk_id
 from kbus_shared.settings import StoreSettings
 from kbus_shared.store import weaviate_client
+from weaviate import WeaviateAsyncClient
 
 DIM = 8
 
@@ -238,9 +239,12 @@ async def test_an_older_collection_gains_the_properties_it_lacks(
         await client.close()
 
 
-async def _cutoff(client: object, name: str) -> int:
-    config = await client.collections.use(name).config.get()  # type: ignore[attr-defined]
-    return int(config.vector_config["default"].vector_index_config.flat_search_cutoff)
+async def _cutoff(client: WeaviateAsyncClient, name: str) -> int:
+    vectors = (await client.collections.use(name).config.get()).vector_config
+    assert vectors is not None
+    index = vectors["default"].vector_index_config
+    assert hasattr(index, "flat_search_cutoff"), index  # an HNSW index
+    return int(index.flat_search_cutoff)
 
 
 async def test_collections_take_the_flat_search_cutoff(store_settings: StoreSettings) -> None:

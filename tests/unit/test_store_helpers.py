@@ -38,7 +38,7 @@ def test_metadata_terms_cover_scalars_and_lists_only() -> None:
 
 def test_a_chunk_the_store_returned_twice_is_kept_once_at_its_first_place() -> None:
     a1, b, a2, c = (
-        Candidate(u, {}, None, s, None) for u, s in (("a", 0.9), ("b", 0.8), ("a", 0.9), ("c", 0.7))
+        Candidate(u, {}, None, s, None) for u, s in (("a", 0.9), ("b", 0.8), ("a", 0.5), ("c", 0.7))
     )
     assert [(x.uuid, x.vector) for x in distinct([a1, b, a2, c])] == [
         ("a", 0.9),

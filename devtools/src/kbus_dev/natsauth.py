@@ -15,6 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbus_shared.catalog import CHANNELS
 from kbus_shared.topology import Topology
 
 USERS = ("admin", "ingestor", "embedder", "searcher", "reranker", "client")
@@ -89,12 +90,18 @@ def _stream_checks(t: Topology) -> list[str]:
     return ["$JS.API.INFO", *(f"$JS.API.STREAM.INFO.{s.name}" for s in t.streams)]
 
 
-def _micro(service: str) -> list[str]:
-    """The discovery subjects a NATS micro service answers ($SRV.PING/INFO/STATS)."""
+def _served(t: Topology, receiver: str) -> list[str]:
+    """The request subjects a service answers (kbus_shared.catalog) and the discovery subjects
+    of its NATS micro service ($SRV.PING/INFO/STATS)."""
+    entries = [entry for entry in CHANNELS if entry.receiver == receiver]
+    [service] = {entry.micro for entry in entries}
     return [
-        subject
-        for verb in ("PING", "INFO", "STATS")
-        for subject in (f"$SRV.{verb}", f"$SRV.{verb}.{service}", f"$SRV.{verb}.{service}.*")
+        *(entry.subject(t) for entry in entries),
+        *(
+            subject
+            for verb in ("PING", "INFO", "STATS")
+            for subject in (f"$SRV.{verb}", f"$SRV.{verb}.{service}", f"$SRV.{verb}.{service}.*")
+        ),
     ]
 
 
@@ -122,7 +129,7 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 t.dead_letter("embedder"),
                 t.document_failed,
             ],
-            subscribe=[f"{inbox('embedder')}.>", t.embed, *_micro("kbus-embed")],
+            subscribe=[f"{inbox('embedder')}.>", *_served(t, "embedder")],
             allow_responses=True,
         ),
         "searcher": Permissions(
@@ -152,12 +159,12 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 t.embed,
                 t.rerank,
             ],
-            subscribe=[f"{inbox('searcher')}.>", t.search, t.stats, *_micro("kbus-search")],
+            subscribe=[f"{inbox('searcher')}.>", *_served(t, "searcher")],
             allow_responses=True,
         ),
         "reranker": Permissions(
             publish=[*_stream_checks(t)],
-            subscribe=[f"{inbox('reranker')}.>", t.rerank, *_micro("kbus-rerank")],
+            subscribe=[f"{inbox('reranker')}.>", *_served(t, "reranker")],
             allow_responses=True,
         ),
         "client": Permissions(

@@ -98,12 +98,13 @@ async def serve(
     so each request is answered once. Up to ``concurrency`` requests are answered at once.
     """
     entries = [channel(name) for name in endpoints]
+    [(receiver, name)] = {(entry.receiver, entry.micro) for entry in entries}
     service = await add_service(
         nc,
-        name=entries[0].micro,
+        name=name,
         version=version,
         description=description,
-        queue_group=entries[0].receiver,
+        queue_group=receiver,
         metadata={"bus_prefix": topology.prefix},
     )
     answering = Answering(concurrency)
