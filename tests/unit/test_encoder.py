@@ -28,6 +28,24 @@ def test_vectors_are_unit_length_and_in_order(fp32: Encoder) -> None:
     assert np.allclose(fp32.embed([SENTENCES[2]])[0], vectors[2], atol=1e-5)
 
 
+def test_batches_group_texts_of_similar_token_counts(fp32: Encoder) -> None:
+    # Ordered by characters these would pair 17 tokens with 13 and 32 with 14.
+    texts = [
+        "x" * 60,  # 60 characters, 32 tokens
+        "a b c d e f g h i j",  # 19, 12
+        "hello",  # 5, 3
+        "one two three four five six seven eight nine ten eleven twelve",  # 62, 14
+        "supercalifragilisticexpialidocious",  # 34, 13
+        "1 2 3 4 5 6 7 8 9 0 1 2 3 4 5",  # 29, 17
+    ]
+    tokens = [len(fp32.tokenizer.encode(t).ids) for t in texts]
+    submitted = fp32._submit(texts, 2, False)
+    for _, future in submitted:
+        future.result()
+    batches = [sorted(tokens[i] for i in rows) for rows, _ in submitted]
+    assert batches == [[3, 12], [13, 14], [17, 32]]
+
+
 def test_batches_on_several_threads_give_each_text_its_own_row(fp32: Encoder) -> None:
     # Lengths out of order, so the batches (sorted by length) mix the rows of the call.
     texts = [

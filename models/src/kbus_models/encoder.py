@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from tokenizers import Tokenizer
+from tokenizers import Encoding, Tokenizer
 
 from kbus_models.bert_onnx import build_bert_onnx
 from kbus_models.pool import WorkerPool
@@ -120,9 +120,12 @@ class Encoder:
 
     def token_states(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
         """Hidden states ``[batch, tokens, dim]``, the attention mask and the token ids."""
-        encodings = self.tokenizer.encode_batch(texts)
+        return self._run(self.tokenizer.encode_batch(texts))
+
+    def _run(self, encodings: list[Encoding]) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+        """:meth:`token_states` of texts already tokenized."""
         width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(texts), width), dtype=np.int64)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros_like(ids)
         for row, enc in enumerate(encodings):
             ids[row, : len(enc.ids)] = enc.ids
@@ -184,13 +187,19 @@ class Encoder:
     def _submit(
         self, texts: list[str], batch_size: int, urgent: bool
     ) -> list[tuple[list[int], Future[tuple[np.ndarray, np.ndarray, list[list[int]]]]]]:
-        """Batches of similar length queued at the encoder's threads, with their rows."""
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        """Batches of similar length queued at the encoder's threads, with their rows.
+
+        Similar in tokens, not characters: sorted by characters, the chunks of SciFact ran 16%
+        more token positions than they have tokens (the rest padding), and encoded 0.93x as
+        many chunks per second (docs/performance.md).
+        """
+        encodings = self.tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         size = max(1, min(batch_size, math.ceil(len(order) / self.workers)))
         batches = [order[begin : begin + size] for begin in range(0, len(order), size)]
         submit = partial(self._pool.submit, urgent=urgent)
         return [
-            (rows, submit(partial(self.token_states, [texts[i] for i in rows]))) for rows in batches
+            (rows, submit(partial(self._run, [encodings[i] for i in rows]))) for rows in batches
         ]
 
 
