@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from kbus_embedder.settings import EmbedderSettings
 from kbus_models.encoder import Encoder, resolve
 from kbus_reranker.scoring import Scorer
 from kbus_searcher.settings import SearcherSettings
@@ -19,6 +20,9 @@ from kbus_shared.store import weaviate_client
 
 from bench.corpus import Corpus
 from bench.stats import percentiles
+
+#: Cores a query runs on in-process: what the embedder service does by default.
+QUERY_THREADS: int = EmbedderSettings.model_fields["query_threads"].default
 
 
 def encode_rate(
@@ -132,7 +136,7 @@ class QueryFloor:
     ) -> QueryFloor:
         from kbus_reranker.scoring import MaxSimScorer
 
-        encoder = Encoder(resolve(model), threads=threads)
+        encoder = Encoder(resolve(model), threads=threads, lone_threads=QUERY_THREADS)
         scorer = MaxSimScorer(rerank_model, threads)
         return cls(encoder, scorer, rerank_depth, store, **scope)
 

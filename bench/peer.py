@@ -15,6 +15,7 @@ from typing import Any
 from kbus_models.encoder import Encoder, resolve
 
 from bench.corpus import Corpus
+from bench.floors import QUERY_THREADS
 from bench.stats import percentiles
 
 
@@ -29,7 +30,7 @@ def _embedding(model: str, threads: int) -> Any:
 
         def __init__(self, **kwargs: Any) -> None:
             super().__init__(model_name=model, **kwargs)
-            self._encoder = Encoder(resolve(model), threads=threads)
+            self._encoder = Encoder(resolve(model), threads=threads, lone_threads=QUERY_THREADS)
 
         def _get_query_embedding(self, query: str) -> list[float]:
             return self._encoder.embed([query])[0].tolist()  # type: ignore[no-any-return]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -107,3 +109,22 @@ def _graph(encoder: Encoder) -> Any:
 def test_unknown_model_names_say_what_is_known() -> None:
     with pytest.raises(FileNotFoundError, match=MINILM_Q8):
         resolve("no-such-model")
+
+
+def test_a_lone_text_runs_in_its_own_session_and_never_waits_for_the_batches(
+    fp32: Encoder,
+) -> None:
+    lone = Encoder(fp32.spec, threads=1, lone_threads=2)
+    shared = Encoder(fp32.spec, threads=1, lone_threads=1)
+    gate = threading.Event()
+    # The one batch thread of each encoder is busy (a document batch that takes long).
+    busy = [lone._pool.submit(gate.wait), shared._pool.submit(gate.wait)]
+    with ThreadPoolExecutor(2) as callers:
+        waiting = callers.submit(shared.embed, [SENTENCES[0]])
+        vector = callers.submit(lone.embed, [SENTENCES[0]]).result(timeout=30)
+        assert not waiting.done()  # without its own session a query waits for the batch
+        gate.set()
+        assert np.abs(waiting.result(timeout=30) - vector).max() < 1e-5
+    for call in busy:
+        call.result()
+    assert np.abs(vector[0] - fp32.embed(SENTENCES)[0]).max() < 1e-5

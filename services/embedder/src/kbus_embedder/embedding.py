@@ -35,10 +35,11 @@ class LocalEmbedder:
         batch_size: int,
         flush_ms: float = 10.0,
         gather: int = 64,
+        query_threads: int = 1,
     ) -> None:
         from kbus_models.encoder import Encoder, resolve
 
-        self.encoder = Encoder(resolve(name_or_path), threads=threads)
+        self.encoder = Encoder(resolve(name_or_path), threads=threads, lone_threads=query_threads)
         self.model = self.encoder.spec.name
         self.dimension = self.encoder.dimension
         self.batch_size = batch_size
@@ -114,6 +115,7 @@ def create_embedder(settings: EmbedderSettings) -> Embedder:
         settings.batch_size,
         settings.flush_ms,
         settings.gather,
+        settings.query_threads,
     )
 
 
