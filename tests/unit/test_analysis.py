@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from kbus_shared.analysis import analyze, keyword_text, window
+import random
+
+from kbus_shared.analysis import TermIndex, analyze, keyword_text, window
 
 
 def test_analyze_lowercases_drops_stop_words_and_stems() -> None:
@@ -39,3 +41,46 @@ def test_keyword_text_includes_title_and_headings() -> None:
     assert keyword_text("Guide", ("Install", "Linux"), "systemd units") == (
         "guid instal linux systemd unit"
     )
+
+
+def test_a_term_index_gives_each_slice_the_terms_analyze_gives_it() -> None:
+    rng = random.Random(7)
+    # Words, stop words, digits, underscores, and characters whose lowercase is not one
+    # character of its own: capital sigma (final or not), dotted capital I, the ligature fi
+    # (one character either way), a combining dot, sharp s.
+    pieces = [
+        "Inductive",
+        "the",
+        "and",
+        "cells",
+        "p53",
+        "WX-4471",
+        "snake_case",
+        "ΟΔΟΣ",
+        "Σίσυφος",
+        "İstanbul",
+        "ﬁnal",
+        "e\u0307",
+        "Straße",
+        "STRASSE",
+        "ẞ",
+        "naïve",
+        "x",
+        "ALL",
+        "a",
+    ]
+    separators = [" ", " ", " ", "\n", "\n\n", ", ", ". ", "-", "_", "/", ""]
+    for _ in range(300):
+        words = rng.choices(pieces, k=rng.randint(0, 30))
+        text = "".join(w + rng.choice(separators) for w in words)
+        index = TermIndex(text)
+        for _ in range(20):
+            start = rng.randint(0, len(text))
+            end = rng.randint(start, len(text))
+            assert " ".join(index.terms(start, end)) == analyze(text[start:end]), (text, start, end)
+
+
+def test_the_term_index_analyses_once_where_lowercase_keeps_places() -> None:
+    assert TermIndex("Cells divide. The end")._exact
+    assert not TermIndex("ΟΔΟΣ")._exact  # sigma: its lowercase depends on its neighbours
+    assert not TermIndex("İstanbul")._exact  # lowercases to two characters

@@ -12,6 +12,7 @@ for the chunk, so a short document's chunks each carry the whole document's evid
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections.abc import Sequence
@@ -73,13 +74,22 @@ def _stemmer() -> Any:
 
 def analyze(text: str) -> str:
     """Stemmed, stop-word-free terms of ``text``, separated by spaces."""
-    tokens = [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
-    stems: list[str] = _stemmer().stemWords(tokens)
-    return " ".join(stems)
+    return " ".join(analyze_terms(text))
+
+
+def analyze_terms(text: str) -> list[str]:
+    """The terms of :func:`analyze`, one by one (a stem may be empty: Porter's of "s")."""
+    return _terms_lowered(text.lower())
 
 
 def window(text: str, start: int, end: int, size: int) -> str:
     """``text[start:end]`` widened by up to ``size`` characters on each side, at word edges."""
+    begin, stop = window_span(text, start, end, size)
+    return text[begin:stop]
+
+
+def window_span(text: str, start: int, end: int, size: int) -> tuple[int, int]:
+    """Where :func:`window` begins and ends in ``text``."""
     begin = max(0, start - size)
     stop = min(len(text), end + size)
     # A cut inside a word would index a fragment of it: widen only to whole words.
@@ -89,9 +99,59 @@ def window(text: str, start: int, end: int, size: int) -> str:
     if stop < len(text) and not text[stop].isspace():
         space = text.rfind(" ", end, stop)
         stop = space if space >= 0 else end
-    return text[begin:stop]
+    return begin, stop
 
 
 def keyword_text(title: str, heading_path: Sequence[str], context: str) -> str:
     """The analysed keyword text of a chunk: its title, headings and context window."""
     return analyze(" ".join((title, *heading_path, context)))
+
+
+class TermIndex:
+    """A text analysed once; the terms of any slice of it as :func:`analyze` gives them.
+
+    The chunks of a document each analyse a window of up to twice the keyword window around
+    them, so the same words were analysed several times over. When lowercasing the text maps
+    each character to one (no capital sigma, whose lowercase depends on its neighbours, and no
+    character that lowercases to two), a slice's terms are the stems of the text's tokens
+    inside it and of the pieces of tokens at its edges; otherwise every slice is analysed on
+    its own, as before.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        lowered = text.lower()
+        self._exact = len(lowered) == len(text) and "\u03a3" not in text
+        self._lowered = lowered
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._stems: list[str | None] = []
+        if self._exact:
+            matches = list(_TOKEN.finditer(lowered))
+            kept = [m.group() for m in matches if m.group() not in STOPWORDS]
+            stems = iter(_stemmer().stemWords(kept))
+            self._starts = [m.start() for m in matches]
+            self._ends = [m.end() for m in matches]
+            self._stems = [None if m.group() in STOPWORDS else next(stems) for m in matches]
+
+    def terms(self, start: int, end: int) -> list[str]:
+        """``analyze_terms(self.text[start:end])``."""
+        if not self._exact:
+            return analyze_terms(self.text[start:end])
+        first = bisect.bisect_left(self._starts, start)
+        last = bisect.bisect_right(self._ends, end)  # tokens first..last-1 lie inside
+        if first >= last:
+            return _terms_lowered(self._lowered[start:end])
+        # The pieces before the first whole token and after the last one: parts of words cut
+        # by the slice, or nothing.
+        return [
+            *_terms_lowered(self._lowered[start : self._starts[first]]),
+            *(stem for stem in self._stems[first:last] if stem is not None),
+            *_terms_lowered(self._lowered[self._ends[last - 1] : end]),
+        ]
+
+
+def _terms_lowered(text: str) -> list[str]:
+    tokens = [t for t in _TOKEN.findall(text) if t not in STOPWORDS]
+    stems: list[str] = _stemmer().stemWords(tokens)
+    return stems

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
-from kbus_shared.analysis import keyword_text, window
+from kbus_shared.analysis import TermIndex, analyze_terms, window_span
 from kbus_shared.claimcheck import fetch_body
 from kbus_shared.consuming import Stage, stream_sequence
 from kbus_shared.contracts import (
@@ -51,6 +51,8 @@ def chunk_document(
             f"the document splits into {len(pieces)} chunks; the limit is {max_chunks}",
             code="too_large",
         )
+    # Each scope (the document, or a Markdown section) is analysed once for all its chunks.
+    indexes: dict[tuple[int, int], TermIndex] = {}
     chunks = tuple(
         Chunk(
             chunk_id=chunk_id(doc.tenant, doc.library, doc.document_id, version, position),
@@ -59,7 +61,7 @@ def chunk_document(
             char_start=span.start,
             char_end=span.end,
             heading_path=path,
-            keywords=keyword_text(doc.title, path, _context(doc.text, span, scope, keyword_window)),
+            keywords=_keywords(doc, path, span, scope, keyword_window, indexes),
         )
         for position, (span, path, scope) in enumerate(pieces)
     )
@@ -86,11 +88,21 @@ class Piece(NamedTuple):
     scope: tuple[int, int]
 
 
-def _context(text: str, span: Span, scope: tuple[int, int], size: int) -> str:
+def _keywords(
+    doc: DocumentAdded,
+    path: tuple[str, ...],
+    span: Span,
+    scope: tuple[int, int],
+    size: int,
+    indexes: dict[tuple[int, int], TermIndex],
+) -> str:
+    """``keyword_text`` of a chunk's title, headings and window, from its scope's analysis."""
     # A window never crosses into another section: a short section must not be found by its
     # neighbours' words.
     begin, end = scope
-    return window(text[begin:end], span.start - begin, span.end - begin, size)
+    index = indexes.get(scope) or indexes.setdefault(scope, TermIndex(doc.text[begin:end]))
+    start, stop = window_span(index.text, span.start - begin, span.end - begin, size)
+    return " ".join(analyze_terms(" ".join((doc.title, *path))) + index.terms(start, stop))
 
 
 def _pieces(doc: DocumentAdded, config: ChunkingConfig) -> list[Piece]:
