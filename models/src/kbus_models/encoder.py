@@ -89,7 +89,8 @@ class Encoder:
     all-MiniLM-L6-v2 and batches of 4 that encoded 1.21 to 1.23 x as many chunks per second
     (the threads of one run wait for each other at every operator, and a core taken away by
     another process stalls both); a lone query, one batch on one core, took 1.16 x as long
-    (docs/performance.md).
+    (docs/performance.md), which a second session for calls of one text wins back
+    (``lone_threads``).
     """
 
     def __init__(self, spec: ModelSpec, threads: int = 0, lone_threads: int = 1) -> None:
