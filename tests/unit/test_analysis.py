@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from kbus_shared.analysis import TermIndex, analyze, keyword_text, window
+from kbus_shared.analysis import TermIndex, analyze, keyword_text, window_span
 
 
 def test_analyze_lowercases_drops_stop_words_and_stems() -> None:
@@ -31,10 +31,15 @@ def test_window_widens_to_word_edges() -> None:
     text = "alpha beta gamma delta epsilon zeta eta theta"
     start = text.index("delta")
     end = start + len("delta")
-    assert window(text, start, end, 0) == "delta"
-    assert window(text, start, end, 8) == "gamma delta epsilon"
-    assert window(text, start, end, 5) == "delta"
-    assert window(text, start, end, 1000) == text
+
+    def window(size: int) -> str:
+        begin, stop = window_span(text, start, end, size)
+        return text[begin:stop]
+
+    assert window(0) == "delta"
+    assert window(8) == "gamma delta epsilon"
+    assert window(5) == "delta"
+    assert window(1000) == text
 
 
 def test_keyword_text_includes_title_and_headings() -> None:

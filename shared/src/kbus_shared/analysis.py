@@ -82,14 +82,9 @@ def analyze_terms(text: str) -> list[str]:
     return _terms_lowered(text.lower())
 
 
-def window(text: str, start: int, end: int, size: int) -> str:
-    """``text[start:end]`` widened by up to ``size`` characters on each side, at word edges."""
-    begin, stop = window_span(text, start, end, size)
-    return text[begin:stop]
-
-
 def window_span(text: str, start: int, end: int, size: int) -> tuple[int, int]:
-    """Where :func:`window` begins and ends in ``text``."""
+    """Where ``text[start:end]`` widened by up to ``size`` characters on each side, at word
+    edges, begins and ends."""
     begin = max(0, start - size)
     stop = min(len(text), end + size)
     # A cut inside a word would index a fragment of it: widen only to whole words.

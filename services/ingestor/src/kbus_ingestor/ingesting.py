@@ -52,7 +52,7 @@ def chunk_document(
             code="too_large",
         )
     # Each scope (the document, or a Markdown section) is analysed once for all its chunks.
-    indexes: dict[tuple[int, int], TermIndex] = {}
+    analysed: dict[tuple[int, int], tuple[list[str], TermIndex]] = {}
     chunks = tuple(
         Chunk(
             chunk_id=chunk_id(doc.tenant, doc.library, doc.document_id, version, position),
@@ -61,7 +61,7 @@ def chunk_document(
             char_start=span.start,
             char_end=span.end,
             heading_path=path,
-            keywords=_keywords(doc, path, span, scope, keyword_window, indexes),
+            keywords=_keywords(doc, path, span, scope, keyword_window, analysed),
         )
         for position, (span, path, scope) in enumerate(pieces)
     )
@@ -94,15 +94,19 @@ def _keywords(
     span: Span,
     scope: tuple[int, int],
     size: int,
-    indexes: dict[tuple[int, int], TermIndex],
+    analysed: dict[tuple[int, int], tuple[list[str], TermIndex]],
 ) -> str:
-    """``keyword_text`` of a chunk's title, headings and window, from its scope's analysis."""
+    """``keyword_text`` of a chunk's title, headings and window, from its scope's analysis
+    (a scope's chunks share its heading path)."""
     # A window never crosses into another section: a short section must not be found by its
     # neighbours' words.
     begin, end = scope
-    index = indexes.get(scope) or indexes.setdefault(scope, TermIndex(doc.text[begin:end]))
+    if scope not in analysed:
+        head = analyze_terms(" ".join((doc.title, *path)))
+        analysed[scope] = (head, TermIndex(doc.text[begin:end]))
+    head, index = analysed[scope]
     start, stop = window_span(index.text, span.start - begin, span.end - begin, size)
-    return " ".join(analyze_terms(" ".join((doc.title, *path))) + index.terms(start, stop))
+    return " ".join(head + index.terms(start, stop))
 
 
 def _pieces(doc: DocumentAdded, config: ChunkingConfig) -> list[Piece]:
