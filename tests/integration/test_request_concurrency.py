@@ -118,7 +118,7 @@ async def test_the_embedder_answers_requests_side_by_side(bus: BusSettings, nc: 
     broker = make_broker(bus, registry, "embedder")
     embedder = SlowEmbedder()
     stage = Stage("embedder", broker, bus.topology, StageMetrics.create(registry))
-    vectorizer = Vectorizer(stage, lambda: embedder, True, registry)
+    vectorizer = Vectorizer(stage, lambda _: embedder, True, registry)
     vectorizer.load()
     async with broker:
         await broker.connect()

@@ -34,10 +34,12 @@ class Recorder:
 
 async def test_concurrent_callers_share_one_call_and_get_their_own_rows() -> None:
     model = Recorder()
-    batcher = MicroBatcher(model, max_texts=32, max_wait_s=0.05)
+    sizes: list[int] = []
+    batcher = MicroBatcher(model, max_texts=32, max_wait_s=0.05, on_call=sizes.append)
     parts = [[str(10 * i + j) for j in range(3)] for i in range(5)]
     results = await asyncio.gather(*(batcher.embed(p) for p in parts))
     assert model.calls == [15]
+    assert sizes == [15]
     for part, rows in zip(parts, results, strict=True):
         assert rows[:, 0].tolist() == [float(t) for t in part]
 

@@ -39,7 +39,7 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
     )
     vectorizer = Vectorizer(
         stage,
-        lambda: create_embedder(settings),
+        lambda on_call: create_embedder(settings, on_call),
         settings.include_title,
         registry,
         cache,

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import numpy as np
 
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
+CallObserver = Callable[[int], None]
 Waiting = list[tuple[list[str], "asyncio.Future[np.ndarray]"]]
 
 
@@ -27,9 +28,15 @@ class MicroBatcher:
     """Gathers texts from concurrent callers into batches of up to ``max_texts``."""
 
     def __init__(
-        self, embed: EmbedFn, max_texts: int, max_wait_s: float, in_flight: int = 1
+        self,
+        embed: EmbedFn,
+        max_texts: int,
+        max_wait_s: float,
+        in_flight: int = 1,
+        on_call: CallObserver | None = None,
     ) -> None:
         self._embed = embed
+        self._on_call = on_call
         self.max_texts = max_texts
         self.max_wait_s = max_wait_s
         self._pending: Waiting = []
@@ -64,8 +71,11 @@ class MicroBatcher:
             call.add_done_callback(self._calls.discard)
 
     async def _call(self, batch: Waiting) -> None:
+        texts = [t for items, _ in batch for t in items]
+        if self._on_call is not None:
+            self._on_call(len(texts))
         try:
-            vectors = await self._embed([t for items, _ in batch for t in items])
+            vectors = await self._embed(texts)
         except Exception as exc:
             for _, future in batch:
                 if not future.done():

@@ -12,7 +12,7 @@ from kbus_shared.errors import PermanentError, TransientError
 from kbus_shared.passages import passage_text
 from kbus_shared.settings import CohereSettings
 
-from kbus_embedder.batching import MicroBatcher
+from kbus_embedder.batching import CallObserver, MicroBatcher
 from kbus_embedder.settings import EmbedderSettings
 
 
@@ -36,6 +36,7 @@ class LocalEmbedder:
         flush_ms: float = 10.0,
         gather: int = 64,
         query_threads: int = 1,
+        on_call: CallObserver | None = None,
     ) -> None:
         from kbus_models.encoder import Encoder, resolve
 
@@ -45,7 +46,9 @@ class LocalEmbedder:
         self.batch_size = batch_size
         # Documents are gathered across messages; a query never waits for a deadline. Two
         # gathered calls at once: one running, the next already queued at the encoder.
-        self._documents = MicroBatcher(self._documents_call, gather, flush_ms / 1000.0, in_flight=2)
+        self._documents = MicroBatcher(
+            self._documents_call, gather, flush_ms / 1000.0, in_flight=2, on_call=on_call
+        )
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
         if input_type is InputType.QUERY:
@@ -102,8 +105,11 @@ class CohereEmbedder:
         return unit
 
 
-def create_embedder(settings: EmbedderSettings) -> Embedder:
-    """The configured backend; Cohere only when asked for or when a key is set with ``auto``."""
+def create_embedder(settings: EmbedderSettings, on_call: CallObserver | None = None) -> Embedder:
+    """The configured backend; Cohere only when asked for or when a key is set with ``auto``.
+
+    ``on_call`` is told the number of texts of each local model call for documents.
+    """
     use_cohere = settings.backend == "cohere" or (
         settings.backend == "auto" and settings.cohere.api_key is not None
     )
@@ -116,6 +122,7 @@ def create_embedder(settings: EmbedderSettings) -> Embedder:
         settings.flush_ms,
         settings.gather,
         settings.query_threads,
+        on_call,
     )
 
 

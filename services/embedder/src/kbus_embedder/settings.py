@@ -63,9 +63,14 @@ class EmbedderSettings(ServiceSettings):
         "model call.",
     )
     concurrency: int = Field(
-        default=8,
+        default=64,
         ge=1,
-        description="chunks.ready messages handled at once (their chunks share model calls).",
+        description="chunks.ready messages held at once; their chunks share model calls. Enough "
+        "for two full calls of `gather` texts (one running, the next queued) at a few chunks per "
+        "message: with 8 (about 31 chunks of SciFact) every call waited for its deadline short of "
+        "`gather` and the encoder idled between calls. Side by side on 1,000 SciFact documents: "
+        "the embedder draining them 118-125 chunks/s with 8, 133-137 with 64 (three rounds); the "
+        "whole pipeline 96-105 against 102-113 (two rounds).",
     )
     request_concurrency: int = Field(
         default=8,

@@ -20,6 +20,7 @@ from kbus_shared.contracts import (
 from kbus_shared.errors import TransientError
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from kbus_embedder.batching import CallObserver
 from kbus_embedder.caching import EmbeddingCache
 from kbus_embedder.embedding import Embedder, document_text
 
@@ -30,7 +31,7 @@ class Vectorizer:
     def __init__(
         self,
         stage: Stage,
-        load: Callable[[], Embedder],
+        load: Callable[[CallObserver], Embedder],
         include_title: bool,
         registry: CollectorRegistry,
         cache: EmbeddingCache | None = None,
@@ -52,10 +53,18 @@ class Vectorizer:
         self.seconds = Histogram(
             "kbus_embedder_seconds", "Time to embed one batch", ["kind"], registry=registry
         )
+        # Full calls are what keeps the encoder busy: calls well below the gather size while a
+        # backlog waits mean too few messages are held at once (KBUS_EMBEDDER_CONCURRENCY).
+        self.call_texts = Histogram(
+            "kbus_embedder_call_texts",
+            "Texts per model call for documents (gathered across chunks.ready messages)",
+            registry=registry,
+            buckets=(1, 4, 8, 16, 32, 48, 63, 64, 128, 256, 512),
+        )
 
     def load(self) -> Embedder:
         """Load the model (in the app's lifespan, never at import)."""
-        self._embedder = self._load()
+        self._embedder = self._load(self.call_texts.observe)
         return self._embedder
 
     @property

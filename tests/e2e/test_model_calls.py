@@ -1,0 +1,100 @@
+"""With a backlog waiting, the embedder's model calls are full.
+
+The embedder gathers the chunks of the messages it holds into model calls of up to
+``KBUS_EMBEDDER_GATHER`` texts (64 by default). If it holds too few messages at once, every
+call is short and waits for its flush deadline, and the encoder idles between calls while the
+finished messages are published and new ones fetched (docs/performance.md, run AD).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from pathlib import Path
+
+import httpx
+import nats
+import pytest
+from kbus_dev.services import service_env, start_service, wait_healthy
+from kbus_shared.bus import declare_streams
+from kbus_shared.contracts import Chunk, ChunksReady, ContentType, DocumentRef
+from kbus_shared.topology import Topology
+
+from tests.conftest import Servers
+
+DOCUMENTS = 96
+CHUNKS_PER_DOCUMENT = 4  # about SciFact's mean (19,979 chunks of 5,183 documents)
+WORDS = ("retrieval", "protein", "cluster", "latency", "membrane", "quorum", "vector", "enzyme")
+
+
+def _message(run: str, i: int) -> bytes:
+    ref = DocumentRef(
+        tenant="calls",
+        library="lib",
+        document_id=f"d{i}",
+        version="v",
+        title=f"Document {i}",
+        source_uri="",
+        content_type=ContentType.PLAIN,
+        metadata={},
+    )
+    chunks = tuple(
+        Chunk(
+            chunk_id=str(uuid.uuid4()),
+            position=p,
+            char_start=0,
+            char_end=1,
+            # Unique texts: none comes from the embedding cache or is deduplicated.
+            text=f"{run} {i} {p} " + " ".join(WORDS[(i + p + k) % len(WORDS)] for k in range(40)),
+        )
+        for p in range(CHUNKS_PER_DOCUMENT)
+    )
+    return ChunksReady(document=ref, chunks=chunks).model_dump_json().encode()
+
+
+def _metric(text: str, name: str) -> float:
+    found = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", text, re.MULTILINE)
+    assert found, f"{name} not in /metrics"
+    return float(found.group(1))
+
+
+@pytest.mark.e2e
+async def test_a_backlog_is_embedded_in_full_model_calls(servers: Servers, tmp_path: Path) -> None:
+    run = uuid.uuid4().hex[:8]
+    topology = Topology(f"calls{run}", 64 * 1024**2)
+    nc = await nats.connect(servers.nats_url)
+    js = nc.jetstream()
+    await declare_streams(js, topology)
+    for i in range(DOCUMENTS):
+        await js.publish(topology.chunks_ready, _message(run, i))
+    env = service_env(
+        servers.nats_url,
+        servers.weaviate_http,
+        servers.weaviate_grpc,
+        prefix=topology.prefix,
+        extra={"KBUS_STREAM_MAX_BYTES": str(64 * 1024**2)},
+    )
+    embedder = start_service("embedder", env, tmp_path)
+    try:
+        wait_healthy([embedder])
+        while True:
+            info = await js.consumer_info(topology.chunks_stream.name, topology.embedder_durable)
+            if info.num_pending == 0 and info.num_ack_pending == 0:
+                break
+            await asyncio.sleep(0.05)
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(f"http://127.0.0.1:{embedder.ports['http']}/metrics")).text
+    finally:
+        embedder.stop()
+        for stream in topology.streams:
+            await js.delete_stream(stream.name)
+        await nc.close()
+    calls = _metric(text, "kbus_embedder_call_texts_count")
+    texts = _metric(text, "kbus_embedder_call_texts_sum")
+    short = _metric(text, 'kbus_embedder_call_texts_bucket{le="48.0"}')
+    print(f"\n{calls:.0f} model calls for {texts:.0f} texts, {short:.0f} of 48 texts or fewer")
+    assert texts == DOCUMENTS * CHUNKS_PER_DOCUMENT
+    # The first calls may go before the subscription has fetched enough, the last gets the rest;
+    # the others are full. Holding 8 messages, all 13 calls had 32 texts or fewer.
+    assert calls - short >= 4
