@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from kbus_dev.servers import Server
 from kbus_embedder.settings import EmbedderSettings
 from kbus_models.encoder import Encoder, resolve
 from kbus_reranker.scoring import Scorer
@@ -19,6 +20,7 @@ from kbus_shared.settings import StoreSettings
 from kbus_shared.store import weaviate_client
 
 from bench.corpus import Corpus
+from bench.pipeline import cpu_seconds
 from bench.stats import percentiles
 
 #: Cores a query runs on in-process: what the embedder service does by default.
@@ -52,10 +54,14 @@ def encode_rate(
 
 
 async def import_rate(
-    corpus: Corpus, vectors: list[np.ndarray], store: StoreSettings, model: str
+    corpus: Corpus,
+    vectors: list[np.ndarray],
+    store: StoreSettings,
+    model: str,
+    server: Server | None = None,
 ) -> dict[str, float]:
     """Bare Weaviate import (W): the same objects the indexer writes, as many documents per
-    request as the indexer's largest batch."""
+    request as the indexer's largest batch; with ``server``, Weaviate's own CPU too."""
     per_request = SearcherSettings().index_concurrency
     collection = f"BenchImport{uuid.uuid4().hex[:8]}"
     client = weaviate_client(store)
@@ -76,12 +82,14 @@ async def import_rate(
             )
             for ready, vecs in zip(corpus.chunked, vectors, strict=True)
         ]
+        server_cpu = cpu_seconds(server) if server else 0.0
         started, cpu = time.perf_counter(), time.process_time()
         for begin in range(0, len(messages), per_request):
             errors = await chunks.write(messages[begin : begin + per_request])
             if any(errors):
                 raise RuntimeError(f"the bare import failed: {next(e for e in errors if e)}")
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        server_cpu = cpu_seconds(server) - server_cpu if server else 0.0
         await chunks.drop()
     finally:
         await client.close()
@@ -92,6 +100,7 @@ async def import_rate(
         "seconds": seconds,
         "chunks_per_s": n / seconds,
         "client_cpu_ms_per_chunk": cpu * 1000 / n,
+        **({"server_cpu_ms_per_chunk": server_cpu * 1000 / n} if server else {}),
     }
 
 

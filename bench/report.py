@@ -66,6 +66,19 @@ def markdown(r: dict[str, Any]) -> str:
         f"everything but the encoder: {services_cpu - model_cpu:.2f} ms = "
         f"{100 * (services_cpu - model_cpu) / services_cpu:.1f}%.",
     ]
+    servers = first.get("server_cpu_ms_per_chunk")
+    if servers:
+        bus = servers.get("nats", 0.0)
+        floor_store = floors["import"].get("server_cpu_ms_per_chunk")
+        lines += [
+            "",
+            f"The servers during ingestion 1: nats-server {bus:.2f} ms per chunk, Weaviate "
+            f"{servers.get('weaviate', 0.0):.2f}"
+            + (f" ({floor_store:.2f} in the bare import)" if floor_store is not None else "")
+            + f". Counting nats-server as bus overhead too: {overhead + bus:.2f} ms per chunk = "
+            f"**{100 * (overhead + bus) / (services_cpu + bus):.1f}%** of the services' and "
+            f"nats-server's CPU.",
+        ]
     loops = first.get("main_thread_cpu_ms_per_chunk")
     if loops:
         # The embedder's main thread is its event loop; its model runs in other threads.

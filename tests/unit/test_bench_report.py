@@ -35,6 +35,7 @@ def _result() -> dict[str, Any]:
             "searcher": 3.0,
             "reranker": 0.0,
         },
+        "server_cpu_ms_per_chunk": {"nats": 2.0, "weaviate": 4.0},
     }
     return {
         "machine": "2 cores",
@@ -43,7 +44,12 @@ def _result() -> dict[str, Any]:
         "queries": 10,
         "floors": {
             "encode": {"chunks_per_s": 25.0, "seconds": 16.0, "cpu_ms_per_chunk": 48.0},
-            "import": {"chunks_per_s": 400.0, "seconds": 1.0, "client_cpu_ms_per_chunk": 1.5},
+            "import": {
+                "chunks_per_s": 400.0,
+                "seconds": 1.0,
+                "client_cpu_ms_per_chunk": 1.5,
+                "server_cpu_ms_per_chunk": 3.0,
+            },
             "ceiling_chunks_per_s": 1 / (1 / 25 + 1 / 400),
             "chunking_cpu_ms_per_chunk": 0.5,
         },
@@ -105,6 +111,9 @@ def test_the_summary_gives_each_target_as_a_ratio() -> None:
     assert "| kbus pipeline, ingestion 1 | 20.0 |" in text
     assert "ingestion 2 (a new version, same text: vectors from the cache); 3 dropped" in text
     assert "705.0 ms scoring inside the reranker process, 700.0 ms" in text
+    # nats-server's 2 ms counted as bus overhead too: (4 + 2) / (54 + 2) = 10.7%.
+    assert "nats-server 2.00 ms per chunk, Weaviate 4.00 (3.00 in the bare import)" in text
+    assert "6.00 ms per chunk = **10.7%** of the services' and nats-server's CPU" in text
 
 
 def test_percentiles() -> None:
