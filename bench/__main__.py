@@ -107,7 +107,8 @@ async def _kbus(
                     s.name: (pipeline.cpu_seconds(s) - cpu[s.name]) * 1000 / data.chunks
                     for s in services
                 }
-                # The bus's own server is part of what the pipeline costs beyond the floors.
+                # The bus's server and the store cost beyond the floors too (the floors'
+                # Weaviate import is read the same way).
                 run["server_cpu_ms_per_chunk"] = {
                     s.name: (pipeline.cpu_seconds(s) - cpu[s.name]) * 1000 / data.chunks
                     for s in servers

@@ -57,7 +57,7 @@ class Vectorizer:
         # backlog waits mean too few messages are held at once (KBUS_EMBEDDER_CONCURRENCY).
         self.call_texts = Histogram(
             "kbus_embedder_call_texts",
-            "Texts per model call for documents (gathered across chunks.ready messages)",
+            "Texts per local model call for documents (gathered across chunks.ready messages)",
             registry=registry,
             buckets=(1, 4, 8, 16, 32, 48, 63, 64, 128, 256, 512),
         )
