@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import kbus_searcher.store as store_module
 import numpy as np
 import pytest
 from kbus_searcher.store import ChunkStore
@@ -288,3 +289,43 @@ async def test_a_scope_above_the_cutoff_is_searched_through_the_graph_and_stays_
     finally:
         await store.drop()
         await client.close()
+
+
+@pytest.mark.parametrize("limit", [store_module.STORED_LIMIT, 2])
+async def test_several_documents_lose_exactly_their_superseded_chunks(
+    store: ChunkStore, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    # With a limit of 2 the stored chunks are too many to read at once: the per-document and
+    # filter-based paths must give the same answers.
+    monkeypatch.setattr(store_module, "STORED_LIMIT", limit)
+    for stored in (
+        ready("t1", "lib", "a", "v1", ["a one x", "a one y"], sequence=1),
+        ready("t1", "lib", "a", "v2", ["a two"], sequence=2),
+        ready("t1", "lib", "b", "v1", ["b one"], sequence=1),
+        ready("t1", "lib", "b", "v9", ["b nine"], sequence=9),  # later than b's publish below
+        ready("t1", "lib", "c", "v4", ["c four, republished"], sequence=4),  # same version
+        ready("t1", "other", "a", "v0", ["another library's a"], sequence=1),
+    ):
+        await store.upsert(stored)
+    published = [
+        ready("t1", "lib", "a", "v3", ["a three"], sequence=3),
+        ready("t1", "lib", "b", "v5", ["b five"], sequence=5),
+        ready("t1", "lib", "c", "v4", ["c four, republished"], sequence=6),
+    ]
+    assert await store.newest_sequences(published) == {("lib", "b"): 9}
+    assert not any(await store.write(published))
+    assert await store.delete_superseded(published) == 4  # a's v1 (two chunks) and v2, b's v1
+    assert await store.delete_superseded(published) == 0
+    left = sorted(
+        [
+            (c["library"], c["document_id"], c["version"], c["sequence"])
+            async for c in store.read_chunks(store.physical("test"), "t1")
+        ]
+    )
+    assert left == [
+        ("lib", "a", "v3", 3),
+        ("lib", "b", "v5", 5),
+        ("lib", "b", "v9", 9),
+        ("lib", "c", "v4", 6),  # the same chunk id: overwritten, not deleted
+        ("other", "a", "v0", 1),
+    ]
