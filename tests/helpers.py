@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
+from kbus_shared.contracts import Chunk, ChunksReady, ContentType, DocumentRef
 from kbus_shared.topology import Topology
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -116,3 +119,22 @@ async def request_when_served(
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.05)
+
+
+def chunks_ready(tenant: str, document: int, texts: Sequence[str]) -> bytes:
+    """A ``chunks.ready`` message of document ``d<document>`` with these chunk texts."""
+    ref = DocumentRef(
+        tenant=tenant,
+        library="lib",
+        document_id=f"d{document}",
+        version="v",
+        title=f"Document {document}",
+        source_uri="",
+        content_type=ContentType.PLAIN,
+        metadata={},
+    )
+    chunks = tuple(
+        Chunk(chunk_id=str(uuid.uuid4()), position=p, char_start=0, char_end=1, text=text)
+        for p, text in enumerate(texts)
+    )
+    return ChunksReady(document=ref, chunks=chunks).model_dump_json().encode()

@@ -18,10 +18,10 @@ import nats
 import pytest
 from kbus_dev.services import service_env, start_service, wait_healthy
 from kbus_shared.bus import declare_streams
-from kbus_shared.contracts import Chunk, ChunksReady, ContentType, DocumentRef
 from kbus_shared.topology import Topology
 
 from tests.conftest import Servers
+from tests.helpers import chunks_ready
 
 DOCUMENTS = 96
 CHUNKS_PER_DOCUMENT = 4  # about SciFact's mean (19,979 chunks of 5,183 documents)
@@ -29,28 +29,15 @@ WORDS = ("retrieval", "protein", "cluster", "latency", "membrane", "quorum", "ve
 
 
 def _message(run: str, i: int) -> bytes:
-    ref = DocumentRef(
-        tenant="calls",
-        library="lib",
-        document_id=f"d{i}",
-        version="v",
-        title=f"Document {i}",
-        source_uri="",
-        content_type=ContentType.PLAIN,
-        metadata={},
+    # Unique texts: none comes from the embedding cache or is deduplicated.
+    return chunks_ready(
+        "calls",
+        i,
+        [
+            f"{run} {i} {p} " + " ".join(WORDS[(i + p + k) % len(WORDS)] for k in range(40))
+            for p in range(CHUNKS_PER_DOCUMENT)
+        ],
     )
-    chunks = tuple(
-        Chunk(
-            chunk_id=str(uuid.uuid4()),
-            position=p,
-            char_start=0,
-            char_end=1,
-            # Unique texts: none comes from the embedding cache or is deduplicated.
-            text=f"{run} {i} {p} " + " ".join(WORDS[(i + p + k) % len(WORDS)] for k in range(40)),
-        )
-        for p in range(CHUNKS_PER_DOCUMENT)
-    )
-    return ChunksReady(document=ref, chunks=chunks).model_dump_json().encode()
 
 
 def _metric(text: str, name: str) -> float:

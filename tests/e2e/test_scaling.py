@@ -17,10 +17,10 @@ import nats
 import pytest
 from kbus_dev.services import service_env, start_service, wait_healthy
 from kbus_shared.bus import declare_streams
-from kbus_shared.contracts import Chunk, ChunksReady, ContentType, DocumentRef
 from kbus_shared.topology import Topology
 
 from tests.conftest import Servers
+from tests.helpers import chunks_ready
 
 DOCUMENTS = 36
 CHUNKS_PER_DOCUMENT = 8
@@ -28,27 +28,14 @@ WORDS = ("retrieval", "protein", "cluster", "latency", "membrane", "quorum", "ve
 
 
 def _message(i: int) -> bytes:
-    ref = DocumentRef(
-        tenant="scale",
-        library="lib",
-        document_id=f"d{i}",
-        version="v",
-        title=f"Document {i}",
-        source_uri="",
-        content_type=ContentType.PLAIN,
-        metadata={},
+    return chunks_ready(
+        "scale",
+        i,
+        [
+            " ".join(WORDS[(i + p + k) % len(WORDS)] for k in range(70))
+            for p in range(CHUNKS_PER_DOCUMENT)
+        ],
     )
-    chunks = tuple(
-        Chunk(
-            chunk_id=str(uuid.uuid4()),
-            position=p,
-            char_start=0,
-            char_end=1,
-            text=" ".join(WORDS[(i + p + k) % len(WORDS)] for k in range(70)),
-        )
-        for p in range(CHUNKS_PER_DOCUMENT)
-    )
-    return ChunksReady(document=ref, chunks=chunks).model_dump_json().encode()
 
 
 async def _run(servers: Servers, processes: int, logs: Path) -> tuple[float, list[float]]:
