@@ -48,6 +48,12 @@ STORED_LIMIT = 1_000
 #: Weaviate's default QUERY_MAXIMUM_RESULTS: what one delete request deletes at most.
 DELETE_LIMIT = 10_000
 DocumentKey = tuple[str, str]  # (library, document id) inside one tenant
+#: How long a searcher keeps the alias's target before looking again (a switch shows within it).
+ACTIVE_TTL_S = 1.0
+#: Below this many chunks in a search's scope Weaviate compares the query with every one of them
+#: instead of walking the HNSW graph (why 10,000 and not Weaviate's 40,000:
+#: ``SearcherSettings.flat_search_cutoff``).
+DEFAULT_FLAT_SEARCH_CUTOFF = 10_000
 
 
 @dataclass(frozen=True)
@@ -58,14 +64,6 @@ class StoredChunk:
     key: DocumentKey
     version: str
     sequence: int
-
-
-#: How long a searcher keeps the alias's target before looking again (a switch shows within it).
-ACTIVE_TTL_S = 1.0
-#: Below this many chunks in a search's scope Weaviate compares the query with every one of them
-#: instead of walking the HNSW graph (why 10,000 and not Weaviate's 40,000:
-#: ``SearcherSettings.flat_search_cutoff``).
-DEFAULT_FLAT_SEARCH_CUTOFF = 10_000
 
 
 def _slug(model: str) -> str:
@@ -477,7 +475,8 @@ class ChunkStore:
             earliest[key] = min(earliest.get(key, ready.document.sequence), ready.document.sequence)
         stored = await self._stored(readies)
         if stored is None:
-            newest = {key: await self.newest_sequence(r) for key, r in _one_each(readies).items()}
+            one_each = {doc_key(r): r for r in readies}
+            newest = {key: await self.newest_sequence(r) for key, r in one_each.items()}
             return {k: n for k, n in newest.items() if n is not None and n > earliest[k]}
         later: dict[DocumentKey, int] = {}
         for chunk in stored:
@@ -731,10 +730,6 @@ async def _delete_all(collection: Any, where: _Filters) -> int:
         removed += int(result.successful)
         if result.matches < DELETE_LIMIT or not result.successful:
             return removed
-
-
-def _one_each(readies: Sequence[EmbeddingsReady]) -> dict[DocumentKey, EmbeddingsReady]:
-    return {doc_key(r): r for r in readies}
 
 
 def _superseded(readies: Sequence[EmbeddingsReady]) -> _Filters:
