@@ -62,6 +62,8 @@ def _kv(bucket: str) -> list[str]:
     """Read and write one key-value bucket (not create it)."""
     return [
         f"$JS.API.STREAM.INFO.KV_{bucket}",
+        # Batched reads (many keys in one request) go to the stream's own subject.
+        f"$JS.API.DIRECT.GET.KV_{bucket}",
         f"$JS.API.DIRECT.GET.KV_{bucket}.>",
         f"$JS.API.STREAM.MSG.GET.KV_{bucket}",
         f"$KV.{bucket}.>",

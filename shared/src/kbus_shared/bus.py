@@ -264,6 +264,7 @@ async def open_bucket(js: JetStreamContext, config: KeyValueConfig, *, create: b
         max_msg_size=stream.max_msg_size
         if config.max_value_size is None
         else config.max_value_size,
+        allow_direct=stream.allow_direct if config.direct is None else config.direct,
     )
     if wanted != stream:
         log.warning("bucket %s: updating its limits to this version's", config.bucket)

@@ -242,8 +242,14 @@ class Topology:
             replicas=self.replicas,
         )
 
-    def bucket(self, name: str, description: str, max_bytes: int | None = None) -> KeyValueConfig:
-        """The configuration of one of kbus's key-value buckets (file storage, one value)."""
+    def bucket(
+        self, name: str, description: str, max_bytes: int | None = None, *, direct: bool = False
+    ) -> KeyValueConfig:
+        """The configuration of one of kbus's key-value buckets (file storage, one value).
+
+        ``direct``: any replica answers reads, without the JetStream API, and many keys can be
+        read in one request. Only for a bucket whose values never change: a replica may lag.
+        """
         return KeyValueConfig(
             bucket=name,
             history=1,
@@ -251,6 +257,7 @@ class Topology:
             replicas=self.replicas,
             max_bytes=max_bytes if max_bytes is not None else self.stream_max_bytes,
             description=description,
+            direct=direct,
         )
 
     @property
@@ -263,7 +270,9 @@ class Topology:
 
     @property
     def embed_cache_kv(self) -> KeyValueConfig:
-        return self.bucket(self.embed_cache_bucket, "kbus vectors by sha256(model, text)")
+        return self.bucket(
+            self.embed_cache_bucket, "kbus vectors by sha256(model, text)", direct=True
+        )
 
     @property
     def buckets(self) -> tuple[KeyValueConfig, ...]:

@@ -31,7 +31,7 @@ def decode_vector(value: Any) -> tuple[float, ...]:
     if isinstance(value, np.ndarray):
         return tuple(value.tolist())
     if isinstance(value, list | tuple):
-        return tuple(float(x) for x in value)
+        return tuple(map(float, value))
     raise ValueError("a vector is base64 float32 or a list of numbers")
 
 

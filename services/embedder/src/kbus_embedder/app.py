@@ -53,7 +53,7 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
         log.info("embedding with %s (%d dimensions)", embedder.model, embedder.dimension)
         await connect_and_declare(broker, topology)
         if cache is not None:
-            await cache.open(broker.connection.jetstream(), create=topology.declare)
+            await cache.open(broker.connection, create=topology.declare)
         services.append(
             await register_embed_service(
                 broker.connection,

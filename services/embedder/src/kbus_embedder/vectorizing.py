@@ -81,8 +81,9 @@ class Vectorizer:
         """Embed one part of a document's chunks and publish it on ``embeddings.ready``."""
         texts = [document_text(ready.document, c, self.include_title) for c in ready.chunks]
         vectors = await self._vectors(texts)
+        # The array itself: a tuple of floats is validated float by float (28 us a chunk).
         embedded = [
-            EmbeddedChunk(**chunk.model_dump(), vector=tuple(vector.tolist()))
+            EmbeddedChunk(**chunk.model_dump(), vector=vector)
             for chunk, vector in zip(ready.chunks, vectors, strict=True)
         ]
         topology = self.stage.topology
@@ -139,5 +140,5 @@ class Vectorizer:
         return EmbedReply(
             model=self.embedder.model,
             dimension=self.embedder.dimension,
-            vectors=tuple(tuple(v.tolist()) for v in vectors),
+            vectors=tuple(vectors),
         )
