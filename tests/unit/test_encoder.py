@@ -8,7 +8,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from kbus_models.encoder import MINILM, MINILM_INT8, MINILM_Q8, Encoder, resolve
+from kbus_models.encoder import (
+    MAX_PADDING,
+    MINILM,
+    MINILM_INT8,
+    MINILM_Q8,
+    Encoder,
+    padding_bounded,
+    resolve,
+)
 
 SENTENCES = [
     "A man is eating food.",
@@ -30,22 +38,42 @@ def test_vectors_are_unit_length_and_in_order(fp32: Encoder) -> None:
     assert np.allclose(fp32.embed([SENTENCES[2]])[0], vectors[2], atol=1e-5)
 
 
-def test_batches_group_texts_of_similar_token_counts(fp32: Encoder) -> None:
-    # Ordered by characters these would pair 17 tokens with 13 and 32 with 14.
+def test_batches_group_texts_of_equal_token_counts(fp32: Encoder) -> None:
+    # By characters the 17-token texts (29 characters) come before the 14-token ones (38, 62),
+    # and batches of four would pad 3 tokens to 12 and 14 to 17.
     texts = [
-        "x" * 60,  # 60 characters, 32 tokens
+        "one two three four five six seven eight nine ten eleven twelve",  # 62 characters, 14
         "a b c d e f g h i j",  # 19, 12
         "hello",  # 5, 3
-        "one two three four five six seven eight nine ten eleven twelve",  # 62, 14
-        "supercalifragilisticexpialidocious",  # 34, 13
         "1 2 3 4 5 6 7 8 9 0 1 2 3 4 5",  # 29, 17
+        "supercalifragilisticexpialidociousness",  # 38, 14
+        "k l m n o p q r s t",  # 19, 12
+        "1 2 3 4 5 6 7 8 9 0 1 2 3 4 6",  # 29, 17
+        "world",  # 5, 3
     ]
     tokens = [len(fp32.tokenizer.encode(t).ids) for t in texts]
-    submitted = fp32._submit(texts, 2, False)
+    submitted = fp32._submit(texts, 4, False)
     for _, future in submitted:
         future.result()
     batches = [sorted(tokens[i] for i in rows) for rows, _ in submitted]
-    assert batches == [[3, 12], [13, 14], [17, 32]]
+    assert batches == [[3, 3], [12, 12], [14, 14], [17, 17]]
+
+
+def test_a_batch_grows_while_its_padding_stays_within_the_bound() -> None:
+    lengths = [100, 100, 101, 101, 130, 130, 130, 130, 130, 131, 200]
+    order = list(range(len(lengths)))
+    batches = padding_bounded(order, lengths, 4)
+    assert [[lengths[i] for i in b] for b in batches] == [
+        [100, 100, 101, 101],  # 404 positions for 402 tokens
+        [130, 130, 130, 130],  # full: a fifth would exceed the size
+        [130, 131],
+        [200],  # would pad the 130s by half
+    ]
+    for batch in batches:
+        padded = max(lengths[i] for i in batch) * len(batch)
+        assert padded <= sum(lengths[i] for i in batch) * (1 + MAX_PADDING)
+    assert padding_bounded(order, lengths, 4, max_padding=1.0)[0] == [0, 1, 2, 3]
+    assert padding_bounded([], [], 4) == []
 
 
 def test_batches_on_several_threads_give_each_text_its_own_row(fp32: Encoder) -> None:

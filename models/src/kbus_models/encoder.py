@@ -204,13 +204,47 @@ class Encoder:
         if len(texts) == 1 and self._lone is not None:
             session, pool = self._lone
             return [([0], pool.submit(partial(self._run, encodings, session)))]
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        lengths = [len(e.ids) for e in encodings]
+        order = sorted(range(len(texts)), key=lengths.__getitem__)
         size = max(1, min(batch_size, math.ceil(len(order) / self.workers)))
-        batches = [order[begin : begin + size] for begin in range(0, len(order), size)]
+        batches = padding_bounded(order, lengths, size)
         submit = partial(self._pool.submit, urgent=urgent)
         return [
             (rows, submit(partial(self._run, [encodings[i] for i in rows]))) for rows in batches
         ]
+
+
+#: How much padding a batch may carry: its padded positions over its tokens, less one.
+MAX_PADDING = 0.02
+
+
+def padding_bounded(
+    order: list[int], lengths: list[int], size: int, max_padding: float = MAX_PADDING
+) -> list[list[int]]:
+    """Consecutive rows of ``order`` (sorted by length) in batches of at most ``size``, each
+    padded by at most ``max_padding`` of its tokens.
+
+    A call gathered from a stream of messages has texts of uneven lengths: cut into batches of
+    four regardless, SciFact's chunks ran 3% padding. A smaller batch of even lengths costs less
+    than that (a run's own overhead was about 6% of a text), so a batch ends where the next
+    text would pad it more. Side by side, calls of 64 in stream order: 1.02 to 1.06 x the chunks
+    per second; calls of texts sorted across the corpus (the bare encoder) keep batches of four.
+    """
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    tokens = 0
+    for row in order:
+        # Sorted: the row is the longest so far, so the batch would be padded to its length.
+        grown = len(batch) + 1
+        padded = lengths[row] * grown
+        if batch and (grown > size or padded > (tokens + lengths[row]) * (1 + max_padding)):
+            batches.append(batch)
+            batch, tokens = [], 0
+        batch.append(row)
+        tokens += lengths[row]
+    if batch:
+        batches.append(batch)
+    return batches
 
 
 def _session(model: bytes | str, threads: int) -> ort.InferenceSession:
