@@ -48,7 +48,13 @@ async def _run(servers: Servers, processes: int, logs: Path) -> tuple[float, lis
         servers.weaviate_http,
         servers.weaviate_grpc,
         prefix=topology.prefix,
-        extra={"KBUS_EMBEDDER_THREADS": "1", "KBUS_STREAM_MAX_BYTES": str(64 * 1024**2)},
+        # Four messages held per process: with the default 64, one process could take most of
+        # these 36 documents before the others' pulls came round and finish them alone.
+        extra={
+            "KBUS_EMBEDDER_THREADS": "1",
+            "KBUS_EMBEDDER_CONCURRENCY": "4",
+            "KBUS_STREAM_MAX_BYTES": str(64 * 1024**2),
+        },
     )
     embedders = [
         start_service("embedder", env, logs / f"run{processes}-{n}") for n in range(processes)
