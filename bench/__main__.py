@@ -47,6 +47,13 @@ def _args() -> argparse.Namespace:
         help="Documents the embedder service drains beside the bare encoder (0: all of the run's)",
     )
     p.add_argument("--scaling-documents", type=int, default=150)
+    p.add_argument(
+        "--drift-documents",
+        type=int,
+        default=300,
+        help="Documents whose chunks are encoded again right before and after ingestion 1, to "
+        "see how far the machine's speed moved from the floor's (0: not measured)",
+    )
     p.add_argument("--out", type=Path, default=Path("bench-results"))
     p.add_argument(
         "--model",
@@ -72,6 +79,34 @@ def _sync(call: Callable[[str], None]) -> Callable[[str], Awaitable[None]]:
     return turn
 
 
+class _Drift:
+    """The bare encoder's rate on a fixed sample of the corpus, taken at named moments.
+
+    Single runs drift by several percent over minutes; E is measured before the pipeline runs.
+    The same sample, encoded right after E and right before and after ingestion 1, says how far
+    the machine moved in between (the report scales E by it).
+    """
+
+    def __init__(self, sample: corpora.Corpus | None, model: str, batch_size: int) -> None:
+        self.sample, self.model, self.batch_size = sample, model, batch_size
+        self.rates: dict[str, float] = {}
+
+    def __call__(self, moment: str) -> None:
+        if self.sample is None:
+            return
+        rate, _ = floors.encode_rate(self.sample, self.model, threads=0, batch_size=self.batch_size)
+        self.rates[moment] = rate["chunks_per_s"]
+
+    def summary(self) -> dict[str, Any]:
+        assert self.sample is not None
+        return {"chunks": self.sample.chunks, "chunks_per_s": self.rates}
+
+
+def _drift_probe(args: argparse.Namespace, data: corpora.Corpus) -> _Drift:
+    sample = _head(data, args.drift_documents) if args.drift_documents else None
+    return _Drift(sample, args.model, EmbedderSettings().batch_size)
+
+
 def _machine() -> str:
     return f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
 
@@ -83,6 +118,7 @@ async def _kbus(
     http: int,
     grpc: int,
     servers: list[Server],
+    drift: _Drift,
 ) -> dict[str, Any]:
     collection = f"Bench{uuid.uuid4().hex[:8]}"
     store = StoreSettings(http_port=http, grpc_port=grpc, collection=collection)
@@ -100,6 +136,8 @@ async def _kbus(
             # replaced. (Republishing the same content inside JetStream's 2-minute duplicate
             # window would be dropped at the stream and measure nothing downstream.)
             for version in (None, "bench-again"):
+                if version is None:
+                    drift("before")
                 cpu = {s.name: pipeline.cpu_seconds(s) for s in services + servers}
                 loops = {s.name: pipeline.main_thread_cpu_seconds(s) for s in services}
                 run = await pipeline.ingest(kb, data, library, version)
@@ -120,6 +158,8 @@ async def _kbus(
                     for s in services
                 }
                 runs.append(run)
+                if version is None:
+                    drift("after")
                 for s in services:
                     memory[s.name].append(pipeline.memory_kb(s))
             lone = await pipeline.lone_documents(kb, data, "lone")
@@ -165,7 +205,12 @@ async def _kbus(
         for s in services:
             s.stop()
     return {
-        "ingestion": {"runs": runs, "in_flight": pipeline.IN_FLIGHT, "lone_ms": lone},
+        "ingestion": {
+            "runs": runs,
+            "in_flight": pipeline.IN_FLIGHT,
+            "lone_ms": lone,
+            **({"encode_drift": drift.summary()} if drift.rates else {}),
+        },
         "query": {"bus": loads, "floor": query_floor},
         "memory": memory,
         **({"peer": peer_result} if peer_result else {}),
@@ -191,6 +236,8 @@ async def main() -> None:
         # The floor runs the model exactly as the embedder service does by default.
         batch = EmbedderSettings().batch_size
         encode, vectors = floors.encode_rate(data, args.model, threads=0, batch_size=batch)
+        drift = _drift_probe(args, data)
+        drift("floor")
         store = StoreSettings(http_port=http, grpc_port=grpc)
         imported = await floors.import_rate(data, vectors, store, args.model, weaviate_server)
         ceiling = 1 / (1 / encode["chunks_per_s"] + 1 / imported["chunks_per_s"])
@@ -208,7 +255,9 @@ async def main() -> None:
                 "ceiling_chunks_per_s": ceiling,
                 "chunking_cpu_ms_per_chunk": data.chunking_cpu_s * 1000 / data.chunks,
             },
-            **(await _kbus(args, data, nats_url, http, grpc, [nats_server, weaviate_server])),
+            **(
+                await _kbus(args, data, nats_url, http, grpc, [nats_server, weaviate_server], drift)
+            ),
         }
         print("embedder service fed from the stream, beside the bare encoder", flush=True)
         # The encoder floor again, right before: single runs drift by about 10% over minutes.

@@ -10,6 +10,24 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b else "n/a"
 
 
+def _drift(drift: dict[str, Any] | None, e: float, w: float, pipeline: float) -> list[str]:
+    """How far the machine moved between E and ingestion 1, and the ratio to H with E moved."""
+    if not drift:
+        return []
+    rates = drift["chunks_per_s"]
+    floor = rates.get("floor")
+    if not floor or "before" not in rates or "after" not in rates:
+        return []
+    moved = {m: e * rates[m] / floor for m in ("before", "after")}
+    ratio = {m: pipeline * (1 / moved[m] + 1 / w) for m in moved}
+    return [
+        f"The bare encoder on a sample ({drift['chunks']} chunks) right after E "
+        f"{floor:.1f} chunks/s, right before ingestion 1 {rates['before']:.1f}, right after it "
+        f"{rates['after']:.1f}; with E moved as the sample moved, pipeline / H = "
+        f"**{ratio['before']:.2f}** (before) and **{ratio['after']:.2f}** (after).",
+    ]
+
+
 def markdown(r: dict[str, Any]) -> str:
     """A summary of every figure, with the ratios the targets are stated in."""
     ing, floors = r["ingestion"], r["floors"]
@@ -101,6 +119,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"against the bare encoder run just before it "
         f"({r['stream_embedder'].get('adjacent_encode_chunks_per_s', 0):.1f} chunks/s): "
         f"**{_ratio(fed, r['stream_embedder'].get('adjacent_encode_chunks_per_s', 0))}**.",
+        *_drift(ing.get("encode_drift"), e, w, first["chunks_per_s"]),
         f"Time to searchable (publish to receipt, {ing['in_flight']} documents in flight): "
         f"p50 {tts['p50']:.0f} ms, p99 {tts['p99']:.0f} ms.",
     ]

@@ -121,3 +121,17 @@ def test_percentiles() -> None:
     assert stats["p50"] == 50.5
     assert round(stats["p99"], 2) == 99.01
     assert percentiles([])["n"] == 0
+
+
+def test_the_summary_moves_e_as_the_machine_moved() -> None:
+    result = _result()
+    assert "right after E" not in markdown(result)
+    result["ingestion"]["encode_drift"] = {
+        "chunks": 100,
+        "chunks_per_s": {"floor": 20.0, "before": 19.0, "after": 18.0},
+    }
+    text = markdown(result)
+    # E 25 moved by 19/20 and 18/20: 20 x (1/23.75 + 1/400) = 0.89, 20 x (1/22.5 + 1/400) = 0.94.
+    assert "sample (100 chunks) right after E 20.0 chunks/s" in text
+    assert "before ingestion 1 19.0, right after it 18.0" in text
+    assert "pipeline / H = **0.89** (before) and **0.94** (after)" in text
