@@ -25,6 +25,7 @@ from kbus_client import KbClient
 from kbus_dev.servers import Server, ensure_installed, start_nats, start_weaviate
 from kbus_dev.services import service_env, start_all
 from kbus_embedder.settings import EmbedderSettings
+from kbus_models.encoder import Encoder, resolve
 from kbus_shared.settings import StoreSettings
 
 from bench import corpus as corpora
@@ -83,28 +84,29 @@ class _Drift:
     """The bare encoder's rate on a fixed sample of the corpus, taken at named moments.
 
     Single runs drift by several percent over minutes; E is measured before the pipeline runs.
-    The same sample, encoded right after E and right before and after ingestion 1, says how far
-    the machine moved in between (the report scales E by it).
+    The same sample, encoded right after E and right before and after ingestion 1 by the same
+    encoder, says how far the machine moved in between (the report scales E by it).
     """
 
-    def __init__(self, sample: corpora.Corpus | None, model: str, batch_size: int) -> None:
-        self.sample, self.model, self.batch_size = sample, model, batch_size
+    def __init__(self, args: argparse.Namespace, data: corpora.Corpus) -> None:
+        self.sample = _head(data, args.drift_documents)
+        self.model, self.batch_size = args.model, EmbedderSettings().batch_size
+        self.encoder = Encoder(resolve(args.model), threads=0) if args.drift_documents else None
         self.rates: dict[str, float] = {}
 
     def __call__(self, moment: str) -> None:
-        if self.sample is None:
+        if self.encoder is None:
             return
-        rate, _ = floors.encode_rate(self.sample, self.model, threads=0, batch_size=self.batch_size)
+        rate, _ = floors.encode_rate(
+            self.sample, self.model, 0, self.batch_size, encoder=self.encoder
+        )
         self.rates[moment] = rate["chunks_per_s"]
 
     def summary(self) -> dict[str, Any]:
-        assert self.sample is not None
-        return {"chunks": self.sample.chunks, "chunks_per_s": self.rates}
-
-
-def _drift_probe(args: argparse.Namespace, data: corpora.Corpus) -> _Drift:
-    sample = _head(data, args.drift_documents) if args.drift_documents else None
-    return _Drift(sample, args.model, EmbedderSettings().batch_size)
+        """What the report reads; empty when the drift was not measured."""
+        if not self.rates:
+            return {}
+        return {"encode_drift": {"chunks": self.sample.chunks, "chunks_per_s": self.rates}}
 
 
 def _machine() -> str:
@@ -209,7 +211,7 @@ async def _kbus(
             "runs": runs,
             "in_flight": pipeline.IN_FLIGHT,
             "lone_ms": lone,
-            **({"encode_drift": drift.summary()} if drift.rates else {}),
+            **drift.summary(),
         },
         "query": {"bus": loads, "floor": query_floor},
         "memory": memory,
@@ -236,11 +238,11 @@ async def main() -> None:
         # The floor runs the model exactly as the embedder service does by default.
         batch = EmbedderSettings().batch_size
         encode, vectors = floors.encode_rate(data, args.model, threads=0, batch_size=batch)
-        drift = _drift_probe(args, data)
+        drift = _Drift(args, data)
         drift("floor")
         store = StoreSettings(http_port=http, grpc_port=grpc)
         imported = await floors.import_rate(data, vectors, store, args.model, weaviate_server)
-        ceiling = 1 / (1 / encode["chunks_per_s"] + 1 / imported["chunks_per_s"])
+        ceiling = report.ceiling(encode["chunks_per_s"], imported["chunks_per_s"])
         print("kbus: ingestion twice, then queries", flush=True)
         result: dict[str, Any] = {
             "machine": _machine(),

@@ -10,6 +10,11 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b else "n/a"
 
 
+def ceiling(e: float, w: float) -> float:
+    """H = 1 / (1/E + 1/W): the pipeline's ceiling when embedding and import share the cores."""
+    return 1 / (1 / e + 1 / w)
+
+
 def _drift(drift: dict[str, Any] | None, e: float, w: float, pipeline: float) -> list[str]:
     """How far the machine moved between E and ingestion 1, and the ratio to H with E moved."""
     if not drift:
@@ -18,8 +23,7 @@ def _drift(drift: dict[str, Any] | None, e: float, w: float, pipeline: float) ->
     floor = rates.get("floor")
     if not floor or "before" not in rates or "after" not in rates:
         return []
-    moved = {m: e * rates[m] / floor for m in ("before", "after")}
-    ratio = {m: pipeline * (1 / moved[m] + 1 / w) for m in moved}
+    ratio = {m: pipeline / ceiling(e * rates[m] / floor, w) for m in ("before", "after")}
     return [
         f"The bare encoder on a sample ({drift['chunks']} chunks) right after E "
         f"{floor:.1f} chunks/s, right before ingestion 1 {rates['before']:.1f}, right after it "
