@@ -88,18 +88,16 @@ class _Drift:
     encoder, says how far the machine moved in between (the report scales E by it).
     """
 
-    def __init__(self, args: argparse.Namespace, data: corpora.Corpus) -> None:
-        self.sample = _head(data, args.drift_documents)
-        self.model, self.batch_size = args.model, EmbedderSettings().batch_size
-        self.encoder = Encoder(resolve(args.model), threads=0) if args.drift_documents else None
+    def __init__(self, documents: int, data: corpora.Corpus, encoder: Encoder) -> None:
+        self.documents = documents
+        self.sample = _head(data, documents)
+        self.encoder = encoder
         self.rates: dict[str, float] = {}
 
     def __call__(self, moment: str) -> None:
-        if self.encoder is None:
+        if not self.documents:
             return
-        rate, _ = floors.encode_rate(
-            self.sample, self.model, 0, self.batch_size, encoder=self.encoder
-        )
+        rate, _ = floors.encode_rate(self.sample, self.encoder, EmbedderSettings().batch_size)
         self.rates[moment] = rate["chunks_per_s"]
 
     def summary(self) -> dict[str, Any]:
@@ -235,10 +233,12 @@ async def main() -> None:
     http, grpc = weaviate_server.ports["http"], weaviate_server.ports["grpc"]
     try:
         print("floors: bare encoder, bare Weaviate import", flush=True)
-        # The floor runs the model exactly as the embedder service does by default.
+        # The floor runs the model exactly as the embedder service does by default; the same
+        # encoder measures every bare rate of the run.
         batch = EmbedderSettings().batch_size
-        encode, vectors = floors.encode_rate(data, args.model, threads=0, batch_size=batch)
-        drift = _Drift(args, data)
+        bare = Encoder(resolve(args.model), threads=0)
+        encode, vectors = floors.encode_rate(data, bare, batch)
+        drift = _Drift(args.drift_documents, data, bare)
         drift("floor")
         store = StoreSettings(http_port=http, grpc_port=grpc)
         imported = await floors.import_rate(data, vectors, store, args.model, weaviate_server)
@@ -264,7 +264,7 @@ async def main() -> None:
         print("embedder service fed from the stream, beside the bare encoder", flush=True)
         # The encoder floor again, right before: single runs drift by about 10% over minutes.
         streamed = _head(data, args.stream_documents)
-        adjacent, _ = floors.encode_rate(streamed, args.model, threads=0, batch_size=batch)
+        adjacent, _ = floors.encode_rate(streamed, bare, batch)
         result["stream_embedder"] = await scaling.embedder_rate(
             nats_url, (http, grpc), streamed, 1, args.out / "logs", threads=0
         )

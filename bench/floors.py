@@ -28,19 +28,13 @@ QUERY_THREADS: int = EmbedderSettings.model_fields["query_threads"].default
 
 
 def encode_rate(
-    corpus: Corpus,
-    model: str,
-    threads: int,
-    batch_size: int,
-    encoder: Encoder | None = None,
+    corpus: Corpus, encoder: Encoder, batch_size: int
 ) -> tuple[dict[str, float], list[np.ndarray]]:
     """Bare encoder (E): chunks per second embedding the corpus's chunk texts in-process.
 
-    Also returns the vectors, one array per document, for the import floor. ``encoder``: one
-    already built (with ``model`` and ``threads``), for measurements repeated over a run.
+    Also returns the vectors, one array per document, for the import floor.
     """
     texts = corpus.chunk_texts
-    encoder = encoder or Encoder(resolve(model), threads=threads)
     encoder.embed(texts[:batch_size], batch_size)  # warm-up: onnxruntime allocates on first run
     started, cpu = time.perf_counter(), time.process_time()
     flat = encoder.embed(texts, batch_size)
