@@ -88,16 +88,18 @@ class _Drift:
     encoder, says how far the machine moved in between (the report scales E by it).
     """
 
-    def __init__(self, documents: int, data: corpora.Corpus, encoder: Encoder) -> None:
+    def __init__(
+        self, documents: int, data: corpora.Corpus, encoder: Encoder, batch_size: int
+    ) -> None:
         self.documents = documents
         self.sample = _head(data, documents)
-        self.encoder = encoder
+        self.encoder, self.batch_size = encoder, batch_size
         self.rates: dict[str, float] = {}
 
     def __call__(self, moment: str) -> None:
         if not self.documents:
             return
-        rate, _ = floors.encode_rate(self.sample, self.encoder, EmbedderSettings().batch_size)
+        rate, _ = floors.encode_rate(self.sample, self.encoder, self.batch_size)
         self.rates[moment] = rate["chunks_per_s"]
 
     def summary(self) -> dict[str, Any]:
@@ -238,7 +240,7 @@ async def main() -> None:
         batch = EmbedderSettings().batch_size
         bare = Encoder(resolve(args.model), threads=0)
         encode, vectors = floors.encode_rate(data, bare, batch)
-        drift = _Drift(args.drift_documents, data, bare)
+        drift = _Drift(args.drift_documents, data, bare, batch)
         drift("floor")
         store = StoreSettings(http_port=http, grpc_port=grpc)
         imported = await floors.import_rate(data, vectors, store, args.model, weaviate_server)
