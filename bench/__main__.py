@@ -3,7 +3,8 @@
 Everything that is compared runs in this one process tree on this machine, one thing at a time:
 the floors first, then kbus's ingestion, LlamaIndex's ingestion right after it, then queries
 alternating between kbus, LlamaIndex and the in-process floor, then the embedder alone and
-scaled out. Results: results.json, summary.md and plot.png.
+scaled out, and last the bus and framework floor (``bench.framework``). Results: results.json,
+summary.md and plot.png.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from kbus_models.encoder import Encoder, resolve
 from kbus_shared.settings import StoreSettings
 
 from bench import corpus as corpora
-from bench import floors, pipeline, report, scaling
+from bench import floors, framework, pipeline, report, scaling
 
 #: The reranker's default scorer model; the embedder's model is ``--model``.
 RERANK_MODEL = "all-MiniLM-L6-v2"
@@ -60,6 +61,13 @@ def _args() -> argparse.Namespace:
         "--model",
         default=EmbedderSettings().model,
         help="The embedder's model, for the floors, the services and LlamaIndex alike",
+    )
+    p.add_argument(
+        "--framework-documents",
+        type=int,
+        default=1500,
+        help="Documents whose messages go through the bus and framework floor at the end "
+        "(bench.framework; 0: not measured)",
     )
     p.add_argument("--no-peer", action="store_true", help="Skip LlamaIndex.")
     p.add_argument("--no-scaling", action="store_true")
@@ -283,6 +291,10 @@ async def main() -> None:
         nats_server.stop()
         weaviate_server.stop()
         shutil.rmtree(root, ignore_errors=True)  # the run's NATS and Weaviate data
+    if args.framework_documents:
+        print("the bus and framework floor", flush=True)
+        # On a nats-server of its own, once the run's servers are gone.
+        result["framework_floor"] = await framework.run(_head(data, args.framework_documents))
     (args.out / "results.json").write_text(json.dumps(result, indent=2))
     summary = report.markdown(result)
     (args.out / "summary.md").write_text(summary)

@@ -10,6 +10,10 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b else "n/a"
 
 
+#: The framework floor's variant that is wired as kbus's stages are.
+KBUS_WIRING = "FastStream (kbus)"
+
+
 def ceiling(e: float, w: float) -> float:
     """H = 1 / (1/E + 1/W): the pipeline's ceiling when embedding and import share the cores."""
     return 1 / (1 / e + 1 / w)
@@ -30,6 +34,40 @@ def _drift(drift: dict[str, Any] | None, e: float, w: float, pipeline: float) ->
         f"{rates['after']:.1f}; with E moved as the sample moved, pipeline / H = "
         f"**{ratio['before']:.2f}** (before) and **{ratio['after']:.2f}** (after).",
     ]
+
+
+def framework_floor(floor: dict[str, Any], services_ms_per_chunk: float | None = None) -> list[str]:
+    """The floor's table, and the share of the services' CPU it is."""
+    lines = [
+        f"The bus and framework floor ({floor['documents']} documents, {floor['chunks']} chunks: "
+        "three stages that only fetch, publish the next message awaiting the stream's "
+        "acknowledgement, and ack; the same messages; medians of the rounds):",
+        "",
+        "| variant | client ms per document | nats-server ms per document | client ms per chunk "
+        "| share of the services' CPU per chunk |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for variant, v in floor["variants"].items():
+        share = (
+            f"{100 * v['client_ms_per_chunk'] / services_ms_per_chunk:.1f}%"
+            if services_ms_per_chunk
+            else ""
+        )
+        lines.append(
+            f"| {variant} | {v['client_ms_per_document']:.2f} | "
+            f"{v['server_ms_per_document']:.2f} | {v['client_ms_per_chunk']:.2f} | {share} |"
+        )
+    ours = floor["variants"].get(KBUS_WIRING)
+    if services_ms_per_chunk and ours:
+        lines += [
+            "",
+            f"FastStream as kbus wires it takes {ours['client_ms_per_chunk']:.2f} ms per chunk "
+            f"before any of kbus's own work: "
+            f"**{100 * ours['client_ms_per_chunk'] / services_ms_per_chunk:.1f}%** of the "
+            f"services' CPU per chunk in ingestion 1 ({services_ms_per_chunk:.1f} ms), against "
+            f"the 2% target ({0.02 * services_ms_per_chunk:.2f} ms).",
+        ]
+    return lines
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -88,6 +126,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"everything but the encoder: {services_cpu - model_cpu:.2f} ms = "
         f"{100 * (services_cpu - model_cpu) / services_cpu:.1f}%.",
     ]
+    if r.get("framework_floor"):
+        lines += ["", *framework_floor(r["framework_floor"], services_cpu)]
     servers = first.get("server_cpu_ms_per_chunk")
     if servers:
         bus = servers.get("nats", 0.0)

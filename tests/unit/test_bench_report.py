@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.framework import summarise
 from bench.report import markdown
 from bench.stats import percentiles
 
@@ -135,3 +136,25 @@ def test_the_summary_moves_e_as_the_machine_moved() -> None:
     assert "sample (100 chunks) right after E 20.0 chunks/s" in text
     assert "before ingestion 1 19.0, right after it 18.0" in text
     assert "pipeline / H = **0.89** (before) and **0.94** (after)" in text
+
+
+def test_the_summary_gives_the_framework_floor_as_a_share_of_the_services_cpu() -> None:
+    result = _result()
+    assert "framework floor" not in markdown(result)
+    rounds = {
+        "nats-py, fetch 16": [(1.0, 0.5), (1.2, 0.4), (0.8, 0.6)],
+        "FastStream (kbus)": [(6.0, 2.0), (4.0, 3.0), (5.0, 2.5)],
+    }
+    result["framework_floor"] = summarise(
+        {v: [{"client_ms": c, "server_ms": s} for c, s in rows] for v, rows in rounds.items()},
+        documents=100,
+        chunks=400,
+    )
+    text = markdown(result)
+    # Medians: 1.0 and 5.0 ms per document; 4 chunks a document: 0.25 and 1.25 ms per chunk,
+    # of the services' 54 ms per chunk: 0.5% and 2.3%; the 2% target is 1.08 ms.
+    assert "(100 documents, 400 chunks: three stages" in text
+    assert "| nats-py, fetch 16 | 1.00 | 0.50 | 0.25 | 0.5% |" in text
+    assert "| FastStream (kbus) | 5.00 | 2.50 | 1.25 | 2.3% |" in text
+    assert "takes 1.25 ms per chunk before any of kbus's own work: **2.3%**" in text
+    assert "(54.0 ms), against the 2% target (1.08 ms)" in text

@@ -1,0 +1,342 @@
+"""The bus and framework floor: what three stages cost per document before any of kbus's work.
+
+The same messages (the run's documents as kbus's contracts serialise them: ``document.added``,
+``chunks.ready``, ``embeddings.ready`` and the ``document.indexed`` receipt) go through three
+stages on kbus's own streams and durable consumers, on a nats-server of their own. A stage only
+fetches a message, publishes the next one awaiting the stream's acknowledgement, and acks: no
+parsing, no chunking, no model, no store. The variants take turns round by round, the order
+reversed every other round:
+
+- nats-py, fetches of 16 handled side by side (the least a Python client can do);
+- nats-py, fetches of one into 16 workers (kbus's fetch pattern without FastStream);
+- FastStream as kbus wires it: ``make_broker`` (with FastStream's Prometheus middleware) and
+  ``work_subscriber`` (fetches of one, 16 workers, manual acks);
+- the same with fetches of 16 (on an idle consumer nats-py's fetch then waits for the batch).
+
+``python -m bench.framework`` runs it alone; ``python -m bench`` runs it after the pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import logging
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nats
+import numpy as np
+from faststream import AckPolicy
+from faststream.nats import PullSub
+from kbus_dev.servers import Server, start_nats
+from kbus_shared.bus import JSON_HEADERS, BusMessage, declare_streams, make_broker, work_subscriber
+from kbus_shared.contracts import DocumentIndexed, EmbeddedChunk, EmbeddingsReady
+from kbus_shared.settings import BusSettings
+from kbus_shared.topology import Topology, work_consumer
+from nats.js import JetStreamContext
+from prometheus_client import CollectorRegistry
+
+from bench import corpus as corpora
+from bench import report
+from bench.pipeline import cpu_seconds
+
+VARIANTS = ("nats-py, fetch 16", "nats-py, fetch 1", report.KBUS_WIRING, "FastStream, fetch 16")
+WORKERS = 16
+DIMENSION = 384
+
+StageRun = Callable[["Hop", "Meter"], Awaitable[None]]
+
+
+class Meter:
+    """CPU of this process and of nats-server while messages flow (set-up not counted)."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.client_s = self.server_s = 0.0
+        self._started = (0.0, 0.0)
+
+    def start(self) -> None:
+        self._started = (time.process_time(), cpu_seconds(self.server))
+
+    def stop(self) -> None:
+        self.client_s += time.process_time() - self._started[0]
+        self.server_s += cpu_seconds(self.server) - self._started[1]
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One stage: the stream and durable it consumes, where it publishes, and what."""
+
+    name: str
+    stream: str
+    subject: str
+    durable: str
+    out_subject: str
+    out_stream: str
+    bodies: list[bytes]
+    #: The receipt carries a message id, as the indexer's does.
+    msg_ids: bool = False
+
+
+def bodies(data: corpora.Corpus) -> dict[str, list[bytes]]:
+    """Each document's messages on the three subjects and its receipt, as kbus sends them."""
+    rng = np.random.default_rng(0)
+    out: dict[str, list[bytes]] = {"added": [], "chunks": [], "embeddings": [], "indexed": []}
+    for doc, ready in zip(data.documents, data.chunked, strict=True):
+        out["added"].append(corpora.as_added(doc, "bench", "bench").model_dump_json().encode())
+        out["chunks"].append(ready.model_dump_json().encode())
+        embedded = EmbeddingsReady(
+            document=ready.document,
+            model="bench",
+            dimension=DIMENSION,
+            total_chunks=len(ready.chunks),
+            chunks=tuple(
+                EmbeddedChunk(**c.model_dump(), vector=rng.random(DIMENSION, dtype=np.float32))
+                for c in ready.chunks
+            ),
+        )
+        out["embeddings"].append(embedded.model_dump_json().encode())
+        receipt = DocumentIndexed(
+            tenant="bench",
+            library="bench",
+            document_id=ready.document.document_id,
+            version=ready.document.version,
+            chunk_count=len(ready.chunks),
+            model="bench",
+        )
+        out["indexed"].append(receipt.model_dump_json().encode())
+    return out
+
+
+def hops(topology: Topology, messages: dict[str, list[bytes]]) -> list[Hop]:
+    t = topology
+    return [
+        Hop(
+            "ingestor",
+            t.documents_stream.name,
+            t.document_added,
+            t.ingestor_durable,
+            t.chunks_ready,
+            t.chunks_stream.name,
+            messages["chunks"],
+        ),
+        Hop(
+            "embedder",
+            t.chunks_stream.name,
+            t.chunks_ready,
+            t.embedder_durable,
+            t.embeddings_ready,
+            t.embeddings_stream.name,
+            messages["embeddings"],
+        ),
+        Hop(
+            "indexer",
+            t.embeddings_stream.name,
+            t.embeddings_ready,
+            t.indexer_durable,
+            t.document_indexed,
+            t.receipts_stream.name,
+            messages["indexed"],
+            msg_ids=True,
+        ),
+    ]
+
+
+def _headers(hop: Hop, n: int) -> dict[str, str]:
+    return {**JSON_HEADERS, "Nats-Msg-Id": f"indexed:{n}"} if hop.msg_ids else dict(JSON_HEADERS)
+
+
+async def raw_stage(
+    js: JetStreamContext, topology: Topology, hop: Hop, batch: int, meter: Meter
+) -> None:
+    """One stage with nats-py alone: ``batch`` messages a fetch, handled side by side."""
+    sub = await js.pull_subscribe(
+        hop.subject,
+        durable=hop.durable,
+        stream=hop.stream,
+        config=work_consumer(hop.durable),
+        inbox_prefix=topology.pull_inbox,
+    )
+    sent = itertools.count()
+
+    async def one(message: Any) -> None:
+        n = next(sent)
+        body = hop.bodies[n % len(hop.bodies)]
+        await js.publish(hop.out_subject, body, stream=hop.out_stream, headers=_headers(hop, n))
+        await message.ack()
+
+    total = len(hop.bodies)
+    meter.start()
+    if batch > 1:
+        done = 0
+        while done < total:
+            fetched = await sub.fetch(min(batch, total - done), timeout=5)
+            await asyncio.gather(*(one(m) for m in fetched))
+            done += len(fetched)
+    else:
+        queue: asyncio.Queue[Any] = asyncio.Queue(WORKERS)
+
+        async def worker() -> None:
+            while (message := await queue.get()) is not None:
+                await one(message)
+
+        workers = [asyncio.create_task(worker()) for _ in range(WORKERS)]
+        for _ in range(total):
+            for message in await sub.fetch(1, timeout=5):
+                await queue.put(message)
+        for _ in workers:
+            await queue.put(None)
+        await asyncio.gather(*workers)
+    meter.stop()
+    await sub.unsubscribe()
+
+
+async def faststream_stage(
+    url: str, topology: Topology, hop: Hop, batch: int, meter: Meter
+) -> None:
+    """One stage as kbus wires its subscribers, with a handler that only publishes and acks."""
+    broker = make_broker(BusSettings(nats_url=url), CollectorRegistry(), hop.name, "WARNING")
+    stream = next(s for s in topology.streams if s.name == hop.stream)
+    if batch == 1:
+        subscriber = work_subscriber(
+            broker,
+            topology,
+            hop.subject,
+            stream,
+            hop.durable,
+            max_workers=WORKERS,
+            title=hop.name,
+            description="publish and ack",
+        )
+    else:
+        # work_subscriber's arguments, but batched fetches.
+        subscriber = broker.subscriber(
+            hop.subject,
+            stream=stream,
+            durable=hop.durable,
+            config=work_consumer(hop.durable),
+            inbox_prefix=topology.pull_inbox,
+            pull_sub=PullSub(batch_size=batch, timeout=1.0),
+            ack_policy=AckPolicy.MANUAL,
+            max_workers=WORKERS,
+        )
+    sent = itertools.count()
+    done = asyncio.Event()
+
+    @subscriber
+    async def handle(message: BusMessage) -> None:
+        n = next(sent)
+        body = hop.bodies[n % len(hop.bodies)]
+        await broker.publish(body, hop.out_subject, stream=hop.out_stream, headers=_headers(hop, n))
+        await message.ack()
+        if n + 1 >= len(hop.bodies):
+            done.set()
+
+    await broker.start()
+    meter.start()
+    try:
+        await done.wait()
+        meter.stop()
+    finally:
+        await broker.stop()
+
+
+def _stage(variant: str, url: str, js: JetStreamContext, topology: Topology) -> StageRun:
+    batch = 16 if variant.endswith("16") else 1
+    if variant.startswith("nats-py"):
+        return lambda hop, meter: raw_stage(js, topology, hop, batch, meter)
+    return lambda hop, meter: faststream_stage(url, topology, hop, batch, meter)
+
+
+async def measure(
+    data: corpora.Corpus, server: Server, rounds: int = 4, variants: tuple[str, ...] = VARIANTS
+) -> dict[str, Any]:
+    """CPU per document of each variant's three stages (the client's and nats-server's)."""
+    url = f"nats://127.0.0.1:{server.ports['client']}"
+    messages = bodies(data)
+    connection = await nats.connect(url)
+    js = connection.jetstream()
+    runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+    try:
+        for round_ in range(rounds):
+            for k, variant in enumerate(variants if round_ % 2 == 0 else variants[::-1]):
+                topology = Topology(prefix=f"floor{round_}x{k}", stream_max_bytes=256 * 1024**2)
+                await declare_streams(js, topology)
+                for body in messages["added"]:
+                    await js.publish(topology.document_added, body, headers=dict(JSON_HEADERS))
+                run = _stage(variant, url, js, topology)
+                meter = Meter(server)
+                for hop in hops(topology, messages):
+                    await run(hop, meter)
+                per = 1000 / len(data.documents)
+                runs[variant].append(
+                    {"client_ms": meter.client_s * per, "server_ms": meter.server_s * per}
+                )
+                for stream in topology.streams:
+                    await js.delete_stream(stream.name)
+    finally:
+        await connection.close()
+    return summarise(runs, len(data.documents), data.chunks)
+
+
+def summarise(
+    runs: dict[str, list[dict[str, float]]], documents: int, chunks: int
+) -> dict[str, Any]:
+    """Medians over rounds, per document and per chunk."""
+    per_chunk = documents / chunks
+    variants = {}
+    for variant, rows in runs.items():
+        client = statistics.median(r["client_ms"] for r in rows)
+        server = statistics.median(r["server_ms"] for r in rows)
+        variants[variant] = {
+            "rounds": rows,
+            "client_ms_per_document": client,
+            "server_ms_per_document": server,
+            "client_ms_per_chunk": client * per_chunk,
+            "server_ms_per_chunk": server * per_chunk,
+        }
+    return {"documents": documents, "chunks": chunks, "variants": variants}
+
+
+async def run(data: corpora.Corpus, rounds: int = 4) -> dict[str, Any]:
+    """The floor on a nats-server of its own, removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="kbus-floor-"))
+    server = start_nats(root / "nats")
+    try:
+        return await measure(data, server, rounds)
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.framework", description=__doc__)
+    parser.add_argument("--dataset", type=Path, default=Path("../shared/datasets/scifact"))
+    parser.add_argument("--documents", type=int, default=1500)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=Path("bench-results/framework.json"))
+    parser.add_argument(
+        "--services-ms-per-chunk",
+        type=float,
+        default=None,
+        help="The services' CPU per chunk of a bench run, for the share column",
+    )
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    data = corpora.load(args.dataset, args.documents, 0)
+    floor = await run(data, args.rounds)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(floor, indent=2) + "\n")
+    print("\n".join(report.framework_floor(floor, args.services_ms_per_chunk)))
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())
