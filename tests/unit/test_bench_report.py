@@ -144,6 +144,7 @@ def test_the_summary_gives_the_framework_floor_as_a_share_of_the_services_cpu() 
     rounds = {
         "nats-py, fetch 16": [(1.0, 0.5), (1.2, 0.4), (0.8, 0.6)],
         "FastStream (kbus)": [(6.0, 2.0), (4.0, 3.0), (5.0, 2.5)],
+        "FastStream (kbus) + contracts": [(8.0, 2.0), (8.0, 3.0), (9.0, 2.5)],
     }
     result["framework_floor"] = summarise(
         {v: [{"client_ms": c, "server_ms": s} for c, s in rows] for v, rows in rounds.items()},
@@ -156,5 +157,10 @@ def test_the_summary_gives_the_framework_floor_as_a_share_of_the_services_cpu() 
     assert "(100 documents, 400 chunks: three stages" in text
     assert "| nats-py, fetch 16 | 1.00 | 0.50 | 0.25 | 0.5% |" in text
     assert "| FastStream (kbus) | 5.00 | 2.50 | 1.25 | 2.3% |" in text
-    assert "takes 1.25 ms per chunk before any of kbus's own work: **2.3%**" in text
+    assert "it takes 1.25 ms per chunk before any other work of kbus's: **2.3%**" in text
     assert "(54.0 ms), against the 2% target (1.08 ms)" in text
+    # With the contracts: 8 ms per document, 2 ms per chunk, 3.7%.
+    assert (
+        "serialised too, it takes 2.00 ms per chunk before any other work of kbus's: **3.7%**"
+        in text
+    )
