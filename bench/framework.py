@@ -32,14 +32,11 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import nats
 import numpy as np
-from faststream import AckPolicy
-from faststream.nats import PullSub
 from kbus_dev.servers import Server, start_nats
 from kbus_shared.bus import JSON_HEADERS, BusMessage, declare_streams, make_broker, work_subscriber
 from kbus_shared.consuming import decode
@@ -60,21 +57,35 @@ from bench import corpus as corpora
 from bench import report
 from bench.pipeline import cpu_seconds
 
-VARIANTS = (
-    "nats-py, fetch 16",
-    "nats-py, fetch 1",
-    report.KBUS_WIRING,
-    "FastStream, fetch 16",
-    f"{report.KBUS_WIRING} + contracts",
-)
 WORKERS = 16
 DIMENSION = 384
 
-StageRun = Callable[["Hop", "Meter"], Awaitable[None]]
+
+@dataclass(frozen=True)
+class Variant:
+    """How a variant's stages consume: the client, messages per fetch, whether they parse."""
+
+    name: str
+    faststream: bool
+    fetch: int
+    contracts: bool = False
+
+
+VARIANTS = (
+    Variant("nats-py, fetch 16", faststream=False, fetch=16),
+    Variant("nats-py, fetch 1", faststream=False, fetch=1),
+    Variant(report.KBUS_WIRING, faststream=True, fetch=1),
+    Variant("FastStream, fetch 16", faststream=True, fetch=16),
+    Variant(f"{report.KBUS_WIRING} + contracts", faststream=True, fetch=1, contracts=True),
+)
 
 
 class Meter:
-    """CPU of this process and of nats-server while messages flow (set-up not counted)."""
+    """CPU of this process and of nats-server while a stage runs, from its subscription on.
+
+    FastStream may handle messages before ``broker.start()`` returns, so every variant's meter
+    runs from before its subscription is made to its last ack.
+    """
 
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -101,12 +112,10 @@ class Hop:
     out_subject: str
     out_stream: str
     models: list[BaseModel]
+    #: ``models`` serialised, once for the whole run.
+    bodies: list[bytes]
     #: The receipt carries a message id, as the indexer's does.
     msg_ids: bool = False
-
-    @cached_property
-    def bodies(self) -> list[bytes]:
-        return [m.model_dump_json().encode() for m in self.models]
 
 
 def messages(data: corpora.Corpus) -> dict[str, list[BaseModel]]:
@@ -141,7 +150,9 @@ def messages(data: corpora.Corpus) -> dict[str, list[BaseModel]]:
     return out
 
 
-def hops(topology: Topology, models: dict[str, list[BaseModel]]) -> list[Hop]:
+def hops(
+    topology: Topology, models: dict[str, list[BaseModel]], bodies: dict[str, list[bytes]]
+) -> list[Hop]:
     t = topology
     return [
         Hop(
@@ -153,6 +164,7 @@ def hops(topology: Topology, models: dict[str, list[BaseModel]]) -> list[Hop]:
             t.chunks_ready,
             t.chunks_stream.name,
             models["chunks"],
+            bodies["chunks"],
         ),
         Hop(
             "embedder",
@@ -163,6 +175,7 @@ def hops(topology: Topology, models: dict[str, list[BaseModel]]) -> list[Hop]:
             t.embeddings_ready,
             t.embeddings_stream.name,
             models["embeddings"],
+            bodies["embeddings"],
         ),
         Hop(
             "indexer",
@@ -173,6 +186,7 @@ def hops(topology: Topology, models: dict[str, list[BaseModel]]) -> list[Hop]:
             t.document_indexed,
             t.receipts_stream.name,
             models["indexed"],
+            bodies["indexed"],
             msg_ids=True,
         ),
     ]
@@ -186,11 +200,14 @@ async def raw_stage(
     js: JetStreamContext, topology: Topology, hop: Hop, batch: int, meter: Meter
 ) -> None:
     """One stage with nats-py alone: ``batch`` messages a fetch, handled side by side."""
+    meter.start()
     sub = await js.pull_subscribe(
         hop.subject,
         durable=hop.durable,
         stream=hop.stream,
-        config=work_consumer(hop.durable),
+        config=work_consumer(
+            hop.durable, ack_wait_s=topology.ack_wait_s, max_deliver=topology.max_deliver
+        ),
         inbox_prefix=topology.pull_inbox,
     )
     sent = itertools.count()
@@ -202,7 +219,6 @@ async def raw_stage(
         await message.ack()
 
     total = len(hop.bodies)
-    meter.start()
     if batch > 1:
         done = 0
         while done < total:
@@ -228,47 +244,32 @@ async def raw_stage(
 
 
 async def faststream_stage(
-    url: str, topology: Topology, hop: Hop, batch: int, meter: Meter, contracts: bool = False
+    url: str, topology: Topology, hop: Hop, variant: Variant, meter: Meter
 ) -> None:
     """One stage as kbus wires its subscribers, with a handler that only publishes and acks.
 
-    With ``contracts``, the handler also parses the message into its contract and serialises
-    the next one, as ``Stage.settle`` and ``Stage.publish`` do.
+    With ``variant.contracts``, the handler also parses the message into its contract and
+    serialises the next one, as ``Stage.settle`` and ``Stage.publish`` do.
     """
     broker = make_broker(BusSettings(nats_url=url), CollectorRegistry(), hop.name, "WARNING")
-    if not contracts:
-        _ = hop.bodies  # serialised before the meter runs
-    stream = next(s for s in topology.streams if s.name == hop.stream)
-    if batch == 1:
-        subscriber = work_subscriber(
-            broker,
-            topology,
-            hop.subject,
-            stream,
-            hop.durable,
-            max_workers=WORKERS,
-            title=hop.name,
-            description="publish and ack",
-        )
-    else:
-        # work_subscriber's arguments, but batched fetches.
-        subscriber = broker.subscriber(
-            hop.subject,
-            stream=stream,
-            durable=hop.durable,
-            config=work_consumer(hop.durable),
-            inbox_prefix=topology.pull_inbox,
-            pull_sub=PullSub(batch_size=batch, timeout=1.0),
-            ack_policy=AckPolicy.MANUAL,
-            max_workers=WORKERS,
-        )
+    subscriber = work_subscriber(
+        broker,
+        topology,
+        hop.subject,
+        next(s for s in topology.streams if s.name == hop.stream),
+        hop.durable,
+        max_workers=WORKERS,
+        fetch_batch=variant.fetch,
+        title=hop.name,
+        description="publish and ack",
+    )
     sent = itertools.count()
     done = asyncio.Event()
 
     @subscriber
     async def handle(message: BusMessage) -> None:
         n = next(sent)
-        if contracts:
+        if variant.contracts:
             decode(message.body, hop.contract)
             body = hop.models[n % len(hop.models)].model_dump_json().encode()
         else:
@@ -278,8 +279,8 @@ async def faststream_stage(
         if n + 1 >= len(hop.models):
             done.set()
 
-    await broker.start()
     meter.start()
+    await broker.start()
     try:
         await done.wait()
         meter.stop()
@@ -287,40 +288,38 @@ async def faststream_stage(
         await broker.stop()
 
 
-def _stage(variant: str, url: str, js: JetStreamContext, topology: Topology) -> StageRun:
-    batch = 16 if variant.endswith("16") else 1
-    if variant.startswith("nats-py"):
-        return lambda hop, meter: raw_stage(js, topology, hop, batch, meter)
-    contracts = variant.endswith("contracts")
-    return lambda hop, meter: faststream_stage(url, topology, hop, batch, meter, contracts)
+StageRun = Callable[[Hop, Meter], Awaitable[None]]
+
+
+def _stage(variant: Variant, url: str, js: JetStreamContext, topology: Topology) -> StageRun:
+    if variant.faststream:
+        return lambda hop, meter: faststream_stage(url, topology, hop, variant, meter)
+    return lambda hop, meter: raw_stage(js, topology, hop, variant.fetch, meter)
 
 
 async def measure(
-    data: corpora.Corpus, server: Server, rounds: int = 4, variants: tuple[str, ...] = VARIANTS
+    data: corpora.Corpus, server: Server, rounds: int = 4, variants: tuple[Variant, ...] = VARIANTS
 ) -> dict[str, Any]:
     """CPU per document of each variant's three stages (the client's and nats-server's)."""
     url = f"nats://127.0.0.1:{server.ports['client']}"
     models = messages(data)
+    bodies = {k: [m.model_dump_json().encode() for m in v] for k, v in models.items()}
     connection = await nats.connect(url)
     js = connection.jetstream()
-    runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+    runs: dict[str, list[dict[str, float]]] = {v.name: [] for v in variants}
     try:
         for round_ in range(rounds):
             for k, variant in enumerate(variants if round_ % 2 == 0 else variants[::-1]):
                 topology = Topology(prefix=f"floor{round_}x{k}", stream_max_bytes=256 * 1024**2)
                 await declare_streams(js, topology)
-                for doc in models["added"]:
-                    await js.publish(
-                        topology.document_added,
-                        doc.model_dump_json().encode(),
-                        headers=dict(JSON_HEADERS),
-                    )
+                for body in bodies["added"]:
+                    await js.publish(topology.document_added, body, headers=dict(JSON_HEADERS))
                 run = _stage(variant, url, js, topology)
                 meter = Meter(server)
-                for hop in hops(topology, models):
+                for hop in hops(topology, models, bodies):
                     await run(hop, meter)
                 per = 1000 / len(data.documents)
-                runs[variant].append(
+                runs[variant.name].append(
                     {"client_ms": meter.client_s * per, "server_ms": meter.server_s * per}
                 )
                 for stream in topology.streams:

@@ -288,6 +288,7 @@ def work_subscriber(
     title: str,
     description: str,
     max_workers: int = 1,
+    fetch_batch: int = 1,
 ) -> Callable[[Callable[[NatsMessage], Awaitable[None]]], Any]:
     """The subscription of a pipeline stage: its shared durable pull consumer, acked by hand.
 
@@ -295,9 +296,11 @@ def work_subscriber(
     :meth:`kbus_shared.consuming.Stage.settle` decides every ack instead. With ``max_workers``
     above one, that many messages are handled at once.
 
-    Messages are fetched one at a time (concurrency comes from ``max_workers``): with batched
-    fetches a lone document took about 1 to 3 s from publish to receipt on an idle pipeline,
-    with single fetches about 0.2 s (docs/performance.md; where the wait arose is not known).
+    Messages are fetched ``fetch_batch`` at a time, one by default (concurrency comes from
+    ``max_workers``): on an idle consumer nats-py's fetch of more than one waits for the rest of
+    the batch until its timeout, and a lone document took about 1 to 3 s from publish to receipt
+    that way, about 0.2 s with single fetches. Single fetches cost more CPU per message under
+    load (``bench.framework``; docs/performance.md).
     """
     subscribe: Callable[[Callable[[NatsMessage], Awaitable[None]]], Any] = broker.subscriber(
         subject,
@@ -307,7 +310,7 @@ def work_subscriber(
             durable, ack_wait_s=topology.ack_wait_s, max_deliver=topology.max_deliver
         ),
         inbox_prefix=topology.pull_inbox,
-        pull_sub=PullSub(batch_size=1, timeout=1.0),
+        pull_sub=PullSub(batch_size=fetch_batch, timeout=1.0),
         ack_policy=AckPolicy.MANUAL,
         title=title,
         description=description,
