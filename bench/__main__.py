@@ -27,7 +27,7 @@ from kbus_dev.servers import Server, ensure_installed, start_nats, start_weaviat
 from kbus_dev.services import service_env, start_all
 from kbus_embedder.settings import EmbedderSettings
 from kbus_models.encoder import Encoder, resolve
-from kbus_shared.settings import StoreSettings
+from kbus_runtime.settings import StoreSettings
 
 from bench import corpus as corpora
 from bench import floors, framework, pipeline, report, scaling

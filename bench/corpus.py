@@ -7,10 +7,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbus_contract import ChunksReady, DocumentAdded
 from kbus_embedder.embedding import document_text
 from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.ingesting import chunk_document
-from kbus_shared.contracts import ChunksReady, DocumentAdded
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from kbus_contract import EmbeddedChunk, EmbeddingsReady, SearchType
 from kbus_dev.servers import Server
 from kbus_embedder.settings import EmbedderSettings
 from kbus_models.encoder import Encoder, resolve
 from kbus_reranker.scoring import Scorer
+from kbus_runtime.passages import passage_text
+from kbus_runtime.settings import StoreSettings
+from kbus_runtime.store import weaviate_client
 from kbus_searcher.settings import SearcherSettings
-from kbus_searcher.store import ChunkStore
-from kbus_shared.contracts import EmbeddedChunk, EmbeddingsReady, SearchType
-from kbus_shared.passages import passage_text
-from kbus_shared.settings import StoreSettings
-from kbus_shared.store import weaviate_client
+from kbus_searcher.store import ChunkStore, Query
+from weaviate import WeaviateAsyncClient
 
 from bench.corpus import Corpus
 from bench.pipeline import cpu_seconds
@@ -66,8 +67,10 @@ async def import_rate(
     client = weaviate_client(store)
     await client.connect()
     try:
-        chunks = ChunkStore(client, collection)
-        await chunks.ensure_collection()
+        chunks = ChunkStore.configured(
+            client, SearcherSettings(store=store.model_copy(update={"collection": collection}))
+        )
+        await chunks.collections.ensure()
         messages = [
             EmbeddingsReady(
                 document=ready.document,
@@ -84,12 +87,12 @@ async def import_rate(
         server_cpu = cpu_seconds(server) if server else 0.0
         started, cpu = time.perf_counter(), time.process_time()
         for begin in range(0, len(messages), per_request):
-            errors = await chunks.write(messages[begin : begin + per_request])
+            errors = await chunks.writes.write(messages[begin : begin + per_request])
             if any(errors):
                 raise RuntimeError(f"the bare import failed: {next(e for e in errors if e)}")
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         server_cpu = cpu_seconds(server) - server_cpu if server else 0.0
-        await chunks.drop()
+        await chunks.collections.drop()
     finally:
         await client.close()
     n = corpus.chunks
@@ -131,6 +134,7 @@ class QueryFloor:
         }
     )
     _chunks: ChunkStore | None = None
+    _client: WeaviateAsyncClient | None = None
 
     @classmethod
     def create(
@@ -151,12 +155,13 @@ class QueryFloor:
     async def __aenter__(self) -> QueryFloor:
         client = weaviate_client(self.store)
         await client.connect()
-        self._chunks = ChunkStore(client, self.store.collection)
+        self._client = client
+        self._chunks = ChunkStore.configured(client, SearcherSettings(store=self.store))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._chunks is not None:
-            await self._chunks.client.close()
+        if self._client is not None:
+            await self._client.close()
 
     async def measure(self, query: str) -> None:
         """One query through the three stages, timed."""
@@ -164,15 +169,16 @@ class QueryFloor:
         t0 = time.perf_counter()
         vector = self.encoder.embed([query])[0].tolist()
         t1 = time.perf_counter()
-        found = await self._chunks.search(
-            tenant=self.tenant,
-            libraries=(self.library,),
-            query=query,
-            vector=vector,
-            search_type=SearchType.HYBRID,
-            alpha=self.alpha,
-            limit=_fetch_size(),
-            filters={},
+        found = await self._chunks.queries.search(
+            Query(
+                tenant=self.tenant,
+                libraries=(self.library,),
+                text=query,
+                vector=vector,
+                search_type=SearchType.HYBRID,
+                alpha=self.alpha,
+                limit=_fetch_size(),
+            )
         )
         t2 = time.perf_counter()
         passages = [

@@ -37,18 +37,19 @@ from typing import Any
 
 import nats
 import numpy as np
-from kbus_dev.servers import Server, start_nats
-from kbus_shared.bus import JSON_HEADERS, BusMessage, declare_streams, make_broker, work_subscriber
-from kbus_shared.consuming import decode
-from kbus_shared.contracts import (
+from kbus_contract import (
     ChunksReady,
     DocumentAdded,
     DocumentIndexed,
     EmbeddedChunk,
     EmbeddingsReady,
 )
-from kbus_shared.settings import BusSettings
-from kbus_shared.topology import Topology, work_consumer
+from kbus_contract.topology import Topology, work_consumer
+from kbus_contract.wire import decode
+from kbus_dev.servers import Server, start_nats
+from kbus_runtime.bus import JSON_HEADERS, BusMessage, make_broker, work_subscriber
+from kbus_runtime.declaring import declare_streams
+from kbus_runtime.settings import BusSettings
 from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel

@@ -8,9 +8,9 @@ import uuid
 from pathlib import Path
 
 import nats
+from kbus_contract.topology import Topology
 from kbus_dev.services import service_env, start_service, wait_healthy
-from kbus_shared.bus import declare_streams
-from kbus_shared.topology import Topology
+from kbus_runtime.declaring import declare_streams
 
 from bench.corpus import Corpus
 

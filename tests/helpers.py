@@ -8,8 +8,18 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from kbus_shared.contracts import Chunk, ChunksReady, ContentType, DocumentRef
-from kbus_shared.topology import Topology
+import numpy as np
+from kbus_contract import (
+    Chunk,
+    ChunksReady,
+    ContentType,
+    DocumentRef,
+    EmbeddedChunk,
+    EmbeddingsReady,
+)
+from kbus_contract.identifiers import chunk_id
+from kbus_contract.topology import Topology
+from kbus_runtime.analysis import keyword_text
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
@@ -138,3 +148,54 @@ def chunks_ready(tenant: str, document: int, texts: Sequence[str]) -> bytes:
         for p, text in enumerate(texts)
     )
     return ChunksReady(document=ref, chunks=chunks).model_dump_json().encode()
+
+
+#: The vector length of :func:`ready`'s chunks.
+DIM = 8
+
+
+def unit_vector(seed: int) -> tuple[float, ...]:
+    """A random unit vector of :data:`DIM` values, the same for the same seed."""
+    v = np.random.default_rng(seed).normal(size=DIM)
+    return tuple(float(x) for x in v / np.linalg.norm(v))
+
+
+def ready(
+    tenant: str,
+    library: str,
+    doc_id: str,
+    version: str,
+    texts: list[str],
+    seed: int = 0,
+    dim: int = DIM,
+    metadata: dict[str, object] | None = None,
+    sequence: int = 1,
+) -> EmbeddingsReady:
+    """An ``embeddings.ready`` message of one document, as the embedder would publish it
+    (model ``test``; chunk ``i`` has the vector of seed ``seed + i``)."""
+    ref = DocumentRef(
+        tenant=tenant,
+        library=library,
+        document_id=doc_id,
+        version=version,
+        title=doc_id,
+        source_uri="",
+        content_type=ContentType.PLAIN,
+        metadata=metadata or {},
+        sequence=sequence,
+    )
+    chunks = tuple(
+        EmbeddedChunk(
+            chunk_id=chunk_id(tenant, library, doc_id, version, i),
+            position=i,
+            text=t,
+            char_start=0,
+            char_end=len(t),
+            keywords=keyword_text(doc_id, (), t),
+            vector=unit_vector(seed + i)[:dim] if dim <= DIM else (0.1,) * dim,
+        )
+        for i, t in enumerate(texts)
+    )
+    return EmbeddingsReady(
+        document=ref, model="test", dimension=dim, total_chunks=len(chunks), chunks=chunks
+    )

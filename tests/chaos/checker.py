@@ -9,8 +9,8 @@ from typing import Any
 
 import weaviate
 from kbus_client import KbClient
-from kbus_shared.contracts import DeadLetter
-from kbus_shared.topology import Topology
+from kbus_contract import DeadLetter
+from kbus_contract.topology import Topology
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 from weaviate.classes.query import Filter

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from kbus_client import KbClient
+from kbus_contract.topology import Topology
 from kbus_dev.servers import Server, free_port, start_nats, start_weaviate
 from kbus_dev.services import SERVICES, service_env, start_service, wait_healthy
-from kbus_shared.topology import Topology
 from nats.js import JetStreamContext
 
 from tests.chaos.checker import Findings, check_all

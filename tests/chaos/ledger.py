@@ -10,9 +10,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from kbus_contract import DocumentAdded
 from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.ingesting import chunk_document
-from kbus_shared.contracts import DocumentAdded
 
 LIBRARY = "chaos"
 TENANTS = tuple(f"tenant{i}" for i in range(5))

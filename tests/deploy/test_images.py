@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMBERS = [
-    "shared",
+    "shared/contract",
+    "shared/runtime",
     "models",
     "client",
     "cli",
@@ -29,8 +30,9 @@ MEMBERS = [
 ]
 
 
-def _copied_sources(dockerfile: str) -> list[str]:
-    return [m.group(1) for m in re.finditer(r"^COPY (\S+)/ \1/$", dockerfile, re.M)]
+def _copied_sources(dockerfile: str, service: str) -> list[str]:
+    built = dockerfile.replace("${SERVICE}", service)
+    return [m.group(1) for m in re.finditer(r"^COPY (\S+)/ \1/$", built, re.M)]
 
 
 def _uv() -> list[str]:
@@ -41,9 +43,8 @@ def _uv() -> list[str]:
     return [found] if found else ["python3", "-m", "uv"]
 
 
-@pytest.mark.parametrize("service", ["ingestor", "embedder", "searcher", "reranker"])
-def test_image_environment_runs_the_service(service: str, tmp_path: Path) -> None:
-    dockerfile = (ROOT / "services" / service / "Dockerfile").read_text()
+def _workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A scratch copy of the workspace's metadata, and an environment for its own venv."""
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "uv.lock"):
@@ -52,26 +53,54 @@ def test_image_environment_runs_the_service(service: str, tmp_path: Path) -> Non
         (src / member).mkdir(parents=True)
         shutil.copy(ROOT / member / "pyproject.toml", src / member / "pyproject.toml")
     env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(tmp_path / "venv"), "UV_LINK_MODE": "copy"}
-    uv = [*_uv(), "sync", "-q", "--frozen", "--no-dev"]
-    package = ["--package", f"kbus-{service}"]
-    subprocess.run([*uv, "--no-install-workspace", *package], cwd=src, env=env, check=True)
-    for source in _copied_sources(dockerfile):
+    return src, env
+
+
+def _copy(sources: list[str], src: Path) -> None:
+    for source in sources:
         shutil.copytree(
             ROOT / source,
             src / source,
             dirs_exist_ok=True,
             ignore=shutil.ignore_patterns("__pycache__"),
         )
-    subprocess.run([*uv, "--no-editable", *package], cwd=src, env=env, check=True)
+
+
+def _probe(tmp_path: Path, imports: str, absent: tuple[str, ...]) -> tuple[int, str]:
+    """Import ``imports`` in the scratch venv; list which of ``absent`` are installed."""
+    code = (
+        f"import importlib.util as u, sys; import {imports}; "
+        f"found = [m for m in {absent!r} if u.find_spec(m)]; print(found); sys.exit(bool(found))"
+    )
     python = tmp_path / "venv" / "bin" / "python"
-    probe = (
-        "import importlib.util as u, sys; "
-        f"import kbus_{service}.app, kbus_{service}.__main__; "
-        "others = [m for m in ('kbus_ingestor', 'kbus_embedder', 'kbus_searcher', "
-        f"'kbus_reranker', 'kbus_cli', 'kbus_dev', 'torch') if m != 'kbus_{service}' "
-        "and u.find_spec(m)]; print(others); sys.exit(1 if others else 0)"
-    )
-    result = subprocess.run(
-        [str(python), "-c", probe], cwd=tmp_path, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    return result.returncode, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("service", ["ingestor", "embedder", "searcher", "reranker"])
+def test_image_environment_runs_the_service(service: str, tmp_path: Path) -> None:
+    dockerfile = (ROOT / "services" / "Dockerfile").read_text()
+    src, env = _workspace(tmp_path)
+    uv = [*_uv(), "sync", "-q", "--frozen", "--no-dev"]
+    package = ["--package", f"kbus-{service}"]
+    subprocess.run([*uv, "--no-install-workspace", *package], cwd=src, env=env, check=True)
+    _copy(_copied_sources(dockerfile, service), src)
+    subprocess.run([*uv, "--no-editable", *package], cwd=src, env=env, check=True)
+    others = ("kbus_ingestor", "kbus_embedder", "kbus_searcher", "kbus_reranker", "kbus_cli")
+    absent = tuple(m for m in (*others, "kbus_dev", "torch") if m != f"kbus_{service}")
+    code, output = _probe(tmp_path, f"kbus_{service}.app, kbus_{service}.__main__", absent)
+    assert code == 0, output
+
+
+def test_the_client_installs_without_the_services_runtime(tmp_path: Path) -> None:
+    """An agent's process installs kbus-client: the wire contract comes, the runtime does not."""
+    src, env = _workspace(tmp_path)
+    _copy(["client", "shared/contract"], src)
+    uv = [*_uv(), "sync", "-q", "--frozen", "--no-dev", "--no-editable", "--package", "kbus-client"]
+    subprocess.run(uv, cwd=src, env=env, check=True)
+    runtime = ("faststream", "weaviate", "uvicorn", "numpy", "Stemmer", "kbus_runtime")
+    code, output = _probe(tmp_path, "kbus_client, kbus_contract", runtime)
+    assert code == 0, output
+    # The probe can see an installed package: the contract's own dependency is found.
+    code, output = _probe(tmp_path, "kbus_client", ("nats",))
+    assert code == 1, output

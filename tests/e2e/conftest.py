@@ -9,8 +9,8 @@ from pathlib import Path
 
 import nats
 import pytest
+from kbus_contract.topology import Topology
 from kbus_dev.services import service_env, start_all
-from kbus_shared.topology import Topology
 from nats.aio.client import Client
 
 from tests.conftest import Servers

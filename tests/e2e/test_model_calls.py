@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import nats
 import pytest
+from kbus_contract.topology import Topology
 from kbus_dev.services import service_env, start_service, wait_healthy
-from kbus_shared.bus import declare_streams
-from kbus_shared.topology import Topology
+from kbus_runtime.declaring import declare_streams
 
 from tests.conftest import Servers
 from tests.helpers import chunks_ready

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from kbus_dev.busclient import Receipts, search
 from kbus_embedder.settings import EmbedderSettings
-from kbus_shared.analysis import analyze
+from kbus_runtime.analysis import analyze
 from nats.aio.client import Client
 
 from tests.e2e.conftest import Stack

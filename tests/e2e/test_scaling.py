@@ -1,23 +1,23 @@
-"""Scaling out: one, then three embedder processes on the same durable consumer.
+"""Scaling out: three embedder processes on the same durable consumer split the work.
 
-The work splits between the processes (each embeds a share of the chunks) and the throughput
-rises. This shows the mechanism; docs/performance.md has the benchmark's measured ratios.
+Each process embeds a fair share of the chunks. This shows the mechanism; how much faster more
+processes go is the bench's to measure (docs/performance.md), not a timed test's on a shared
+machine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import time
 import uuid
 from pathlib import Path
 
 import httpx
 import nats
 import pytest
+from kbus_contract.topology import Topology
 from kbus_dev.services import service_env, start_service, wait_healthy
-from kbus_shared.bus import declare_streams
-from kbus_shared.topology import Topology
+from kbus_runtime.declaring import declare_streams
 
 from tests.conftest import Servers
 from tests.helpers import chunks_ready
@@ -38,7 +38,8 @@ def _message(i: int) -> bytes:
     )
 
 
-async def _run(servers: Servers, processes: int, logs: Path) -> tuple[float, list[float]]:
+async def _run(servers: Servers, processes: int, logs: Path) -> list[float]:
+    """Chunks each of ``processes`` embedders embedded of the same backlog."""
     topology = Topology(f"scale{processes}{uuid.uuid4().hex[:6]}", 64 * 1024**2)
     nc = await nats.connect(servers.nats_url)
     js = nc.jetstream()
@@ -61,7 +62,6 @@ async def _run(servers: Servers, processes: int, logs: Path) -> tuple[float, lis
     ]
     try:
         wait_healthy(embedders)
-        started = time.perf_counter()
         for i in range(DOCUMENTS):
             await js.publish(topology.chunks_ready, _message(i))
         while True:
@@ -69,14 +69,13 @@ async def _run(servers: Servers, processes: int, logs: Path) -> tuple[float, lis
             if info.num_pending == 0 and info.num_ack_pending == 0:
                 break
             await asyncio.sleep(0.05)
-        elapsed = time.perf_counter() - started
         shares = []
         async with httpx.AsyncClient() as http:
             for embedder in embedders:
                 text = (await http.get(f"http://127.0.0.1:{embedder.ports['http']}/metrics")).text
                 found = re.search(r'kbus_embedder_chunks_total\{model="[^"]+"\} ([0-9.]+)', text)
                 shares.append(float(found.group(1)) if found else 0.0)
-        return DOCUMENTS * CHUNKS_PER_DOCUMENT / elapsed, shares
+        return shares
     finally:
         for embedder in embedders:
             embedder.stop()
@@ -84,18 +83,10 @@ async def _run(servers: Servers, processes: int, logs: Path) -> tuple[float, lis
 
 
 @pytest.mark.e2e
-async def test_three_embedders_split_the_work_and_go_faster(
-    servers: Servers, tmp_path: Path
-) -> None:
-    one_rate, one_shares = await _run(servers, 1, tmp_path)
-    three_rate, three_shares = await _run(servers, 3, tmp_path)
+async def test_three_embedders_split_the_work(servers: Servers, tmp_path: Path) -> None:
+    shares = await _run(servers, 3, tmp_path)
     total = DOCUMENTS * CHUNKS_PER_DOCUMENT
-    print(
-        f"\n1 embedder: {one_rate:.1f} chunks/s; 3 embedders: {three_rate:.1f} chunks/s "
-        f"({three_rate / one_rate:.2f}x); split {three_shares}"
-    )
-    assert one_shares == [total]
-    assert sum(three_shares) == total
-    assert all(share > 0 for share in three_shares)
-    # One thread each on a two-core machine: a third process adds no core, two add one.
-    assert three_rate > 1.2 * one_rate
+    print(f"\n3 embedders: split {shares} of {total} chunks")
+    assert sum(shares) == total  # every chunk embedded once
+    # Each process took at least half of a fair share: none sat idle while others worked.
+    assert min(shares) >= 0.5 * total / 3

@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 import nats
 import pytest
+from kbus_contract.topology import Topology
+from kbus_runtime.settings import BusSettings, StoreSettings
+from kbus_runtime.store import weaviate_client
 from kbus_searcher.store import ChunkStore
-from kbus_shared.settings import BusSettings, StoreSettings
-from kbus_shared.store import weaviate_client
-from kbus_shared.topology import Topology
 from nats.aio.client import Client
 
 from tests.conftest import Namespace, Servers
@@ -49,9 +49,9 @@ async def nc(servers: Servers) -> AsyncIterator[Client]:
 async def store(store_settings: StoreSettings) -> AsyncIterator[ChunkStore]:
     client = weaviate_client(store_settings)
     await client.connect()
-    s = ChunkStore(client, store_settings.collection)
-    await s.ensure_collection()
-    await s.ensure_collection()  # idempotent
+    s = ChunkStore.create(client, store_settings.collection, flat_search_cutoff=10_000)
+    await s.collections.ensure()
+    await s.collections.ensure()  # idempotent
     yield s
-    await s.drop()
+    await s.collections.drop()
     await client.close()

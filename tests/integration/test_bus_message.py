@@ -9,8 +9,8 @@ import anyio.to_thread
 import pytest
 from faststream import AckPolicy
 from faststream.nats.annotations import NatsMessage
-from kbus_shared.bus import BusMessage, make_broker
-from kbus_shared.settings import BusSettings
+from kbus_runtime.bus import BusMessage, make_broker
+from kbus_runtime.settings import BusSettings
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
 

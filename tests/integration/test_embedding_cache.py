@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from kbus_contract.topology import Topology
 from kbus_embedder.caching import EmbeddingCache, cache_key
-from kbus_shared.topology import Topology
 from nats.aio.client import Client
 
 MODEL = "test-model"
@@ -77,26 +77,7 @@ async def test_a_message_reads_all_its_keys_in_one_request(
     assert sent == [f"$JS.API.DIRECT.GET.KV_{topology.embed_cache_bucket}"]
 
 
-async def test_a_bucket_without_direct_reads_is_read_key_by_key(
-    nc: Client, topology: Topology
-) -> None:
-    # A bucket made by an older kbus, opened where services may not change it.
-    config = replace(topology.embed_cache_kv, direct=False)
-    await nc.jetstream().create_key_value(config)
-    cache = EmbeddingCache(topology.embed_cache_kv)
-    await cache.open(nc, create=False)
-    texts = ["a", "b", "c"]
-    vectors = _vectors(3, seed=1)
-    await cache.put_many(MODEL, texts, vectors)
-
-    found = await cache.get_many(MODEL, [*texts, "d"], DIMENSION)
-
-    for vector, expected in zip(found[:3], vectors, strict=True):
-        np.testing.assert_array_equal(vector, expected)
-    assert found[3] is None
-
-
-async def test_opening_an_older_bucket_turns_direct_reads_on(
+async def test_a_bucket_declared_without_direct_reads_gets_them(
     nc: Client, topology: Topology, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     js = nc.jetstream()

@@ -7,16 +7,15 @@ import json
 
 import httpx
 from faststream import TestApp
+from kbus_contract import DocumentIndexed, EmbeddingsReady, SearchReply
+from kbus_contract.topology import Topology
+from kbus_runtime.settings import BusSettings, StoreSettings
 from kbus_searcher.app import create_app
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
-from kbus_shared.contracts import DocumentIndexed, EmbeddingsReady, SearchReply
-from kbus_shared.settings import BusSettings, StoreSettings
-from kbus_shared.topology import Topology
 from nats.aio.client import Client
 
-from tests.helpers import find_in_stream, read_stream
-from tests.integration.test_store import ready
+from tests.helpers import find_in_stream, read_stream, ready
 
 
 def parts_of(message: EmbeddingsReady, size: int) -> list[EmbeddingsReady]:
@@ -86,10 +85,10 @@ async def test_a_search_sees_the_old_version_until_every_chunk_of_the_new_one_is
         first, second = parts_of(ready("t1", "lib", "doc", "v2", new, sequence=2), 2)
         await _publish(nc, topology, first)
         for _ in range(100):  # until half of the new version is in the store
-            if await store.count_stored(first) == 2:
+            if await store.writes.count_stored(first) == 2:
                 break
             await asyncio.sleep(0.1)
-        assert await store.count_stored(first) == 2
+        assert await store.writes.count_stored(first) == 2
         during = await _keyword(nc, topology, "common")
         assert sorted(h.text for h in during.results) == sorted(old)
 

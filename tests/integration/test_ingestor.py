@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from faststream import TestApp
+from kbus_contract import ChunksReady, DeadLetter
+from kbus_contract.topology import Topology
 from kbus_ingestor.app import create_app
 from kbus_ingestor.settings import IngestorSettings
-from kbus_shared.contracts import ChunksReady, DeadLetter
-from kbus_shared.settings import BusSettings
-from kbus_shared.topology import Topology
+from kbus_runtime.settings import BusSettings
 from nats.aio.client import Client
 
 from tests.helpers import document, publish_raw, read_stream, take_work

@@ -8,11 +8,11 @@ import json
 
 import nats.errors
 from faststream import TestApp
+from kbus_contract.topology import Topology, work_consumer
+from kbus_runtime.declaring import declare_streams
+from kbus_runtime.settings import BusSettings, StoreSettings
 from kbus_searcher.app import create_app
 from kbus_searcher.settings import SearcherSettings
-from kbus_shared.bus import declare_streams
-from kbus_shared.settings import BusSettings, StoreSettings
-from kbus_shared.topology import Topology, work_consumer
 from nats.aio.client import Client
 
 from tests.helpers import document, find_in_stream

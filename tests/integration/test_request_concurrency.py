@@ -13,13 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from kbus_embedder.handlers import register_embed_service
-from kbus_embedder.vectorizing import Vectorizer
-from kbus_reranker.handlers import register_rerank_service
-from kbus_reranker.reranking import Reranker
-from kbus_shared.bus import make_broker
-from kbus_shared.consuming import Stage, StageMetrics
-from kbus_shared.contracts import (
+from faststream.nats import NatsBroker
+from kbus_contract import (
     EmbedReply,
     EmbedRequest,
     InputType,
@@ -27,7 +22,14 @@ from kbus_shared.contracts import (
     RerankReply,
     RerankRequest,
 )
-from kbus_shared.settings import BusSettings
+from kbus_contract.catalog import channel
+from kbus_contract.topology import Topology
+from kbus_embedder.vectorizing import Vectorizer
+from kbus_reranker.reranking import Reranker
+from kbus_runtime.answering import Answer, serve
+from kbus_runtime.bus import make_broker
+from kbus_runtime.settings import BusSettings
+from kbus_runtime.stage import Stage, StageMetrics
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel
@@ -82,9 +84,24 @@ class SlowEmbedder:
         return np.ones((len(texts), self.dimension), dtype=np.float32)
 
 
-async def _ask_five(nc: Client, subject: str, request: BaseModel) -> list[bytes]:
+async def _ask_five(
+    broker: NatsBroker,
+    nc: Client,
+    topology: Topology,
+    answers: dict[str, Answer],
+    request: BaseModel,
+) -> list[bytes]:
+    """Serve ``answers`` (three at once) and send five requests to the one subject at once."""
+    [name] = answers
+    subject = channel(name).subject(topology)
     body = request.model_dump_json().encode()
-    replies = await asyncio.gather(*(request_when_served(nc, subject, body) for _ in range(5)))
+    async with broker:
+        await broker.connect()
+        served = await serve(
+            broker.connection, topology, answers, version="0.0.1", description="test", concurrency=3
+        )
+        replies = await asyncio.gather(*(request_when_served(nc, subject, body) for _ in range(5)))
+        await served.stop()
     return [r.data for r in replies]
 
 
@@ -95,19 +112,13 @@ async def test_the_reranker_overlaps_remote_calls_and_takes_turns_on_the_cores(
     registry = CollectorRegistry()
     broker = make_broker(bus, registry, "reranker")
     scorer = SlowScorer(local)
-    stage = Stage("reranker", broker, bus.topology, StageMetrics.create(registry))
+    stage = Stage("reranker", broker, bus.topology, StageMetrics(registry))
     reranker = Reranker(
         stage, lambda: scorer, prior_weight=0.0, max_candidates=10, registry=registry
     )
     reranker.load()
     request = RerankRequest(query="q", candidates=(RerankCandidate(id="a", text="a"),))
-    async with broker:
-        await broker.connect()
-        served = await register_rerank_service(
-            broker.connection, bus.topology, reranker, "0.0.1", concurrency=3
-        )
-        replies = await _ask_five(nc, bus.topology.rerank, request)
-        await served.stop()
+    replies = await _ask_five(broker, nc, bus.topology, {"kb.rerank": reranker.answer}, request)
 
     assert all(RerankReply.model_validate_json(r).scores == (0.0,) for r in replies)
     assert scorer.overlap.most == most
@@ -117,16 +128,11 @@ async def test_the_embedder_answers_requests_side_by_side(bus: BusSettings, nc: 
     registry = CollectorRegistry()
     broker = make_broker(bus, registry, "embedder")
     embedder = SlowEmbedder()
-    stage = Stage("embedder", broker, bus.topology, StageMetrics.create(registry))
+    stage = Stage("embedder", broker, bus.topology, StageMetrics(registry))
     vectorizer = Vectorizer(stage, lambda _: embedder, True, registry)
     vectorizer.load()
-    async with broker:
-        await broker.connect()
-        served = await register_embed_service(
-            broker.connection, bus.topology, vectorizer, "0.0.1", concurrency=3
-        )
-        replies = await _ask_five(nc, bus.topology.embed, EmbedRequest(texts=("a query",)))
-        await served.stop()
+    request = EmbedRequest(texts=("a query",))
+    replies = await _ask_five(broker, nc, bus.topology, {"kb.embed": vectorizer.answer}, request)
 
     assert all(EmbedReply.model_validate_json(r).dimension == 3 for r in replies)
     assert embedder.overlap.most == 3

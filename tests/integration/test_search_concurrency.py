@@ -7,16 +7,15 @@ import json
 import time
 
 from faststream import TestApp
+from kbus_contract import RerankReply, RerankRequest, SearchReply
+from kbus_contract.topology import Topology
+from kbus_runtime.settings import BusSettings, StoreSettings
 from kbus_searcher.app import create_app
 from kbus_searcher.settings import SearcherSettings
-from kbus_shared.contracts import RerankReply, RerankRequest, SearchReply
-from kbus_shared.settings import BusSettings, StoreSettings
-from kbus_shared.topology import Topology
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from tests.helpers import read_stream
-from tests.integration.test_store import ready
+from tests.helpers import read_stream, ready
 
 
 async def test_searches_are_answered_side_by_side(

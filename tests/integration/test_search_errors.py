@@ -7,15 +7,14 @@ import time
 from typing import Any
 
 from faststream import TestApp
+from kbus_contract import SearchReply
+from kbus_contract.topology import Topology
+from kbus_runtime.settings import BusSettings, StoreSettings
 from kbus_searcher.app import create_app
 from kbus_searcher.settings import SearcherSettings
-from kbus_shared.contracts import SearchReply
-from kbus_shared.settings import BusSettings, StoreSettings
-from kbus_shared.topology import Topology
 from nats.aio.client import Client
 
-from tests.helpers import read_stream
-from tests.integration.test_store import ready
+from tests.helpers import read_stream, ready
 
 
 async def _ask(nc: Client, topology: Topology, payload: bytes) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from kbus_shared.bus import declare_streams, desired_config, open_bucket
-from kbus_shared.settings import BusSettings
+from kbus_runtime.declaring import declare_streams, open_bucket
+from kbus_runtime.settings import BusSettings
 from nats.aio.client import Client
 from nats.js.api import DiscardPolicy, StorageType
 
@@ -16,7 +16,7 @@ async def test_a_stream_in_memory_with_discard_old_is_named_and_refused(
 ) -> None:
     topology = bus.topology
     js = nc.jetstream()
-    wrong = desired_config(topology.documents_stream)
+    wrong = replace(topology.documents_stream.config)
     wrong.storage = StorageType.MEMORY
     wrong.discard = DiscardPolicy.OLD
     await js.add_stream(wrong)
@@ -40,7 +40,7 @@ async def test_a_well_configured_server_passes(nc: Client, bus: BusSettings) -> 
     await declare_streams(js, bus.model_copy(update={"declare_streams": False}).topology)
 
 
-async def test_a_bucket_an_earlier_version_created_is_brought_up_to_date(
+async def test_a_bucket_whose_limits_changed_takes_the_configured_ones_and_keeps_its_data(
     nc: Client, bus: BusSettings
 ) -> None:
     js = nc.jetstream()

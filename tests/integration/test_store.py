@@ -2,68 +2,16 @@
 
 from __future__ import annotations
 
-import kbus_searcher.store as store_module
-import numpy as np
+import kbus_searcher.store.writes as writes_module
 import pytest
-from kbus_searcher.store import ChunkStore
-from kbus_shared.contracts import (
-    ContentType,
-    DocumentDeleted,
-    DocumentRef,
-    EmbeddedChunk,
-    EmbeddingsReady,
-    SearchType,
-)
-from kbus_shared.errors import PermanentError
-from kbus_shared.identifiers import chunk_id
-from kbus_shared.settings import StoreSettings
-from kbus_shared.store import weaviate_client
+from kbus_contract import DocumentDeleted, SearchType
+from kbus_contract.errors import PermanentError
+from kbus_runtime.settings import StoreSettings
+from kbus_runtime.store import weaviate_client
+from kbus_searcher.store import ChunkStore, Query
 from weaviate import WeaviateAsyncClient
 
-DIM = 8
-
-
-def _vector(seed: int) -> tuple[float, ...]:
-    v = np.random.default_rng(seed).normal(size=DIM)
-    return tuple(float(x) for x in v / np.linalg.norm(v))
-
-
-def ready(
-    tenant: str,
-    library: str,
-    doc_id: str,
-    version: str,
-    texts: list[str],
-    seed: int = 0,
-    dim: int = DIM,
-    metadata: dict[str, object] | None = None,
-    sequence: int = 1,
-) -> EmbeddingsReady:
-    ref = DocumentRef(
-        tenant=tenant,
-        library=library,
-        document_id=doc_id,
-        version=version,
-        title=doc_id,
-        source_uri="",
-        content_type=ContentType.PLAIN,
-        metadata=metadata or {},
-        sequence=sequence,
-    )
-    chunks = tuple(
-        EmbeddedChunk(
-            chunk_id=chunk_id(tenant, library, doc_id, version, i),
-            position=i,
-            text=t,
-            char_start=0,
-            char_end=len(t),
-            vector=_vector(seed + i)[:dim] if dim <= DIM else (0.1,) * dim,
-        )
-        for i, t in enumerate(texts)
-    )
-    return EmbeddingsReady(
-        document=ref, model="test", dimension=dim, total_chunks=len(chunks), chunks=chunks
-    )
+from tests.helpers import DIM, ready, unit_vector
 
 
 async def _search(
@@ -74,23 +22,25 @@ async def _search(
     search_type: SearchType = SearchType.KEYWORD,
     **filters: object,
 ) -> list[str]:
-    found = await store.search(
-        tenant=tenant,
-        libraries=libraries,
-        query=query,
-        vector=list(_vector(0)),
-        search_type=search_type,
-        alpha=0.5,
-        limit=20,
-        filters=filters,  # type: ignore[arg-type]
+    found = await store.queries.search(
+        Query(
+            tenant=tenant,
+            libraries=libraries,
+            text=query,
+            vector=list(unit_vector(0)),
+            search_type=search_type,
+            alpha=0.5,
+            limit=20,
+            filters=filters,  # type: ignore[arg-type]
+        )
     )
     return [c.properties["document_id"] for c in found]
 
 
 async def test_tenants_and_libraries_are_walls(store: ChunkStore) -> None:
-    await store.upsert(ready("t1", "lib-a", "a1", "v1", ["zebra crossing"]))
-    await store.upsert(ready("t1", "lib-b", "b1", "v1", ["zebra stripes"]))
-    await store.upsert(ready("t2", "lib-a", "x1", "v1", ["zebra herd"]))
+    await store.writes.upsert(ready("t1", "lib-a", "a1", "v1", ["zebra crossing"]))
+    await store.writes.upsert(ready("t1", "lib-b", "b1", "v1", ["zebra stripes"]))
+    await store.writes.upsert(ready("t2", "lib-a", "x1", "v1", ["zebra herd"]))
     assert await _search(store, "t1", ("lib-a",), "zebra") == ["a1"]
     assert sorted(await _search(store, "t1", ("lib-a", "lib-b"), "zebra")) == ["a1", "b1"]
     assert await _search(store, "t2", ("lib-a",), "zebra") == ["x1"]
@@ -99,16 +49,17 @@ async def test_tenants_and_libraries_are_walls(store: ChunkStore) -> None:
 
 
 async def test_hybrid_candidates_carry_every_score(store: ChunkStore) -> None:
-    await store.upsert(ready("t1", "lib", "d", "v1", ["quartz watch repair", "other text"]))
-    [top, *_] = await store.search(
-        tenant="t1",
-        libraries=("lib",),
-        query="quartz",
-        vector=list(_vector(0)),
-        search_type=SearchType.HYBRID,
-        alpha=0.5,
-        limit=5,
-        filters={},
+    await store.writes.upsert(ready("t1", "lib", "d", "v1", ["quartz watch repair", "other text"]))
+    [top, *_] = await store.queries.search(
+        Query(
+            tenant="t1",
+            libraries=("lib",),
+            text="quartz",
+            vector=list(unit_vector(0)),
+            search_type=SearchType.HYBRID,
+            alpha=0.5,
+            limit=5,
+        )
     )
     assert top.keyword is not None
     assert top.keyword > 0
@@ -118,30 +69,32 @@ async def test_hybrid_candidates_carry_every_score(store: ChunkStore) -> None:
 
 async def test_a_redelivery_overwrites_and_a_new_version_replaces(store: ChunkStore) -> None:
     first = ready("t1", "lib", "doc", "v1", ["one", "two", "three"])
-    await store.upsert(first)
-    await store.upsert(first)
+    await store.writes.upsert(first)
+    await store.writes.upsert(first)
     assert len(await _search(store, "t1", ("lib",), "one two three")) == 3
     second = ready("t1", "lib", "doc", "v2", ["uno"], sequence=2)
-    await store.upsert(second)
-    assert await store.count_stored(second) == 1
-    assert await store.newest_sequence(second) == 2
-    assert await store.delete_superseded([second]) == 3
-    found = await store.search(
-        tenant="t1",
-        libraries=("lib",),
-        query="one two three uno",
-        vector=None,
-        search_type=SearchType.KEYWORD,
-        alpha=0.5,
-        limit=20,
-        filters={},
+    await store.writes.upsert(second)
+    assert await store.writes.count_stored(second) == 1
+    assert await store.writes.delete_superseded([second]) == 3
+    found = await store.queries.search(
+        Query(
+            tenant="t1",
+            libraries=("lib",),
+            text="one two three uno",
+            vector=None,
+            search_type=SearchType.KEYWORD,
+            alpha=0.5,
+            limit=20,
+        )
     )
     assert [(c.properties["version"], c.properties["text"]) for c in found] == [("v2", "uno")]
 
 
 async def test_metadata_filters(store: ChunkStore) -> None:
-    await store.upsert(ready("t1", "lib", "en", "v1", ["apple pie"], metadata={"lang": "en"}))
-    await store.upsert(
+    await store.writes.upsert(
+        ready("t1", "lib", "en", "v1", ["apple pie"], metadata={"lang": "en"})
+    )
+    await store.writes.upsert(
         ready("t1", "lib", "de", "v1", ["apple strudel"], metadata={"lang": "de", "year": 2024})
     )
     assert await _search(store, "t1", ("lib",), "apple", lang="de") == ["de"]
@@ -150,22 +103,22 @@ async def test_metadata_filters(store: ChunkStore) -> None:
 
 
 async def test_per_object_errors_are_raised_not_swallowed(store: ChunkStore) -> None:
-    await store.upsert(ready("t1", "lib", "good", "v1", ["fine"]))
+    await store.writes.upsert(ready("t1", "lib", "good", "v1", ["fine"]))
     with pytest.raises(PermanentError, match="1 of 1 chunks were not stored"):
-        await store.upsert(ready("t1", "lib", "wrong-dim", "v1", ["bad"], dim=DIM + 4))
+        await store.writes.upsert(ready("t1", "lib", "wrong-dim", "v1", ["bad"], dim=DIM + 4))
     # One bad object among good ones: the batch reports it without raising; we must not.
     mixed = ready("t1", "lib", "mixed", "v1", ["a", "b", "c"])
     bad_chunk = mixed.chunks[1].model_copy(update={"vector": (0.5,) * (DIM + 1)})
     mixed = mixed.model_copy(update={"chunks": (mixed.chunks[0], bad_chunk, mixed.chunks[2])})
     with pytest.raises(PermanentError, match="1 of 3 chunks were not stored"):
-        await store.upsert(mixed)
+        await store.writes.upsert(mixed)
 
 
 async def test_a_shared_write_fails_only_the_document_with_a_refused_chunk(
     store: ChunkStore,
 ) -> None:
     # The first vector stored fixes the index's dimension (a batch's objects go in concurrently).
-    await store.upsert(ready("t1", "lib", "good", "v1", ["fine"]))
+    await store.writes.upsert(ready("t1", "lib", "good", "v1", ["fine"]))
     mixed = ready("t1", "lib", "mixed", "v1", ["a", "b"])
     bad_chunk = mixed.chunks[1].model_copy(update={"vector": (0.5,) * (DIM + 1)})
     mixed = mixed.model_copy(update={"chunks": (mixed.chunks[0], bad_chunk)})
@@ -174,27 +127,27 @@ async def test_a_shared_write_fails_only_the_document_with_a_refused_chunk(
         mixed,
         ready("t1", "lib", "two", "v1", ["x"]),
     ]
-    first, refused, last = await store.write(batch)
+    first, refused, last = await store.writes.write(batch)
     assert first is None
     assert last is None
     assert isinstance(refused, PermanentError)
     assert "1 of 2 chunks were not stored" in refused.reason
-    assert await store.count_stored(batch[0]) == 1
-    assert await store.count_stored(batch[2]) == 1
+    assert await store.writes.count_stored(batch[0]) == 1
+    assert await store.writes.count_stored(batch[2]) == 1
 
 
 async def test_one_query_finds_the_later_publishes_of_several_documents(
     store: ChunkStore,
 ) -> None:
-    await store.upsert(ready("t1", "lib", "a", "v5", ["a five"], sequence=5))
-    await store.upsert(ready("t1", "lib", "b", "v3", ["b three"], sequence=3))
+    await store.writes.upsert(ready("t1", "lib", "a", "v5", ["a five"], sequence=5))
+    await store.writes.upsert(ready("t1", "lib", "b", "v3", ["b three"], sequence=3))
     asked = [
         ready("t1", "lib", "a", "v4", ["a four"], sequence=4),
         ready("t1", "lib", "a", "v6", ["a six"], sequence=6),
         ready("t1", "lib", "b", "v3", ["b three"], sequence=3),
         ready("t1", "lib", "c", "v1", ["c one"], sequence=1),
     ]
-    assert await store.newest_sequences(asked) == {("lib", "a"): 5}
+    assert await store.writes.newest_sequences(asked) == {("lib", "a"): 5}
 
 
 async def test_a_deletion_larger_than_one_delete_request_removes_everything(
@@ -206,38 +159,14 @@ async def test_a_deletion_larger_than_one_delete_request_removes_everything(
         for i in range(404)
     ]
     for begin in range(0, len(docs), 40):
-        assert not any(await store.write(docs[begin : begin + 40]))
-    removed = await store.delete_scope(DocumentDeleted(tenant="t1", library="big"), 10)
+        assert not any(await store.writes.write(docs[begin : begin + 40]))
+    removed = await store.writes.delete_scope(DocumentDeleted(tenant="t1", library="big"), 10)
     assert removed == 404 * 25
-    assert await store.library_stats("t1") == []
+    assert await store.queries.library_stats("t1") == []
 
 
 async def test_unknown_tenant(store: ChunkStore) -> None:
-    assert not await store.tenant_exists("never-written")
-
-
-async def test_an_older_collection_gains_the_properties_it_lacks(
-    store_settings: StoreSettings,
-) -> None:
-    from kbus_searcher.store import SCHEMA_PROPERTIES
-    from weaviate.classes.config import Configure
-
-    client = weaviate_client(store_settings)
-    await client.connect()
-    try:
-        old = [p for p in SCHEMA_PROPERTIES if p.name != "sequence"]
-        await client.collections.create(
-            store_settings.collection,
-            properties=old,
-            vector_config=Configure.Vectors.self_provided(),
-            multi_tenancy_config=Configure.multi_tenancy(enabled=True),
-        )
-        await ChunkStore(client, store_settings.collection).ensure_collection()
-        config = await client.collections.use(store_settings.collection).config.get()
-        assert "sequence" in {p.name for p in config.properties}
-    finally:
-        await client.collections.delete(store_settings.collection)
-        await client.close()
+    assert not await store.collections.tenant_exists("never-written")
 
 
 async def _cutoff(client: WeaviateAsyncClient, name: str) -> int:
@@ -255,20 +184,20 @@ async def test_collections_take_the_flat_search_cutoff(store_settings: StoreSett
     await client.connect()
     old = f"{store_settings.collection}Old"
     try:
-        new = ChunkStore(client, store_settings.collection, flat_search_cutoff=1_234)
-        await new.upsert(ready("t1", "lib", "d", "v1", ["text"]))
-        assert await _cutoff(client, new.physical("test")) == 1_234
-        # A collection made with Weaviate's default is brought to the searcher's setting.
+        new = ChunkStore.create(client, store_settings.collection, flat_search_cutoff=1_234)
+        await new.writes.upsert(ready("t1", "lib", "d", "v1", ["text"]))
+        assert await _cutoff(client, new.collections.physical("test")) == 1_234
+        # A model's collection made with Weaviate's default is brought to the setting at start.
         await client.collections.create(
-            old,
+            f"{old}_test",
             vector_config=Configure.Vectors.self_provided(),
             multi_tenancy_config=Configure.multi_tenancy(enabled=True),
         )
-        assert await _cutoff(client, old) == 40_000
-        await ChunkStore(client, old, flat_search_cutoff=2_000).ensure_collection()
-        assert await _cutoff(client, old) == 2_000
+        assert await _cutoff(client, f"{old}_test") == 40_000
+        await ChunkStore.create(client, old, flat_search_cutoff=2_000).collections.ensure()
+        assert await _cutoff(client, f"{old}_test") == 2_000
     finally:
-        await client.collections.delete([old, new.physical("test")])
+        await client.collections.delete([f"{old}_test", new.collections.physical("test")])
         await client.close()
 
 
@@ -277,27 +206,29 @@ async def test_a_scope_above_the_cutoff_is_searched_through_the_graph_and_stays_
 ) -> None:
     client = weaviate_client(store_settings)
     await client.connect()
-    store = ChunkStore(client, store_settings.collection, flat_search_cutoff=1)
+    store = ChunkStore.create(client, store_settings.collection, flat_search_cutoff=1)
     try:
         for i in range(12):
             seed = 0 if i == 4 else 100 + i  # d4 (lib-1) holds the query's own vector
-            await store.upsert(ready("t1", f"lib-{i % 3}", f"d{i}", "v1", ["zebra"], seed=seed))
+            await store.writes.upsert(
+                ready("t1", f"lib-{i % 3}", f"d{i}", "v1", ["zebra"], seed=seed)
+            )
         for kind in (SearchType.VECTOR, SearchType.HYBRID):
             found = await _search(store, "t1", ("lib-1",), "zebra", kind)
             assert sorted(found) == ["d1", "d10", "d4", "d7"]
         assert (await _search(store, "t1", ("lib-1",), "zebra", SearchType.VECTOR))[0] == "d4"
     finally:
-        await store.drop()
+        await store.collections.drop()
         await client.close()
 
 
-@pytest.mark.parametrize("limit", [store_module.STORED_LIMIT, 2])
+@pytest.mark.parametrize("limit", [writes_module.STORED_LIMIT, 2])
 async def test_several_documents_lose_exactly_their_superseded_chunks(
     store: ChunkStore, monkeypatch: pytest.MonkeyPatch, limit: int
 ) -> None:
     # With a limit of 2 the stored chunks are too many to read at once: the per-document and
     # filter-based paths must give the same answers.
-    monkeypatch.setattr(store_module, "STORED_LIMIT", limit)
+    monkeypatch.setattr(writes_module, "STORED_LIMIT", limit)
     for stored in (
         ready("t1", "lib", "a", "v1", ["a one x", "a one y"], sequence=1),
         ready("t1", "lib", "a", "v2", ["a two"], sequence=2),
@@ -306,20 +237,22 @@ async def test_several_documents_lose_exactly_their_superseded_chunks(
         ready("t1", "lib", "c", "v4", ["c four, republished"], sequence=4),  # same version
         ready("t1", "other", "a", "v0", ["another library's a"], sequence=1),
     ):
-        await store.upsert(stored)
+        await store.writes.upsert(stored)
     published = [
         ready("t1", "lib", "a", "v3", ["a three"], sequence=3),
         ready("t1", "lib", "b", "v5", ["b five"], sequence=5),
         ready("t1", "lib", "c", "v4", ["c four, republished"], sequence=6),
     ]
-    assert await store.newest_sequences(published) == {("lib", "b"): 9}
-    assert not any(await store.write(published))
-    assert await store.delete_superseded(published) == 4  # a's v1 (two chunks) and v2, b's v1
-    assert await store.delete_superseded(published) == 0
+    assert await store.writes.newest_sequences(published) == {("lib", "b"): 9}
+    assert not any(await store.writes.write(published))
+    assert (
+        await store.writes.delete_superseded(published) == 4
+    )  # a's v1 (two chunks) and v2, b's v1
+    assert await store.writes.delete_superseded(published) == 0
     left = sorted(
         [
             (c["library"], c["document_id"], c["version"], c["sequence"])
-            async for c in store.read_chunks(store.physical("test"), "t1")
+            async for c in store.writes.read_chunks(store.collections.physical("test"), "t1")
         ]
     )
     assert left == [

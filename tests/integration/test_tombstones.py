@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from kbus_contract import DocumentDeleted
+from kbus_contract.topology import Topology
 from kbus_searcher.tombstones import Tombstones
-from kbus_shared.contracts import DocumentDeleted
-from kbus_shared.topology import Topology
 from nats.aio.client import Client
 
 

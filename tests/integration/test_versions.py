@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from kbus_contract.topology import Topology
 from kbus_searcher.tombstones import scope_key
 from kbus_searcher.versions import Versions
-from kbus_shared.topology import Topology
 from nats.aio.client import Client
 
 

@@ -18,10 +18,10 @@ import nats
 import pytest
 import weaviate
 from kbus_client import KbClient
+from kbus_contract.topology import Topology
 from kbus_dev.natsauth import generate_passwords, inbox, server_config
 from kbus_dev.servers import Server, start_nats, start_weaviate
 from kbus_dev.services import SERVICES, start_service, wait_healthy
-from kbus_shared.topology import Topology
 from nats.aio.client import Client
 
 TOPOLOGY = Topology()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from kbus_shared.analysis import TermIndex, analyze, keyword_text, window_span
+from kbus_runtime.analysis import TermIndex, analyze, keyword_text, window_span
 
 
 def test_analyze_lowercases_drops_stop_words_and_stems() -> None:

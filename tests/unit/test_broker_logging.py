@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-from kbus_shared.bus import make_broker
-from kbus_shared.settings import BusSettings
+from kbus_runtime.bus import make_broker
+from kbus_runtime.settings import BusSettings
 from prometheus_client import CollectorRegistry
 
 

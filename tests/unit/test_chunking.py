@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from kbus_contract import ContentType, DocumentAdded
+from kbus_contract.errors import PermanentError
 from kbus_ingestor.chunking import ChunkingConfig, split_text
 from kbus_ingestor.ingesting import chunk_document
 from kbus_ingestor.markdown import sections
-from kbus_shared.contracts import ContentType, DocumentAdded
-from kbus_shared.errors import PermanentError
 
 CONFIG = ChunkingConfig(size=512, overlap=50)
 

@@ -6,8 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from kbus_shared.consuming import backoff_s, decode, identity_of, parse_reply
-from kbus_shared.contracts import (
+from kbus_contract import (
     DocumentAdded,
     EmbeddedChunk,
     ErrorInfo,
@@ -15,8 +14,10 @@ from kbus_shared.contracts import (
     RerankReply,
     SearchRequest,
 )
-from kbus_shared.errors import PermanentError, TransientError
-from kbus_shared.identifiers import chunk_id
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.identifiers import chunk_id
+from kbus_contract.wire import decode, parse_reply
+from kbus_runtime.stage import backoff_s, identity_of
 from pydantic import ValidationError
 
 GOOD = {

@@ -14,8 +14,8 @@ from kbus_dev.settings_doc import env_names
 from kbus_embedder.settings import EmbedderSettings
 from kbus_ingestor.settings import IngestorSettings
 from kbus_reranker.settings import RerankerSettings
+from kbus_runtime.settings import ServiceSettings
 from kbus_searcher.settings import SearcherSettings
-from kbus_shared.settings import ServiceSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES: dict[str, type[ServiceSettings]] = {
@@ -30,18 +30,27 @@ def _port(name: str) -> int:
     return int(SERVICES[name].model_fields["http_port"].default)
 
 
-@pytest.mark.parametrize("name", sorted(SERVICES))
-def test_dockerfile(name: str) -> None:
-    text = (ROOT / "services" / name / "Dockerfile").read_text()
+def test_one_dockerfile_builds_every_service() -> None:
+    text = (ROOT / "services" / "Dockerfile").read_text()
+    assert not list((ROOT / "services").glob("*/Dockerfile"))
     assert re.search(r"ARG PYTHON_IMAGE=python:3\.11-slim[\w.-]*@sha256:[0-9a-f]{64}", text)
     assert text.count("FROM ${PYTHON_IMAGE}") == 2  # build stage and slim runtime stage
-    assert f"--package kbus-{name}" in text
+    assert text.count("--package kbus-${SERVICE}") == 2
     assert "--no-dev" in text
     assert re.search(r"^USER 10001$", text, re.M)
-    assert f"EXPOSE {_port(name)}" in text
-    assert f"KBUS_{name.upper()}_HTTP_PORT={_port(name)}" in text
-    assert f"http://127.0.0.1:{_port(name)}/health" in text
-    assert f'ENTRYPOINT ["python", "-m", "kbus_{name}"]' in text
+    assert "EXPOSE ${PORT}" in text
+    assert "KBUS_HTTP_HOST=0.0.0.0" in text
+    assert "KBUS_SERVICE_PORT=${PORT}" in text
+    assert "'http://127.0.0.1:%s/health' % os.environ['KBUS_SERVICE_PORT']" in text
+    assert 'exec python -m \\"kbus_${KBUS_SERVICE}\\"' in text
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_the_image_host_reaches_each_service(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KBUS_HTTP_HOST", "0.0.0.0")
+    assert SERVICES[name]().http_host == "0.0.0.0"
+    monkeypatch.setenv(f"KBUS_{name.upper()}_HTTP_HOST", "10.1.2.3")
+    assert SERVICES[name]().http_host == "10.1.2.3"  # the service's own setting wins
 
 
 def _compose() -> dict[str, Any]:
@@ -68,7 +77,8 @@ def test_compose_services_match_the_settings() -> None:
             assert env[f"KBUS_{name.upper()}_HTTP_PORT"] == str(port)
             assert f"127.0.0.1:{port}:{port}" in service["ports"]
             assert service["image"] == f"kbus-{name}:0.1.0"
-            assert service["build"]["dockerfile"] == f"services/{name}/Dockerfile"
+            assert service["build"]["dockerfile"] == "services/Dockerfile"
+            assert service["build"]["args"] == {"SERVICE": name, "PORT": str(port)}
             assert service["depends_on"]["setup"]["condition"] == "service_completed_successfully"
             assert service["read_only"] is True
             assert env["KBUS_DECLARE_STREAMS"] == "false"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from kbus_runtime.settings import CohereSettings
 from kbus_searcher.rewriting import create_rewriter, rewrite_or_keep
-from kbus_shared.settings import CohereSettings
 
 
 class Fixed:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kbus_searcher.store import Candidate, distinct, metadata_terms, parse_explain
+from kbus_searcher.store.filters import metadata_terms
+from kbus_searcher.store.queries import Candidate, distinct, parse_explain
 
 EXPLAIN = (
     "\nHybrid (Result Set keyword,bm25) Document f02f: original score 0.19748051, "

@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from kbus_client import DocumentRejectedError, KbClient, KbError
-from kbus_shared.contracts import SearchReply
+from kbus_contract import SearchReply
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table

@@ -5,9 +5,8 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from kbus_shared.consuming import ORIGINAL_LIMIT
-from kbus_shared.contracts import DeadLetter
-from kbus_shared.topology import Topology
+from kbus_contract import ORIGINAL_LIMIT, DeadLetter
+from kbus_contract.topology import Topology
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError

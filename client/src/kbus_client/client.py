@@ -7,15 +7,12 @@ from types import TracebackType
 from typing import Any
 
 import nats
-from kbus_shared.claimcheck import open_bodies, put_body
-from kbus_shared.consuming import describe_validation_error
-from kbus_shared.contracts import (
+from kbus_contract import (
     ContentType,
     DocumentAdded,
     DocumentDeleted,
     DocumentIndexed,
     DocumentRemoved,
-    ErrorReply,
     MetadataScalar,
     SearchReply,
     SearchRequest,
@@ -23,15 +20,14 @@ from kbus_shared.contracts import (
     StatsReply,
     StatsRequest,
 )
-from kbus_shared.topology import Topology
+from kbus_contract.claimcheck import open_bodies, put_body
+from kbus_contract.topology import Topology
+from kbus_contract.wire import describe_validation_error, request
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.object_store import ObjectStore
 from pydantic import ValidationError
 
-from kbus_client.errors import KbError
 from kbus_client.receipts import ReceiptWatcher
 from kbus_client.tool import KbTool
 
@@ -256,7 +252,7 @@ class KbClient:
         *,
         libraries: list[str] | tuple[str, ...],
         tenant: str | None = None,
-        k: int = 5,
+        k: int | None = None,
         search_type: SearchType | str = SearchType.HYBRID,
         alpha: float | None = None,
         min_score: float | None = None,
@@ -269,9 +265,12 @@ class KbClient:
         exclude_documents: tuple[str, ...] = (),
         timeout_s: float | None = None,
     ) -> SearchReply:
-        """Search and return the typed reply; an error reply raises :class:`KbError`."""
+        """Search and return the typed reply; an error reply raises :class:`KbError`.
+
+        ``k`` and the other unset choices are the server's defaults.
+        """
         try:
-            request = SearchRequest(
+            asked = SearchRequest(
                 tenant=self._tenant(tenant),
                 libraries=tuple(libraries),
                 query=query,
@@ -289,32 +288,25 @@ class KbClient:
             )
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
-        data = await self._request(
-            self.topology.search, request.model_dump_json().encode(), timeout_s or self.timeout_s
+        return await request(
+            self.nc,
+            self.topology.search,
+            asked,
+            SearchReply,
+            stage="searcher",
+            timeout_s=timeout_s or self.timeout_s,
         )
-        return parse_search_reply(data)
 
     async def stats(self, *, tenant: str | None = None) -> StatsReply:
         """Documents and chunks per library of a tenant."""
-        request = StatsRequest(tenant=self._tenant(tenant))
-        data = await self._request(
-            self.topology.stats, request.model_dump_json().encode(), self.timeout_s
+        return await request(
+            self.nc,
+            self.topology.stats,
+            StatsRequest(tenant=self._tenant(tenant)),
+            StatsReply,
+            stage="searcher",
+            timeout_s=self.timeout_s,
         )
-        _raise_error_reply(data)
-        return StatsReply.model_validate_json(data)
-
-    async def _request(self, subject: str, payload: bytes, timeout_s: float) -> bytes:
-        try:
-            reply = await self.nc.request(subject, payload, timeout=timeout_s)
-        except NoRespondersError as exc:
-            raise KbError(
-                "no searcher is running", code="searcher_unavailable", retryable=True
-            ) from exc
-        except (NatsTimeoutError, TimeoutError) as exc:
-            raise KbError(
-                "the request did not finish in time", code="timeout", retryable=True
-            ) from exc
-        return bytes(reply.data)
 
     def as_tool(
         self,
@@ -334,15 +326,3 @@ class KbClient:
         return KbTool(
             name=name, libraries=tuple(libraries), default_k=k, search=run, description=description
         )
-
-
-def parse_search_reply(data: bytes) -> SearchReply:
-    """The typed reply, or :class:`KbError` for an error reply."""
-    _raise_error_reply(data)
-    return SearchReply.model_validate_json(data)
-
-
-def _raise_error_reply(data: bytes) -> None:
-    if b'"kind":"error"' in data.replace(b" ", b""):
-        info = ErrorReply.model_validate_json(data).error
-        raise KbError(info.message, code=info.code, stage=info.stage, retryable=info.retryable)

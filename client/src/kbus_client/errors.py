@@ -1,20 +1,16 @@
-"""What a client sees when kbus cannot do what it asked."""
+"""What a client sees when kbus cannot do what it asked.
+
+The same typed errors the services raise (:mod:`kbus_contract.errors`): ``code`` is stable,
+``retryable`` says whether asking again can help, ``stage`` names the service that answered.
+"""
 
 from __future__ import annotations
 
+from kbus_contract.errors import KbusError, PermanentError
 
-class KbError(Exception):
-    """An error reply from kbus, or no reply at all."""
-
-    def __init__(
-        self, message: str, *, code: str, stage: str = "", retryable: bool = False
-    ) -> None:
-        super().__init__(f"{code}: {message}")
-        self.message = message
-        self.code = code
-        self.stage = stage
-        self.retryable = retryable
+#: An error reply from kbus, or no reply at all.
+KbError = KbusError
 
 
-class DocumentRejectedError(KbError):
+class DocumentRejectedError(PermanentError):
     """A published document was dead-lettered instead of indexed."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from kbus_shared.contracts import DeadLetter, DocumentIndexed
-from kbus_shared.topology import Topology
+from kbus_contract import DeadLetter, DocumentIndexed
+from kbus_contract.topology import Topology
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription

@@ -8,7 +8,7 @@ from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
 
-from kbus_shared.contracts import SearchReply
+from kbus_contract import SearchReply
 
 from kbus_client.client import KbClient, PublishResult
 from kbus_client.tool import KbTool

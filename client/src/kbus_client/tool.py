@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kbus_shared.contracts import SearchReply
+from kbus_contract import SearchReply
 
 MAX_TOOL_K = 20
 

@@ -2,7 +2,7 @@
 
 FastStream describes every subscription the four services declare (channels, operations, NATS
 bindings). kbus's handlers parse their own messages (so that a bad message gets a reason), which
-leaves FastStream's payloads empty: the catalog (:mod:`kbus_shared.catalog`) supplies them, and
+leaves FastStream's payloads empty: the catalog (:mod:`kbus_contract.catalog`) supplies them, and
 the reply of every request-reply subject, which FastStream leaves out. Subjects served outside
 FastStream (the searcher's NATS micro service) and what each stage sends come from the catalog.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kbus_shared.catalog import CHANNELS, Channel
-from kbus_shared.contracts import ErrorReply
-from kbus_shared.settings import BusSettings, StoreSettings
+from kbus_contract import ErrorReply
+from kbus_contract.catalog import CHANNELS, Channel
+from kbus_runtime.settings import BusSettings, StoreSettings
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -74,7 +74,7 @@ def _catalog_entry(address: str) -> Channel:
         if entry.subject_template == address or entry.name == address:
             return entry
     raise KeyError(
-        f"subject {address!r} is subscribed in code but missing from kbus_shared.catalog"
+        f"subject {address!r} is subscribed in code but missing from kbus_contract.catalog"
     )
 
 
@@ -110,7 +110,7 @@ def build() -> dict[str, Any]:
         "asyncapi": "3.0.0",
         "info": {
             "title": "kbus",
-            "version": version("kbus-shared"),
+            "version": version("kbus-contract"),
             "description": "An event-driven knowledge base on NATS JetStream and Weaviate. "
             "Subjects are shown without a bus prefix; with KBUS_BUS_PREFIX=p every subject is "
             "p.<subject> and every stream P_<NAME>.",

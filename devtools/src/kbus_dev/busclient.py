@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import nats
-from kbus_shared.topology import Topology
+from kbus_contract.topology import Topology
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 

@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from kbus_shared.topology import Topology
+from kbus_contract.topology import Topology
 
 from kbus_dev.busclient import Receipts, connect, publish_documents, search
 

@@ -15,8 +15,8 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbus_shared.catalog import CHANNELS
-from kbus_shared.topology import Topology
+from kbus_contract.catalog import CHANNELS
+from kbus_contract.topology import Topology
 
 USERS = ("admin", "ingestor", "embedder", "searcher", "reranker", "client")
 
@@ -93,7 +93,7 @@ def _stream_checks(t: Topology) -> list[str]:
 
 
 def _served(t: Topology, receiver: str) -> list[str]:
-    """The request subjects a service answers (kbus_shared.catalog) and the discovery subjects
+    """The request subjects a service answers (kbus_contract.catalog) and the discovery subjects
     of its NATS micro service ($SRV.PING/INFO/STATS)."""
     entries = [entry for entry in CHANNELS if entry.receiver == receiver]
     [service] = {entry.micro for entry in entries}

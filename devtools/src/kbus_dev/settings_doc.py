@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from kbus_shared.settings import BusSettings, CohereSettings, StoreSettings
+from kbus_runtime.settings import BusSettings, CohereSettings, StoreSettings
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
@@ -45,6 +46,9 @@ def env_names() -> dict[str, type[BaseSettings]]:
 
 
 def _default(field: FieldInfo) -> str:
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    if "default_doc" in extra:
+        return str(extra["default_doc"])
     if field.default_factory is not None:
         return "see below"
     value: Any = field.get_default()
@@ -72,6 +76,7 @@ def table() -> str:
             if isinstance(annotation, type) and issubclass(annotation, BaseSettings):
                 continue
             description = (field.description or "").replace("|", "\\|").replace("\n", " ")
+            description = re.sub(r"(docs/[\w.]+#[\w-]+)", r"[\1](\1)", description)
             rows.append(
                 f"| `{prefix}{name.upper()}` | {_type(field)} | {_default(field)} | {description} |"
             )

@@ -85,12 +85,10 @@ class Encoder:
     """Tokenizer and session of one encoder; thread-safe for concurrent calls.
 
     Batches run side by side, each on one core (``threads`` of them at once), instead of one
-    batch at a time split across the cores by onnxruntime's intra-op threads. On two cores with
-    all-MiniLM-L6-v2 and batches of 4 that encoded 1.21 to 1.23 x as many chunks per second
-    (the threads of one run wait for each other at every operator, and a core taken away by
-    another process stalls both); a lone query, one batch on one core, took 1.16 x as long
-    (docs/performance.md), which a second session for calls of one text wins back
-    (``lone_threads``).
+    batch at a time split across the cores by onnxruntime's intra-op threads: the threads of one
+    run wait for each other at every operator, and a core taken away by another process stalls
+    both. A lone query, one batch on one core, takes longer that way, which a second session for
+    calls of one text wins back (``lone_threads``; docs/tuning.md, "The encoder's batches").
     """
 
     def __init__(self, spec: ModelSpec, threads: int = 0, lone_threads: int = 1) -> None:
@@ -102,9 +100,8 @@ class Encoder:
                 use).
             lone_threads: Cores that a call of one text (a query) runs on, in a second session
                 of its own (0: one per core this process may use; 1: no second session, the
-                call runs on one core with the batches). SciFact's test queries, two cores,
-                all-MiniLM-L6-v2: 9.4 instead of 36.9 ms p50 while the encoder embeds
-                documents, 3.5-4.3 instead of 4.9-5.7 on an idle encoder; about 100 MB.
+                call runs on one core with the batches; docs/tuning.md,
+                "KBUS_EMBEDDER_QUERY_THREADS").
         """
         self.spec = spec
         self.tokenizer = Tokenizer.from_file(str(spec.directory / "tokenizer.json"))
@@ -159,7 +156,7 @@ class Encoder:
         """:meth:`embed`, awaited on an event loop.
 
         No thread of the caller's waits for the encoder's threads (``asyncio.to_thread(embed)``
-        holds one): a lone query's vector came back 0.17 to 0.2 ms sooner, side by side.
+        holds one), so a lone query's vector comes back sooner.
         """
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for rows, future in self._submit(texts, batch_size, urgent):
@@ -196,9 +193,8 @@ class Encoder:
     ) -> list[tuple[list[int], Future[tuple[np.ndarray, np.ndarray, list[list[int]]]]]]:
         """Batches of similar length queued at the encoder's threads, with their rows.
 
-        Similar in tokens, not characters: sorted by characters, the chunks of SciFact ran 16%
-        more token positions than they have tokens (the rest padding), and encoded 0.93x as
-        many chunks per second (docs/performance.md).
+        Similar in tokens, not characters: characters predict tokens poorly, and sorting by
+        them left much padding (docs/tuning.md, "The encoder's batches").
         """
         encodings = self.tokenizer.encode_batch(texts)
         if len(texts) == 1 and self._lone is not None:
@@ -224,11 +220,10 @@ def padding_bounded(
     """Consecutive rows of ``order`` (sorted by length) in batches of at most ``size``, each
     padded by at most ``max_padding`` of its tokens.
 
-    A call gathered from a stream of messages has texts of uneven lengths: cut into batches of
-    four regardless, SciFact's chunks ran 3% padding. A smaller batch of even lengths costs less
-    than that (a run's own overhead was about 6% of a text), so a batch ends where the next
-    text would pad it more. Side by side, calls of 64 in stream order: 1.02 to 1.06 x the chunks
-    per second; calls of texts sorted across the corpus (the bare encoder) keep batches of four.
+    A call gathered from a stream of messages has texts of uneven lengths, and cut into batches
+    of ``size`` regardless they carry padding; a smaller batch of even lengths costs less than
+    that padding, so a batch ends where the next text would pad it more (docs/tuning.md, "The
+    encoder's batches"). Texts sorted across a whole corpus keep batches of ``size``.
     """
     batches: list[list[int]] = []
     batch: list[int] = []

@@ -2,10 +2,8 @@
 
 Weights become int8 with one scale per output channel; activations are quantized per batch at
 run time (onnxruntime's MatMulInteger). Nothing is downloaded: the packaged fp32 weights are
-the input. On SciFact (all 19,979 chunks, 300 test queries, exhaustive vector search) this lost
-0.0020 nDCG@10 against fp32 and encoded 1.33 times as fast on two AVX2 cores; per-tensor
-scales or 7-bit weights were as fast but lost more than the 0.005 kbus allows
-(docs/performance.md).
+the input. Per-channel scales kept nearly fp32's quality where per-tensor scales or 7-bit
+weights, as fast, lost more (docs/tuning.md, "KBUS_EMBEDDER_MODEL").
 """
 
 from __future__ import annotations

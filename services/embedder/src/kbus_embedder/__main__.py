@@ -1,6 +1,6 @@
 """``python -m kbus_embedder``."""
 
-from kbus_shared.runner import serve
+from kbus_runtime.runner import serve
 
 from kbus_embedder.app import create_app
 from kbus_embedder.settings import EmbedderSettings

@@ -7,8 +7,8 @@ embedded as if it were empty.
 Its traffic is the embedder's largest on the bus, so it takes few round trips: a message's keys
 are read with one batched direct get (the bucket allows direct reads) and its new vectors are
 written without waiting for each acknowledgement, only for the last one, whose error (a full
-bucket, say) is logged. Per key, a read and an acknowledged write each took a round trip: 7.6
-of a SciFact document's 8.6 requests (docs/performance.md).
+bucket, say) is logged. Per key, a read and an acknowledged write each took a round trip, most
+of a document's requests (docs/tuning.md, "The embedding cache").
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ import logging
 from collections.abc import Sequence
 
 import numpy as np
-from kbus_shared.bus import open_bucket
+from kbus_runtime.declaring import open_bucket
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import Header, KeyValueConfig
-from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 log = logging.getLogger("kbus.embedder")
@@ -113,16 +112,9 @@ class EmbeddingCache:
         """Open (or create) the bucket; without it the cache stays off."""
         try:
             self._kv = await open_bucket(nc.jetstream(), self.config, create=create)
-            info = await nc.jetstream().stream_info(f"KV_{self.config.bucket}")
-            if info.config.allow_direct:
-                reads = BatchReads(nc, f"KV_{self.config.bucket}")
-                await reads.start()
-                self._reads = reads
-            else:
-                log.warning(
-                    "embedding cache: bucket %s does not allow direct reads; reading key by key",
-                    self.config.bucket,
-                )
+            reads = BatchReads(nc, f"KV_{self.config.bucket}")
+            await reads.start()
+            self._reads = reads
         except Exception as exc:
             log.warning("embedding cache off: bucket %s: %s", self.config.bucket, exc)
             self._kv = None
@@ -151,21 +143,10 @@ class EmbeddingCache:
         return vectors
 
     async def _values(self, keys: list[str]) -> dict[str, bytes]:
-        unique = list(dict.fromkeys(keys))
-        if self._reads is not None:
-            found = await self._reads.last_values([self._subject(k) for k in unique])
-            prefix = len(self._subject(""))
-            return {subject[prefix:]: value for subject, value in found.items()}
-        values = await asyncio.gather(*(self._get(k) for k in unique))
-        return {k: v for k, v in zip(unique, values, strict=True) if v is not None}
-
-    async def _get(self, key: str) -> bytes | None:
-        assert self._kv is not None
-        try:
-            entry = await self._kv.get(key)
-        except KeyNotFoundError:
-            return None
-        return entry.value
+        assert self._reads is not None
+        found = await self._reads.last_values([self._subject(k) for k in dict.fromkeys(keys)])
+        prefix = len(self._subject(""))
+        return {subject[prefix:]: value for subject, value in found.items()}
 
     async def put_many(self, model: str, texts: list[str], vectors: np.ndarray) -> None:
         """Remember the vectors of texts (best effort).

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar, Protocol
 
 import numpy as np
-from kbus_shared.contracts import Chunk, DocumentRef, InputType
-from kbus_shared.errors import PermanentError, TransientError
-from kbus_shared.passages import passage_text
-from kbus_shared.settings import CohereSettings
+from kbus_contract import Chunk, DocumentRef, InputType
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_runtime.batching import Batcher
+from kbus_runtime.passages import passage_text
+from kbus_runtime.settings import CohereSettings
 
-from kbus_embedder.batching import CallObserver, MicroBatcher
 from kbus_embedder.settings import EmbedderSettings
+
+#: Told the number of texts of each local model call for documents.
+CallObserver = Callable[[int], None]
 
 
 class Embedder(Protocol):
@@ -46,8 +49,13 @@ class LocalEmbedder:
         self.batch_size = batch_size
         # Documents are gathered across messages; a query never waits for a deadline. Two
         # gathered calls at once: one running, the next already queued at the encoder.
-        self._documents = MicroBatcher(
-            self._documents_call, gather, flush_ms / 1000.0, in_flight=2, on_call=on_call
+        self._documents: Batcher[list[str], np.ndarray] = Batcher(
+            self._documents_call,
+            max_size=gather,
+            linger_s=flush_ms / 1000.0,
+            in_flight=2,
+            size=len,
+            on_batch=on_call,
         )
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
@@ -56,11 +64,17 @@ class LocalEmbedder:
             # Urgent: a query's batch runs before any document batches queued at the encoder.
             return await self.encoder.embed_async(queries, self.batch_size, urgent=True)
         prefix = self.encoder.spec.document_prefix
-        return await self._documents.embed([prefix + t for t in texts])
+        return await self._documents.submit([prefix + t for t in texts])
 
-    async def _documents_call(self, texts: list[str]) -> np.ndarray:
+    async def _documents_call(self, messages: list[list[str]]) -> list[np.ndarray]:
+        """One model call for the texts of several messages; each message gets its rows."""
+        texts = [text for message in messages for text in message]
         vectors: np.ndarray = await asyncio.to_thread(self.encoder.embed, texts, self.batch_size)
-        return vectors
+        rows, start = [], 0
+        for message in messages:
+            rows.append(vectors[start : start + len(message)])
+            start += len(message)
+        return rows
 
 
 class CohereEmbedder:

@@ -3,43 +3,30 @@
 
 from __future__ import annotations
 
-from faststream.nats import NatsBroker
-from kbus_shared.answering import Served, serve
-from kbus_shared.bus import BusMessage, work_subscriber
-from kbus_shared.topology import Topology
-from nats.aio.client import Client
+from kbus_runtime.bus import BusMessage
+from kbus_runtime.service import Service
 
+from kbus_embedder.settings import EmbedderSettings
 from kbus_embedder.vectorizing import Vectorizer
 
 
-def register(
-    broker: NatsBroker, topology: Topology, vectorizer: Vectorizer, concurrency: int = 1
-) -> None:
-    """Consume ``chunks.ready``, ``concurrency`` messages at once."""
+def register(service: Service, vectorizer: Vectorizer, settings: EmbedderSettings) -> None:
+    """Consume ``chunks.ready``; serve ``kb.embed`` as the NATS micro service ``kbus-embed``."""
+    topology = service.topology
 
-    @work_subscriber(
-        broker,
-        topology,
+    @service.consume(
         topology.chunks_ready,
         topology.chunks_stream,
         topology.embedder_durable,
-        max_workers=concurrency,
+        concurrency=settings.concurrency,
         title="embedder:chunks.ready",
         description="Embed a document's chunks; publish them on embeddings.ready.",
     )
     async def on_chunks_ready(message: BusMessage) -> None:
         await vectorizer.handle_chunks(message)
 
-
-async def register_embed_service(
-    nc: Client, topology: Topology, vectorizer: Vectorizer, version: str, concurrency: int
-) -> Served:
-    """Serve ``kb.embed`` as the NATS micro service ``kbus-embed``, ``concurrency`` at once."""
-    return await serve(
-        nc,
-        topology,
+    service.answer(
         {"kb.embed": vectorizer.answer},
-        version=version,
         description="kbus embedder: vectors for texts",
-        concurrency=concurrency,
+        concurrency=settings.request_concurrency,
     )

@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 from faststream.nats.message import NatsMessage
-from kbus_shared.consuming import Stage
-from kbus_shared.contracts import (
+from kbus_contract import (
     ChunksReady,
     EmbeddedChunk,
     EmbeddingsReady,
@@ -17,12 +16,12 @@ from kbus_shared.contracts import (
     ErrorReply,
     InputType,
 )
-from kbus_shared.errors import TransientError
+from kbus_contract.errors import TransientError
+from kbus_runtime.stage import Stage
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from kbus_embedder.batching import CallObserver
 from kbus_embedder.caching import EmbeddingCache
-from kbus_embedder.embedding import Embedder, document_text
+from kbus_embedder.embedding import CallObserver, Embedder, document_text
 
 
 class Vectorizer:
@@ -81,7 +80,7 @@ class Vectorizer:
         """Embed one part of a document's chunks and publish it on ``embeddings.ready``."""
         texts = [document_text(ready.document, c, self.include_title) for c in ready.chunks]
         vectors = await self._vectors(texts)
-        # The array itself: a tuple of floats is validated float by float (28 us a chunk).
+        # The array itself: a tuple of floats would be validated float by float.
         embedded = [
             EmbeddedChunk(**chunk.model_dump(), vector=vector)
             for chunk, vector in zip(ready.chunks, vectors, strict=True)

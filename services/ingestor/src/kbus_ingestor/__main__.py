@@ -1,6 +1,6 @@
 """``python -m kbus_ingestor``."""
 
-from kbus_shared.runner import serve
+from kbus_runtime.runner import serve
 
 from kbus_ingestor.app import create_app
 from kbus_ingestor.settings import IngestorSettings

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from faststream.nats import NatsBroker
-from kbus_shared.bus import BusMessage, work_subscriber
-from kbus_shared.topology import Topology
+from kbus_runtime.bus import BusMessage
+from kbus_runtime.service import Service
 
 from kbus_ingestor.ingesting import Ingestor
+from kbus_ingestor.settings import IngestorSettings
 
 
-def register(broker: NatsBroker, topology: Topology, ingestor: Ingestor) -> None:
+def register(service: Service, ingestor: Ingestor, settings: IngestorSettings) -> None:
     """Consume ``document.added`` through the shared durable pull consumer."""
+    topology = service.topology
 
-    @work_subscriber(
-        broker,
-        topology,
+    @service.consume(
         topology.document_added,
         topology.documents_stream,
         topology.ingestor_durable,
-        max_workers=16,
+        concurrency=settings.concurrency,
         title="ingestor:document.added",
         description="Validate and chunk a document; publish its chunks on chunks.ready.",
     )

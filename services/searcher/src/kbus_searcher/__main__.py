@@ -1,6 +1,6 @@
 """``python -m kbus_searcher``."""
 
-from kbus_shared.runner import serve
+from kbus_runtime.runner import serve
 
 from kbus_searcher.app import create_app
 from kbus_searcher.settings import SearcherSettings

@@ -3,43 +3,52 @@
 
 from __future__ import annotations
 
-from faststream.nats import NatsBroker
-from kbus_shared.advisories import MaxDeliveries
-from kbus_shared.answering import Served, serve
-from kbus_shared.bus import BusMessage, work_subscriber
-from kbus_shared.topology import Topology
-from nats.aio.client import Client
+from kbus_runtime.advisories import MaxDeliveries
+from kbus_runtime.bus import BusMessage
+from kbus_runtime.service import Service
 
 from kbus_searcher.indexing import Indexer
 from kbus_searcher.searching import Searcher
+from kbus_searcher.settings import SearcherSettings
 
 
-def register_indexing(
-    broker: NatsBroker,
-    topology: Topology,
-    indexer: Indexer,
-    advisories: MaxDeliveries,
-    concurrency: int,
+def register(
+    service: Service,
+    settings: SearcherSettings,
+    indexing: tuple[Indexer, MaxDeliveries] | None,
+    searcher: Searcher | None,
 ) -> None:
-    """Consume ``embeddings.ready`` (``concurrency`` at once), deletions and max-deliveries
-    advisories (shared durables)."""
+    """The indexing consumers and ``kb.search`` / ``kb.stats``, each where this process runs
+    them (``KBUS_SEARCHER_INDEX``, ``KBUS_SEARCHER_SERVE``)."""
+    if indexing is not None:
+        _register_indexing(service, *indexing, settings.index_concurrency)
+    if searcher is not None:
+        service.answer(
+            {"kb.search": searcher.answer_search, "kb.stats": searcher.answer_stats},
+            description="kbus knowledge base: hybrid search and library statistics",
+            concurrency=settings.search_concurrency,
+        )
 
-    @work_subscriber(
-        broker,
-        topology,
+
+def _register_indexing(
+    service: Service, indexer: Indexer, advisories: MaxDeliveries, concurrency: int
+) -> None:
+    """``embeddings.ready`` (``concurrency`` at once), deletions and max-deliveries advisories,
+    each on its shared durable consumer."""
+    topology = service.topology
+
+    @service.consume(
         topology.embeddings_ready,
         topology.embeddings_stream,
         topology.indexer_durable,
-        max_workers=concurrency,
+        concurrency=concurrency,
         title="searcher:embeddings.ready",
         description="Upsert a document's embedded chunks into Weaviate; publish document.indexed.",
     )
     async def on_embeddings_ready(message: BusMessage) -> None:
         await indexer.handle(message)
 
-    @work_subscriber(
-        broker,
-        topology,
+    @service.consume(
         topology.document_deleted,
         topology.documents_stream,
         topology.deleter_durable,
@@ -49,9 +58,7 @@ def register_indexing(
     async def on_document_deleted(message: BusMessage) -> None:
         await indexer.handle_deletion(message)
 
-    @work_subscriber(
-        broker,
-        topology,
+    @service.consume(
         topology.max_deliveries_advisories,
         topology.advisories_stream,
         topology.advisory_durable,
@@ -61,22 +68,3 @@ def register_indexing(
     )
     async def on_max_deliveries(message: BusMessage) -> None:
         await advisories.handle(message)
-
-
-async def register_search_service(
-    nc: Client, topology: Topology, searcher: Searcher, version: str, concurrency: int
-) -> Served:
-    """Serve ``kb.search`` and ``kb.stats`` as the NATS micro service ``kbus-search``.
-
-    Replicas share the queue group, so each request is answered once; standard NATS tooling
-    (``nats micro ls``) lists the endpoints with their request and response schemas. Up to
-    ``concurrency`` requests are answered at once.
-    """
-    return await serve(
-        nc,
-        topology,
-        {"kb.search": searcher.answer_search, "kb.stats": searcher.answer_stats},
-        version=version,
-        description="kbus knowledge base: hybrid search and library statistics",
-        concurrency=concurrency,
-    )

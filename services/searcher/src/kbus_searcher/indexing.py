@@ -6,14 +6,14 @@ import asyncio
 import logging
 
 from faststream.nats.message import NatsMessage
-from kbus_shared.consuming import Stage, stream_sequence
-from kbus_shared.contracts import DocumentDeleted, DocumentIndexed, DocumentRemoved, EmbeddingsReady
-from kbus_shared.errors import PermanentError, TransientError
+from kbus_contract import DocumentDeleted, DocumentIndexed, DocumentRemoved, EmbeddingsReady
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_runtime.batching import Batcher
+from kbus_runtime.stage import Stage, stream_sequence
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
-from kbus_searcher.grouping import GroupCommit
-from kbus_searcher.store import ChunkStore, DocumentKey, doc_key
+from kbus_searcher.store import ChunkWriter, DocumentKey, doc_key
 from kbus_searcher.tombstones import Tombstones
 from kbus_searcher.versions import Versions
 
@@ -31,7 +31,7 @@ class Indexer:
     def __init__(
         self,
         stage: Stage,
-        store: ChunkStore,
+        store: ChunkWriter,
         tombstones: Tombstones,
         versions: Versions,
         registry: CollectorRegistry,
@@ -58,7 +58,9 @@ class Indexer:
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
             registry=registry,
         )
-        self._batches = GroupCommit(self._index_batch, max_batch, linger_s)
+        self._batches: Batcher[EmbeddingsReady, None] = Batcher(
+            self._index_batch, max_size=max_batch, linger_s=linger_s
+        )
 
     async def handle(self, message: NatsMessage) -> None:
         """Settle one ``embeddings.ready`` message."""

@@ -21,9 +21,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from kbus_shared.bus import JSON_HEADERS, connect_nats
-from kbus_shared.consuming import parse_reply
-from kbus_shared.contracts import (
+from kbus_contract import (
     Chunk,
     ChunksReady,
     ContentType,
@@ -32,9 +30,11 @@ from kbus_shared.contracts import (
     EmbedRequest,
     InputType,
 )
-from kbus_shared.logs import configure_logging
-from kbus_shared.store import weaviate_client
-from kbus_shared.topology import Topology
+from kbus_contract.topology import Topology
+from kbus_contract.wire import request
+from kbus_runtime.bus import JSON_HEADERS, connect_nats
+from kbus_runtime.logs import configure_logging
+from kbus_runtime.store import weaviate_client
 from nats.aio.client import Client
 
 from kbus_searcher.settings import SearcherSettings
@@ -55,18 +55,16 @@ class StoredDocument:
 
 async def running_model(nc: Client, topology: Topology) -> str:
     """The model the embedders run now."""
-    request = EmbedRequest(texts=("model probe",), input_type=InputType.QUERY)
-    reply = await nc.request(
-        topology.embed, request.model_dump_json().encode(), timeout=60, headers=JSON_HEADERS
-    )
-    return parse_reply(reply.data, EmbedReply, "embedder").model
+    probe = EmbedRequest(texts=("model probe",), input_type=InputType.QUERY)
+    reply = await request(nc, topology.embed, probe, EmbedReply, stage="embedder", timeout_s=60)
+    return reply.model
 
 
 async def read_documents(store: ChunkStore, name: str) -> list[StoredDocument]:
     """The newest publish of every document in a collection, in every tenant."""
     documents: dict[tuple[str, str, str], StoredDocument] = {}
-    for tenant in await store.tenants(name):
-        async for row in store.read_chunks(name, tenant):
+    for tenant in await store.collections.tenants(name):
+        async for row in store.writes.read_chunks(name, tenant):
             key = (tenant, str(row["library"]), str(row["document_id"]))
             sequence = int(row["sequence"])
             found = documents.get(key)
@@ -107,7 +105,7 @@ def _chunk(row: dict[str, object]) -> Chunk:
 
 async def _complete(store: ChunkStore, name: str, document: StoredDocument) -> bool:
     ref = document.ref
-    stored = await store.count_publish(
+    stored = await store.writes.count_publish(
         name, ref.tenant, ref.library, ref.document_id, ref.version, ref.sequence
     )
     return stored >= len(document.chunks)
@@ -159,26 +157,21 @@ async def reembed(settings: SearcherSettings, timeout_s: float) -> str:
     await client.connect()
     try:
         store = ChunkStore.configured(client, settings)
-        await store.ensure_collection()
+        await store.collections.ensure()
         model = await running_model(nc, topology)
-        target = store.physical(model)
-        source = await store.active()
+        target = store.collections.physical(model)
+        source = await store.collections.active()
         if source is None or source == target:
             log.info("nothing to re-embed: searches read %s, made by %s", source, model)
             return target
-        if store.legacy:
-            raise RuntimeError(
-                f"{store.base} is a collection from before collections per model; re-ingest "
-                "into a new KBUS_WEAVIATE_COLLECTION to switch models"
-            )
         deadline = time.monotonic() + timeout_s
         copied = await copy_missing(nc, topology, store, source, target, deadline)
         # Documents that the old model's embedders were still finishing while we copied.
         copied += await copy_missing(nc, topology, store, source, target, deadline)
-        await store.switch_to(target)
+        await store.collections.switch_to(target)
         log.info(
             "switched %s from %s to %s (%d documents re-embedded)",
-            store.base,
+            store.collections.alias,
             source,
             target,
             copied,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from kbus_shared.settings import CohereSettings
+from kbus_runtime.settings import CohereSettings
 
 log = logging.getLogger("kbus.searcher")
 

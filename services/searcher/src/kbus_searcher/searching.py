@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from faststream.nats import NatsBroker
-from kbus_shared.bus import request
-from kbus_shared.consuming import Stage
-from kbus_shared.contracts import (
+from kbus_contract import (
     EmbedReply,
     EmbedRequest,
     ErrorReply,
@@ -21,7 +17,6 @@ from kbus_shared.contracts import (
     RerankCandidate,
     RerankReply,
     RerankRequest,
-    Scores,
     SearchHit,
     SearchReply,
     SearchRequest,
@@ -30,15 +25,17 @@ from kbus_shared.contracts import (
     StatsReply,
     StatsRequest,
 )
-from kbus_shared.errors import PermanentError, TransientError
-from kbus_shared.passages import passage_text
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_runtime.stage import Stage
 from nats.errors import Error as NatsError
 from prometheus_client import CollectorRegistry, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
+from kbus_searcher.ranking import best_per_document, passage, prior, rank, score_kind
 from kbus_searcher.rewriting import QueryRewriter, rewrite_or_keep
 from kbus_searcher.settings import SearcherSettings
-from kbus_searcher.store import MAX_RESULT_WINDOW, Candidate, ChunkStore, DocumentKey
+from kbus_searcher.store import Candidate, ChunkStore, DocumentKey, Query
+from kbus_searcher.store.queries import MAX_RESULT_WINDOW
 from kbus_searcher.versions import Versions
 
 log = logging.getLogger("kbus.searcher")
@@ -93,10 +90,6 @@ class Searcher:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
 
-    @property
-    def broker(self) -> NatsBroker:
-        return self.stage.broker
-
     async def answer_search(self, body: bytes) -> SearchReply | ErrorReply:
         """Answer one ``kb.search`` request."""
         return await self.stage.answer(body, SearchRequest, self.search)
@@ -108,7 +101,7 @@ class Searcher:
     async def stats(self, req: StatsRequest) -> StatsReply:
         """Documents and chunks per library of a tenant."""
         try:
-            rows = await self.store.library_stats(req.tenant)
+            rows = await self.store.queries.library_stats(req.tenant)
         except WeaviateBaseError as exc:
             raise TransientError(f"the store could not count: {exc}", code="store_error") from exc
         return StatsReply(
@@ -121,14 +114,7 @@ class Searcher:
 
     async def search(self, req: SearchRequest) -> SearchReply:
         """Run a search request through every stage."""
-        run = _Run(req, time.perf_counter())
-        run.alpha = self.settings.alpha if req.alpha is None else req.alpha
-        run.min_score = self.settings.min_score if req.min_score is None else req.min_score
-        if req.search_type is not SearchType.KEYWORD:
-            floor = (
-                self.settings.min_similarity if req.min_similarity is None else req.min_similarity
-            )
-            run.min_similarity = floor
+        run = _Run.start(req, self.settings)
         if not req.libraries:
             return self._reply(run, searched=False)
         run.query = await self._rewrite(req, run.timings)
@@ -141,11 +127,11 @@ class Searcher:
         if not candidates or not _similar_enough(run.best_similarity, run.min_similarity):
             return self._reply(run)
         rerank_scores, run.reranker = await self._rerank(run.query, req, candidates, run.timings)
-        hits = _rank(candidates, rerank_scores, req.search_type)
+        hits = rank(candidates, rerank_scores, req.search_type)
         hits = [h for h in hits if h.scores.final >= run.min_score]
         if req.group_by_document:
-            hits = _best_per_document(hits)
-        run.hits = tuple(hits[: req.k])
+            hits = best_per_document(hits)
+        run.hits = tuple(hits[: run.k])
         return self._reply(run)
 
     async def _rewrite(self, req: SearchRequest, timings: dict[str, float]) -> str:
@@ -163,10 +149,9 @@ class Searcher:
         if search_type is SearchType.KEYWORD:
             return None, ""
         t0 = time.perf_counter()
-        reply = await request(
-            self.broker,
-            EmbedRequest(texts=(query,), input_type=InputType.QUERY),
+        reply = await self.stage.ask(
             self.stage.topology.embed,
+            EmbedRequest(texts=(query,), input_type=InputType.QUERY),
             EmbedReply,
             stage="embedder",
             timeout_s=self.settings.embed_timeout_s,
@@ -183,39 +168,38 @@ class Searcher:
         read again and, if it moved, the search runs once more on the new collection.
         """
         try:
-            candidates = await self._candidates(req, run.query, vector, run.alpha, run.timings)
+            candidates = await self._candidates(req, run, vector)
         except PermanentError as exc:
             # A query vector whose length does not fit the collection.
-            if exc.code != "model_mismatch" or not await self.store.refresh_active():
+            if exc.code != "model_mismatch" or not await self.store.collections.refresh_active():
                 raise
         else:
-            if not _other_models(candidates, run.model) or not await self.store.refresh_active():
+            if not _other_models(candidates, run.model):
+                return candidates
+            if not await self.store.collections.refresh_active():
                 _refuse_other_models(candidates, run.model)
                 return candidates
-        candidates = await self._candidates(req, run.query, vector, run.alpha, run.timings)
+        candidates = await self._candidates(req, run, vector)
         _refuse_other_models(candidates, run.model)
         return candidates
 
     async def _candidates(
-        self,
-        req: SearchRequest,
-        query: str,
-        vector: list[float] | None,
-        alpha: float,
-        timings: dict[str, float],
+        self, req: SearchRequest, run: _Run, vector: list[float] | None
     ) -> list[Candidate]:
         t0 = time.perf_counter()
         try:
-            found = await self.store.search(
-                tenant=req.tenant,
-                libraries=req.libraries,
-                query=query,
-                vector=vector,
-                search_type=req.search_type,
-                alpha=alpha,
-                limit=self._fetch_size(req.k, req.group_by_document),
-                filters=req.filters,
-                exclude_documents=req.exclude_documents,
+            found = await self.store.queries.search(
+                Query(
+                    tenant=req.tenant,
+                    libraries=req.libraries,
+                    text=run.query,
+                    vector=vector,
+                    search_type=req.search_type,
+                    alpha=run.alpha,
+                    limit=self._fetch_size(run.k, req.group_by_document),
+                    filters=dict(req.filters),
+                    exclude_documents=req.exclude_documents,
+                )
             )
             return await self._searchable(req.tenant, found)
         except WeaviateBaseError as exc:
@@ -229,7 +213,7 @@ class Searcher:
         except NatsError as exc:
             raise TransientError(f"the versions bucket: {exc}", code="bus_error") from exc
         finally:
-            timings["search_ms"] = self._observe("search", t0)
+            run.timings["search_ms"] = self._observe("search", t0)
 
     async def _searchable(self, tenant: str, candidates: list[Candidate]) -> list[Candidate]:
         """Only chunks of each document's searchable version (never half of a replacement)."""
@@ -260,18 +244,15 @@ class Searcher:
             return None, ""
         t0 = time.perf_counter()
         try:
-            reply = await request(
-                self.broker,
+            reply = await self.stage.ask(
+                self.stage.topology.rerank,
                 RerankRequest(
                     query=query,
                     candidates=tuple(
-                        RerankCandidate(
-                            id=c.uuid, text=_passage(c), prior=_prior(c, req.search_type)
-                        )
+                        RerankCandidate(id=c.uuid, text=passage(c), prior=prior(c, req.search_type))
                         for c in candidates[: req.rerank_depth or self.settings.rerank_depth]
                     ),
                 ),
-                self.stage.topology.rerank,
                 RerankReply,
                 stage="reranker",
                 timeout_s=self.settings.rerank_timeout_s,
@@ -306,7 +287,7 @@ class Searcher:
             min_similarity=run.min_similarity,
             best_similarity=run.best_similarity,
             query=run.query or req.query,
-            score_kind=_score_kind(req.search_type, bool(run.reranker)),
+            score_kind=score_kind(req.search_type, bool(run.reranker)),
             model=run.model,
             reranker=run.reranker,
             timings=StageTimings(**run.timings),
@@ -319,9 +300,10 @@ class _Run:
 
     request: SearchRequest
     started: float
-    alpha: float = 0.0
-    min_score: float = 0.0
-    min_similarity: float | None = None
+    k: int
+    alpha: float
+    min_score: float
+    min_similarity: float | None
     best_similarity: float | None = None
     query: str = ""
     model: str = ""
@@ -330,96 +312,28 @@ class _Run:
     hits: tuple[SearchHit, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
 
+    @classmethod
+    def start(cls, req: SearchRequest, settings: SearcherSettings) -> _Run:
+        """A run with the request's choices, the server's defaults where it made none."""
+
+        def chosen(value: float | None, default: float) -> float:
+            return default if value is None else value
+
+        return cls(
+            req,
+            time.perf_counter(),
+            k=req.k or settings.k,
+            alpha=chosen(req.alpha, settings.alpha),
+            min_score=chosen(req.min_score, settings.min_score),
+            # Keyword search has no similarity to hold a floor against.
+            min_similarity=None
+            if req.search_type is SearchType.KEYWORD
+            else chosen(req.min_similarity, settings.min_similarity),
+        )
+
 
 def _similar_enough(best: float | None, floor: float | None) -> bool:
     # Keyword search has no similarity; a hybrid list found only by keyword has none either.
     if floor is None or floor <= -1.0:
         return True
     return best is not None and best >= floor
-
-
-def _passage(c: Candidate) -> str:
-    p = c.properties
-    return passage_text(p.get("title") or "", p.get("heading_path") or (), p.get("text") or "")
-
-
-def _prior(c: Candidate, search_type: SearchType) -> float | None:
-    if search_type is SearchType.HYBRID:
-        return c.fused
-    if search_type is SearchType.VECTOR:
-        return c.vector
-    return None
-
-
-def _score_kind(search_type: SearchType, reranked: bool) -> str:
-    if reranked:
-        return "rerank"
-    return {SearchType.HYBRID: "fused", SearchType.VECTOR: "cosine", SearchType.KEYWORD: "bm25"}[
-        search_type
-    ]
-
-
-def _first_stage(c: Candidate, search_type: SearchType) -> float:
-    score = {
-        SearchType.HYBRID: c.fused,
-        SearchType.VECTOR: c.vector,
-        SearchType.KEYWORD: c.keyword,
-    }[search_type]
-    return float(score or 0.0)
-
-
-def _best_per_document(hits: list[SearchHit]) -> list[SearchHit]:
-    seen: set[tuple[str, str]] = set()
-    best = []
-    for hit in hits:
-        key = (hit.library, hit.document_id)
-        if key not in seen:
-            seen.add(key)
-            best.append(hit)
-    return best
-
-
-def _rank(
-    candidates: Sequence[Candidate], rerank: list[float] | None, search_type: SearchType
-) -> list[SearchHit]:
-    """Reranked candidates by their reranker score, then the rest in first-stage order.
-
-    Beyond the rerank depth a hit keeps its first-stage score as ``final`` and its place after
-    every reranked hit.
-    """
-    scored = rerank or []
-    reranked: list[SearchHit] = []
-    rest: list[SearchHit] = []
-    for i, c in enumerate(candidates):
-        has_rerank = i < len(scored)
-        scores = Scores(
-            keyword=c.keyword,
-            vector=c.vector,
-            fused=c.fused,
-            rerank=scored[i] if has_rerank else None,
-            final=scored[i] if has_rerank else _first_stage(c, search_type),
-        )
-        (reranked if has_rerank else rest).append(_hit(c, scores))
-    # Stable sorts: ties keep the first stage's order.
-    reranked.sort(key=lambda h: -h.scores.final)
-    rest.sort(key=lambda h: -h.scores.final)
-    return reranked + rest
-
-
-def _hit(c: Candidate, scores: Scores) -> SearchHit:
-    p = c.properties
-    return SearchHit(
-        chunk_id=c.uuid,
-        document_id=p["document_id"],
-        library=p["library"],
-        title=p.get("title") or "",
-        text=p.get("text") or "",
-        heading_path=tuple(p.get("heading_path") or ()),
-        source_uri=p.get("source_uri") or "",
-        char_start=int(p.get("char_start") or 0),
-        char_end=int(p.get("char_end") or 0),
-        position=int(p.get("position") or 0),
-        version=p.get("version") or "",
-        metadata=json.loads(p.get("metadata_json") or "{}"),
-        scores=scores,
-    )

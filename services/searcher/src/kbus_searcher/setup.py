@@ -1,4 +1,4 @@
-"""One-shot set-up: streams, key-value buckets, the object store, and the index's schema upgrade.
+"""One-shot set-up: streams, key-value buckets, the object store, and the index's settings.
 
 ``python -m kbus_searcher.setup`` runs with rights the services need not have (creating streams
 and collections), so that services can run with ``KBUS_DECLARE_STREAMS=false`` and
@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kbus_shared.bus import connect_nats, declare_streams, open_bucket
-from kbus_shared.claimcheck import open_bodies
-from kbus_shared.logs import configure_logging
-from kbus_shared.store import weaviate_client
+from kbus_contract.claimcheck import open_bodies
+from kbus_runtime.bus import connect_nats
+from kbus_runtime.declaring import declare_streams, open_bucket
+from kbus_runtime.logs import configure_logging
+from kbus_runtime.store import weaviate_client
 
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
@@ -39,7 +40,7 @@ async def setup(settings: SearcherSettings) -> None:
     client = weaviate_client(settings.store)
     await client.connect()
     try:
-        await ChunkStore.configured(client, settings).ensure_collection()
+        await ChunkStore.configured(client, settings).collections.ensure()
     finally:
         await client.close()
     log.info("streams, buckets and collection %s are ready", settings.store.collection)

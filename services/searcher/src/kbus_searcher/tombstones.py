@@ -11,14 +11,11 @@ import asyncio
 import hashlib
 from collections.abc import Sequence
 
-from kbus_shared.bus import open_bucket
-from kbus_shared.contracts import DocumentDeleted
-from nats.js import JetStreamContext
+from kbus_contract import DocumentDeleted
 from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError
-from nats.js.kv import KeyValue
 
-from kbus_searcher.following import BucketCopy
+from kbus_searcher.buckets import FollowedBucket
 
 
 def scope_key(tenant: str, library: str | None = None, document_id: str | None = None) -> str:
@@ -31,23 +28,11 @@ def scope_key(tenant: str, library: str | None = None, document_id: str | None =
     return key
 
 
-class Tombstones:
+class Tombstones(FollowedBucket[int]):
     """The tombstone bucket, and (once following) a copy of it in memory."""
 
     def __init__(self, config: KeyValueConfig) -> None:
-        self.config = config
-        self._kv: KeyValue | None = None
-        self._copy: BucketCopy[int] = BucketCopy(int)
-
-    async def open(self, js: JetStreamContext, *, create: bool = True) -> None:
-        """Open the bucket, creating it if allowed."""
-        self._kv = await open_bucket(js, self.config, create=create)
-
-    @property
-    def kv(self) -> KeyValue:
-        if self._kv is None:
-            raise RuntimeError("tombstones are not open")
-        return self._kv
+        super().__init__(config, int)
 
     async def _get(self, key: str) -> int:
         try:
@@ -62,13 +47,6 @@ class Tombstones:
         if await self._get(key) < sequence:
             await self.kv.put(key, str(sequence).encode())
 
-    async def follow(self) -> None:
-        """Keep a copy in memory for :meth:`barrier` hints."""
-        await self._copy.follow(self.kv, self.config.bucket)
-
-    async def stop(self) -> None:
-        await self._copy.stop()
-
     async def barrier(
         self, tenant: str, library: str, document_id: str, *, fresh: bool = True
     ) -> int:
@@ -79,9 +57,8 @@ class Tombstones:
                 may miss a deletion recorded a moment ago, so use it only where a later fresh
                 read catches what it missed.
         """
-        if not fresh and self._copy.following:
-            keys = _keys(tenant, library, document_id)
-            return max(self._copy.get(key) or 0 for key in keys)
+        if not fresh and self.following:
+            return max(self.copied(key) or 0 for key in _keys(tenant, library, document_id))
         [mark] = await self.barriers([(tenant, library, document_id)])
         return mark
 

@@ -17,34 +17,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from kbus_shared.bus import open_bucket
-from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-from nats.js.kv import KeyValue
 
-from kbus_searcher.following import BucketCopy
+from kbus_searcher.buckets import FollowedBucket
 from kbus_searcher.store import DocumentKey
 from kbus_searcher.tombstones import scope_key
 
 
-class Versions:
+class Versions(FollowedBucket[str]):
     """The versions bucket: document key to ``<sequence> <version>``."""
 
     def __init__(self, config: KeyValueConfig) -> None:
-        self.config = config
-        self._kv: KeyValue | None = None
-        self._copy: BucketCopy[str] = BucketCopy(lambda value: _version(value) or "")
-
-    async def open(self, js: JetStreamContext, *, create: bool = True) -> None:
-        """Open the bucket, creating it if allowed."""
-        self._kv = await open_bucket(js, self.config, create=create)
-
-    @property
-    def kv(self) -> KeyValue:
-        if self._kv is None:
-            raise RuntimeError("the versions bucket is not open")
-        return self._kv
+        super().__init__(config, lambda value: _version(value) or "")
 
     async def advance(
         self, tenant: str, library: str, document_id: str, sequence: int, version: str
@@ -56,7 +41,7 @@ class Versions:
         """
         key = scope_key(tenant, library, document_id)
         value = f"{sequence} {version}".encode()
-        if self.following and self._copy.get(key) is None:
+        if self.following and self.copied(key) is None:
             # Most publishes are a document's first: create it in one round trip. An entry the
             # copy has not seen yet makes the create fail, and the loop below reads it.
             with contextlib.suppress(KeyWrongLastSequenceError):
@@ -82,20 +67,6 @@ class Versions:
             except KeyWrongLastSequenceError:
                 continue  # another indexer wrote first: read again
 
-    async def follow(self) -> None:
-        """Keep an in-memory copy of the bucket, updated as it changes.
-
-        Without it every search reads its documents' versions from the bucket: slower, as exact.
-        """
-        await self._copy.follow(self.kv, self.config.bucket)
-
-    async def stop(self) -> None:
-        await self._copy.stop()
-
-    @property
-    def following(self) -> bool:
-        return self._copy.following
-
     async def searchable(
         self, tenant: str, seen: dict[DocumentKey, set[str]]
     ) -> dict[DocumentKey, str]:
@@ -106,7 +77,7 @@ class Versions:
         known: dict[DocumentKey, str] = {}
         ask: list[DocumentKey] = []
         for document, versions in seen.items():
-            copied = self._copy.get(scope_key(tenant, *document)) if self.following else None
+            copied = self.copied(scope_key(tenant, *document))
             if copied is not None and versions == {copied}:
                 known[document] = copied
             else:

@@ -1,0 +1,51 @@
+"""The Weaviate index of chunks, by role: the schema and the collections behind the alias
+(:mod:`.schema`, :mod:`.collections`), the indexer's writes and deletes (:mod:`.writes`), and
+queries (:mod:`.queries`, with the filters of :mod:`.filters`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import weaviate
+
+from kbus_searcher.settings import SearcherSettings
+from kbus_searcher.store.collections import Collections
+from kbus_searcher.store.queries import Candidate, ChunkQueries, Query
+from kbus_searcher.store.writes import ChunkWriter, DocumentKey, doc_key
+
+__all__ = [
+    "Candidate",
+    "ChunkQueries",
+    "ChunkStore",
+    "ChunkWriter",
+    "Collections",
+    "DocumentKey",
+    "Query",
+    "doc_key",
+]
+
+
+@dataclass(frozen=True)
+class ChunkStore:
+    """The index's three roles over one client."""
+
+    collections: Collections
+    writes: ChunkWriter
+    queries: ChunkQueries
+
+    @classmethod
+    def create(
+        cls, client: weaviate.WeaviateAsyncClient, alias: str, *, flat_search_cutoff: int
+    ) -> ChunkStore:
+        """The index behind ``alias``, creating collections with this flat-search cutoff."""
+        collections = Collections(client, alias, flat_search_cutoff=flat_search_cutoff)
+        return cls(collections, ChunkWriter(collections), ChunkQueries(collections))
+
+    @classmethod
+    def configured(
+        cls, client: weaviate.WeaviateAsyncClient, settings: SearcherSettings
+    ) -> ChunkStore:
+        """The index a searcher's settings name."""
+        return cls.create(
+            client, settings.store.collection, flat_search_cutoff=settings.flat_search_cutoff
+        )

@@ -1,0 +1,152 @@
+"""The index's collections: one per embedding model, the alias searches read, and tenants.
+
+``KBUS_WEAVIATE_COLLECTION`` names an alias. Each model's vectors live in a collection of their
+own (``<alias>_<model>``); the first collection written becomes the alias's target, and a
+re-embedding moves the alias in one step (:mod:`kbus_searcher.reembed`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import weaviate
+from weaviate.classes.tenants import Tenant
+from weaviate.exceptions import WeaviateBaseError
+
+from kbus_searcher.store.schema import apply_flat_search_cutoff, create_collection, slug
+
+log = logging.getLogger("kbus.searcher")
+
+#: How long a searcher keeps the alias's target before looking again (a switch shows within it).
+ACTIVE_TTL_S = 1.0
+
+
+class Collections:
+    """The collections of one index, their tenants, and handles to them."""
+
+    def __init__(
+        self, client: weaviate.WeaviateAsyncClient, alias: str, *, flat_search_cutoff: int
+    ) -> None:
+        self.client = client
+        #: The alias searches read through.
+        self.alias = alias
+        self.flat_search_cutoff = flat_search_cutoff
+        self._known: set[str] = set()
+        self._tenants: set[tuple[str, str]] = set()
+        self._handles: dict[tuple[str, str], Any] = {}
+        self._active: tuple[float, str | None] = (-ACTIVE_TTL_S, None)
+
+    def physical(self, model: str) -> str:
+        """The collection that holds the vectors of one model."""
+        return f"{self.alias}_{slug(model)}"
+
+    async def ensure(self) -> None:
+        """Start-up: apply this searcher's settings to the index's existing collections."""
+        for name in await self.all_physical():
+            await apply_flat_search_cutoff(
+                self.client.collections.use(name), self.flat_search_cutoff
+            )
+            self._known.add(name)
+
+    async def _create(self, name: str) -> None:
+        if name in self._known:
+            return
+        if not await self.client.collections.exists(name):
+            await create_collection(self.client, name, self.flat_search_cutoff)
+        self._known.add(name)
+
+    async def all_physical(self) -> list[str]:
+        """Every collection of this index (one per model that has written to it)."""
+        names = await self.client.collections.list_all(simple=True)
+        return sorted(n for n in names if n.startswith(f"{self.alias}_"))
+
+    async def drop(self) -> None:
+        """Delete the whole index: its alias and the collection of every model."""
+        names = await self.all_physical()
+        await self.client.alias.delete(alias_name=self.alias)
+        for name in names:
+            await self.client.collections.delete(name)
+        self._known.clear()
+        self._tenants.clear()
+        self._handles.clear()
+        self._active = (-ACTIVE_TTL_S, None)
+
+    async def active(self) -> str | None:
+        """The collection searches read (None until anything is indexed)."""
+        checked, name = self._active
+        if time.monotonic() - checked < ACTIVE_TTL_S:
+            return name
+        alias = await self.client.alias.get(alias_name=self.alias)
+        name = alias.collection if alias is not None else None
+        self._active = (time.monotonic(), name)
+        return name
+
+    async def refresh_active(self) -> bool:
+        """Read the alias again now; returns whether searches should read another collection."""
+        before = self._active[1]
+        self._active = (-ACTIVE_TTL_S, None)
+        return await self.active() != before
+
+    async def switch_to(self, name: str) -> None:
+        """Make searches read ``name``: one atomic move of the alias."""
+        if await self.client.alias.get(alias_name=self.alias) is None:
+            await self.client.alias.create(alias_name=self.alias, target_collection=name)
+        else:
+            await self.client.alias.update(alias_name=self.alias, new_target_collection=name)
+        self._active = (-ACTIVE_TTL_S, None)
+        log.info("searches now read %s", name)
+
+    async def writable(self, model: str) -> str:
+        """The collection of a model's vectors, created on first use; the first is active."""
+        name = self.physical(model)
+        await self._create(name)
+        if await self.active() is None:
+            try:
+                await self.client.alias.create(alias_name=self.alias, target_collection=name)
+            except WeaviateBaseError:
+                if await self.client.alias.get(alias_name=self.alias) is None:
+                    raise
+            self._active = (-ACTIVE_TTL_S, None)
+        return name
+
+    def use(self, name: str, tenant: str) -> Any:
+        """A handle to one tenant of a collection (kept: building one per call showed in
+        profiles, and a handle holds no server state)."""
+        handle = self._handles.get((name, tenant))
+        if handle is None:
+            handle = self.client.collections.use(name).with_tenant(tenant)
+            self._handles[(name, tenant)] = handle
+        return handle
+
+    async def ensure_tenant(self, tenant: str, name: str) -> None:
+        """Create the Weaviate tenant of a kbus tenant in a collection on first use."""
+        if (name, tenant) in self._tenants:
+            return
+        collection = self.client.collections.use(name)
+        if not await collection.tenants.exists(tenant):
+            try:
+                await collection.tenants.create([Tenant(name=tenant)])
+            except WeaviateBaseError:
+                if not await collection.tenants.exists(tenant):
+                    raise
+        self._tenants.add((name, tenant))
+
+    async def tenant_exists(self, tenant: str, name: str | None = None) -> bool:
+        """Whether any chunk was ever written for this tenant (in the active collection)."""
+        name = name or await self.active()
+        if name is None:
+            return False
+        if (name, tenant) in self._tenants:
+            return True
+        if name not in self._known and not await self.client.collections.exists(name):
+            return False
+        exists = bool(await self.client.collections.use(name).tenants.exists(tenant))
+        if exists:
+            self._tenants.add((name, tenant))
+        return exists
+
+    async def tenants(self, name: str) -> list[str]:
+        """The tenants of a collection."""
+        return sorted(await self.client.collections.use(name).tenants.get())

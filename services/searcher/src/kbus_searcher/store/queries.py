@@ -1,0 +1,167 @@
+"""Queries: a search's candidates (one function per kind of search) and library statistics."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbus_contract import SearchType
+from kbus_runtime.analysis import analyze
+from weaviate.classes.aggregate import GroupByAggregate
+from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
+from weaviate.collections.classes.filters import _Filters
+
+from kbus_searcher.store import filters
+from kbus_searcher.store.collections import Collections
+from kbus_searcher.store.schema import KEYWORD_PROPERTIES, RETURN_PROPERTIES
+
+#: The most candidates one search asks for.
+MAX_RESULT_WINDOW = 1_000
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk the store returned, with the scores that placed it."""
+
+    uuid: str
+    properties: dict[str, Any]
+    keyword: float | None
+    vector: float | None
+    fused: float | None
+
+
+@dataclass(frozen=True)
+class Query:
+    """What one search asks of the store."""
+
+    tenant: str
+    libraries: tuple[str, ...]
+    text: str
+    vector: list[float] | None
+    search_type: SearchType
+    alpha: float
+    limit: int
+    filters: filters.Filters = field(default_factory=dict)
+    exclude_documents: tuple[str, ...] = ()
+
+
+_EXPLAIN = re.compile(
+    r"Result Set (keyword|vector),\w+\) Document \S+: original score ([-+0-9.eE]+)"
+)
+
+
+def parse_explain(explain: str | None) -> tuple[float | None, float | None]:
+    """The raw keyword (BM25) and vector (cosine) scores out of a hybrid ``explain_score``."""
+    found: dict[str, float] = {}
+    for kind, value in _EXPLAIN.findall(explain or ""):
+        found[kind] = float(value)
+    return found.get("keyword"), found.get("vector")
+
+
+def distinct(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Each chunk once, at its first (best) place.
+
+    Weaviate 1.36 to 1.38.16 can return one object twice from a filtered graph search (ACORN
+    enters its entry point twice; fixed in 1.38.17, weaviate/weaviate#13211, which cannot be
+    built here: a module it needs is not served).
+    """
+    seen: set[str] = set()
+    unique = []
+    for candidate in candidates:
+        if candidate.uuid not in seen:
+            seen.add(candidate.uuid)
+            unique.append(candidate)
+    return unique
+
+
+async def keyword(handle: Any, query: Query, where: _Filters) -> list[Candidate]:
+    """BM25 over the analysed keyword text."""
+    res = await handle.query.bm25(
+        query=analyze(query.text),
+        query_properties=KEYWORD_PROPERTIES,
+        limit=query.limit,
+        filters=where,
+        return_metadata=MetadataQuery(score=True),
+        return_properties=RETURN_PROPERTIES,
+    )
+    return [Candidate(str(o.uuid), o.properties, o.metadata.score, None, None) for o in res.objects]
+
+
+async def nearest(handle: Any, query: Query, where: _Filters) -> list[Candidate]:
+    """The chunks whose vectors are closest to the query's (cosine)."""
+    res = await handle.query.near_vector(
+        near_vector=query.vector,
+        limit=query.limit,
+        filters=where,
+        return_metadata=MetadataQuery(distance=True),
+        return_properties=RETURN_PROPERTIES,
+    )
+    return [
+        Candidate(str(o.uuid), o.properties, None, 1.0 - float(o.metadata.distance), None)
+        for o in res.objects
+    ]
+
+
+async def hybrid(handle: Any, query: Query, where: _Filters) -> list[Candidate]:
+    """Relative-score fusion of the keyword and vector lists, with both raw scores kept."""
+    res = await handle.query.hybrid(
+        query=analyze(query.text),
+        vector=query.vector,
+        alpha=query.alpha,
+        limit=query.limit,
+        filters=where,
+        fusion_type=HybridFusion.RELATIVE_SCORE,
+        query_properties=KEYWORD_PROPERTIES,
+        return_metadata=MetadataQuery(score=True, explain_score=True),
+        return_properties=RETURN_PROPERTIES,
+    )
+    candidates = []
+    for o in res.objects:
+        bm25, cosine = parse_explain(o.metadata.explain_score)
+        candidates.append(Candidate(str(o.uuid), o.properties, bm25, cosine, o.metadata.score))
+    return candidates
+
+
+_KINDS = {SearchType.KEYWORD: keyword, SearchType.VECTOR: nearest, SearchType.HYBRID: hybrid}
+
+
+class ChunkQueries:
+    """Reads the collection searches are pointed at."""
+
+    def __init__(self, collections: Collections) -> None:
+        self.collections = collections
+
+    async def search(self, query: Query) -> list[Candidate]:
+        """Candidates for a query, scoped to a tenant and its libraries."""
+        name = await self.collections.active()
+        if name is None or not await self.collections.tenant_exists(query.tenant, name):
+            return []
+        where = filters.scope(query.libraries, query.filters, query.exclude_documents)
+        run = _KINDS[query.search_type]
+        return distinct(await run(self.collections.use(name, query.tenant), query, where))
+
+    async def library_stats(self, tenant: str) -> list[tuple[str, int, int]]:
+        """(library, documents, chunks) for every library of a tenant."""
+        name = await self.collections.active()
+        if name is None or not await self.collections.tenant_exists(tenant, name):
+            return []
+        handle = self.collections.use(name, tenant)
+        by_library = GroupByAggregate(prop="library")
+        chunks = await handle.aggregate.over_all(group_by=by_library, total_count=True)
+        # Every document has exactly one chunk at position 0.
+        firsts = await handle.aggregate.over_all(
+            group_by=by_library,
+            total_count=True,
+            filters=Filter.by_property("position").equal(0),
+        )
+        documents = {str(g.grouped_by.value): int(g.total_count or 0) for g in firsts.groups}
+        return sorted(
+            (
+                str(g.grouped_by.value),
+                documents.get(str(g.grouped_by.value), 0),
+                int(g.total_count or 0),
+            )
+            for g in chunks.groups
+        )

@@ -1,0 +1,136 @@
+"""The chunk collection's explicit schema, and creating a collection with it.
+
+Each kbus tenant is a Weaviate tenant (native multi-tenancy); libraries are a filtered property
+inside it. The vectors are kbus's own (cosine HNSW), and keyword search reads the ``keywords``
+property, which kbus analyses itself (:mod:`kbus_runtime.analysis`), so Weaviate only splits it
+at spaces.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import weaviate
+from weaviate.classes.config import (
+    Configure,
+    DataType,
+    Property,
+    Reconfigure,
+    Tokenization,
+    VectorDistances,
+)
+from weaviate.exceptions import WeaviateBaseError
+
+log = logging.getLogger("kbus.searcher")
+
+KEYWORD_PROPERTIES = ["keywords"]
+
+
+def _text(name: str, *, searchable: bool = False, filterable: bool = True) -> Property:
+    return Property(
+        name=name,
+        data_type=DataType.TEXT,
+        tokenization=Tokenization.WORD if searchable else Tokenization.FIELD,
+        index_searchable=searchable,
+        index_filterable=filterable,
+    )
+
+
+def _int(name: str, *, filterable: bool = False) -> Property:
+    return Property(
+        name=name,
+        data_type=DataType.INT,
+        index_filterable=filterable,
+        index_range_filters=filterable,
+    )
+
+
+SCHEMA_PROPERTIES = [
+    Property(
+        name="keywords",
+        data_type=DataType.TEXT,
+        tokenization=Tokenization.WHITESPACE,
+        index_searchable=True,
+        index_filterable=False,
+    ),
+    _text("text", searchable=True, filterable=False),
+    _text("title", searchable=True, filterable=False),
+    _text("heading_text", searchable=True, filterable=False),
+    Property(
+        name="heading_path",
+        data_type=DataType.TEXT_ARRAY,
+        index_filterable=False,
+        index_searchable=False,
+    ),
+    _text("library"),
+    _text("document_id"),
+    _text("version"),
+    _text("model"),
+    _text("source_uri", filterable=False),
+    _text("metadata_json", filterable=False),
+    Property(
+        name="metadata_kv",
+        data_type=DataType.TEXT_ARRAY,
+        tokenization=Tokenization.FIELD,
+        index_searchable=False,
+    ),
+    _int("sequence", filterable=True),
+    _int("position", filterable=True),
+    _int("char_start"),
+    _int("char_end"),
+]
+#: What a search returns of a chunk (everything but the analysed keyword text).
+RETURN_PROPERTIES = [p.name for p in SCHEMA_PROPERTIES if p.name != "keywords"]
+#: Everything stored, as a re-embedding copies it.
+ALL_PROPERTIES = [p.name for p in SCHEMA_PROPERTIES]
+
+
+def slug(model: str) -> str:
+    """A model name as part of a collection name."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_")[:80] or "model"
+
+
+async def create_collection(
+    client: weaviate.WeaviateAsyncClient, name: str, flat_search_cutoff: int
+) -> None:
+    """Create a collection with the schema (another replica may create it at the same time)."""
+    try:
+        await client.collections.create(
+            name,
+            description="kbus chunks: one Weaviate tenant per kbus tenant",
+            vector_config=Configure.Vectors.self_provided(
+                vector_index_config=Configure.VectorIndex.hnsw(
+                    distance_metric=VectorDistances.COSINE,
+                    flat_search_cutoff=flat_search_cutoff,
+                )
+            ),
+            multi_tenancy_config=Configure.multi_tenancy(
+                enabled=True, auto_tenant_creation=False, auto_tenant_activation=True
+            ),
+            inverted_index_config=Configure.inverted_index(bm25_k1=1.2, bm25_b=0.75),
+            properties=SCHEMA_PROPERTIES,
+        )
+        log.info("created collection %s", name)
+    except WeaviateBaseError:
+        if not await client.collections.exists(name):
+            raise
+
+
+async def apply_flat_search_cutoff(collection: Any, cutoff: int) -> None:
+    """Set a collection's flat-search cutoff to this searcher's setting, if it differs."""
+    config = await collection.config.get()
+    for vector_name, vector in (config.vector_config or {}).items():
+        current = getattr(vector.vector_index_config, "flat_search_cutoff", cutoff)
+        if current == cutoff:
+            continue
+        await collection.config.update(
+            vector_config=Reconfigure.Vectors.update(
+                name=vector_name,
+                vector_index_config=Reconfigure.VectorIndex.hnsw(flat_search_cutoff=cutoff),
+            )
+        )
+        log.info(
+            "collection %s: flat search below %d chunks (was %d)", config.name, cutoff, current
+        )

@@ -1,0 +1,301 @@
+"""The indexer's writes and deletes, and what it reads to order publishes.
+
+Batch inserts report failed objects without raising: :meth:`ChunkWriter.write` checks them
+object by object, so one document's bad chunk fails that document and not the others.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kbus_contract import DocumentDeleted, EmbeddingsReady
+from kbus_contract.errors import PermanentError, TransientError
+from weaviate.classes.data import DataObject
+from weaviate.classes.query import Filter, Sort
+from weaviate.collections.classes.filters import _Filters
+from weaviate.exceptions import WeaviateInsertManyAllFailedError
+
+from kbus_searcher.store import filters
+from kbus_searcher.store.collections import Collections
+from kbus_searcher.store.schema import ALL_PROPERTIES
+
+#: Stored chunks of a batch's documents one read returns before asking per document or
+#: deleting by filter.
+STORED_LIMIT = 1_000
+#: Weaviate's default QUERY_MAXIMUM_RESULTS: what one delete request deletes at most.
+DELETE_LIMIT = 10_000
+DocumentKey = tuple[str, str]  # (library, document id) inside one tenant
+_REJECTED = ("dimensions do not match", "vector lengths don't match", "invalid ")
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """What the indexer reads of a stored chunk to order publishes."""
+
+    id: str
+    key: DocumentKey
+    version: str
+    sequence: int
+
+
+def doc_key(ready: EmbeddingsReady) -> DocumentKey:
+    """A document inside its tenant: (library, document id)."""
+    return ready.document.library, ready.document.document_id
+
+
+class ChunkWriter:
+    """Writes documents' chunks into the collection of their model, and deletes them."""
+
+    def __init__(self, collections: Collections) -> None:
+        self.collections = collections
+
+    async def write(self, readies: Sequence[EmbeddingsReady]) -> list[Exception | None]:
+        """Write the chunks of several documents in one request (one model, one tenant).
+
+        Returns, per document, ``None`` when every chunk of it was stored, or the error that
+        says why not.
+        """
+        tenant = readies[0].document.tenant
+        name = await self.collections.writable(readies[0].model)
+        await self.collections.ensure_tenant(tenant, name)
+        objects: list[DataObject[dict[str, Any], None]] = []
+        owner: list[int] = []
+        for i, ready in enumerate(readies):
+            objects.extend(_objects(ready))
+            owner.extend([i] * len(ready.chunks))
+        try:
+            result = await self.collections.use(name, tenant).data.insert_many(objects)
+        except WeaviateInsertManyAllFailedError as exc:
+            return [_write_error(len(r.chunks), len(r.chunks), exc.message) for r in readies]
+        failed: dict[int, list[str]] = {}
+        for index, error in result.errors.items():
+            failed.setdefault(owner[index], []).append(error.message)
+        return [
+            _write_error(len(failed[i]), len(r.chunks), failed[i][0]) if i in failed else None
+            for i, r in enumerate(readies)
+        ]
+
+    async def upsert(self, ready: EmbeddingsReady) -> None:
+        """Write one document's chunks; raise unless every object was stored."""
+        [error] = await self.write([ready])
+        if error is not None:
+            raise error
+
+    async def count_stored(self, ready: EmbeddingsReady) -> int:
+        """How many chunks of this publish of a document are stored."""
+        doc = ready.document
+        return await self.count_publish(
+            self.collections.physical(ready.model),
+            doc.tenant,
+            doc.library,
+            doc.document_id,
+            doc.version,
+            doc.sequence,
+        )
+
+    async def count_publish(
+        self, name: str, tenant: str, library: str, document_id: str, version: str, sequence: int
+    ) -> int:
+        """How many chunks of one publish of a document a collection holds."""
+        if not await self.collections.tenant_exists(tenant, name):
+            return 0
+        where = (
+            filters.document(library, document_id)
+            & Filter.by_property("version").equal(version)
+            & Filter.by_property("sequence").equal(sequence)
+        )
+        handle = self.collections.use(name, tenant)
+        result = await handle.aggregate.over_all(filters=where, total_count=True)
+        return int(result.total_count or 0)
+
+    async def read_chunks(self, name: str, tenant: str) -> AsyncIterator[dict[str, Any]]:
+        """Every chunk of a tenant in a collection, with its id (``uuid``) and properties."""
+        async for obj in self.collections.use(name, tenant).iterator(
+            return_properties=ALL_PROPERTIES
+        ):
+            yield {"uuid": str(obj.uuid), **obj.properties}
+
+    async def newest_sequences(self, readies: Sequence[EmbeddingsReady]) -> dict[DocumentKey, int]:
+        """The highest stored sequence of each document later than a publish of it here.
+
+        For several publishes of one model and tenant in one query; a document absent from the
+        answer has nothing stored later than its publishes. An answer too large to be complete
+        (rare: many stored chunks) falls back to a query per document.
+        """
+        earliest: dict[DocumentKey, int] = {}
+        for ready in readies:
+            key = doc_key(ready)
+            earliest[key] = min(earliest.get(key, ready.document.sequence), ready.document.sequence)
+        stored = await self._stored(readies)
+        if stored is None:
+            one_each = {doc_key(r): r for r in readies}
+            newest = {key: await self._newest_sequence(r) for key, r in one_each.items()}
+            return {k: n for k, n in newest.items() if n is not None and n > earliest[k]}
+        later: dict[DocumentKey, int] = {}
+        for chunk in stored:
+            if chunk.sequence > earliest[chunk.key]:
+                later[chunk.key] = max(later.get(chunk.key, 0), chunk.sequence)
+        return later
+
+    async def _newest_sequence(self, ready: EmbeddingsReady) -> int | None:
+        """The highest publish sequence stored for a document under this model, if any."""
+        doc = ready.document
+        name = self.collections.physical(ready.model)
+        if not await self.collections.tenant_exists(doc.tenant, name):
+            return None
+        result = await self.collections.use(name, doc.tenant).query.fetch_objects(
+            filters=filters.document(doc.library, doc.document_id),
+            sort=Sort.by_property("sequence", ascending=False),
+            limit=1,
+            return_properties=["sequence"],
+        )
+        if not result.objects:
+            return None
+        return int(result.objects[0].properties["sequence"])
+
+    async def delete_superseded(self, readies: Sequence[EmbeddingsReady]) -> int:
+        """Delete the chunks of every other version of these documents published before them.
+
+        For several publishes of one model and tenant: one read of the documents' stored chunks,
+        then one delete of the superseded ones by id (none when nothing is superseded). A range
+        on ``sequence`` instead costs Weaviate CPU that grows with the collection
+        (docs/tuning.md, "The indexer's reads and deletes").
+        """
+        stored = await self._stored(readies)
+        first = readies[0]
+        handle = self.collections.use(self.collections.physical(first.model), first.document.tenant)
+        if stored is None:
+            return await _delete_all(handle, _superseded(readies))
+        publishes: dict[DocumentKey, list[tuple[str, int]]] = {}
+        for ready in readies:
+            doc = ready.document
+            publishes.setdefault(doc_key(ready), []).append((doc.version, doc.sequence))
+        ids = [
+            chunk.id
+            for chunk in stored
+            if any(
+                chunk.version != version and chunk.sequence < sequence
+                for version, sequence in publishes[chunk.key]
+            )
+        ]
+        if not ids:
+            return 0
+        return await _delete_all(handle, Filter.by_id().contains_any(ids))
+
+    async def _stored(self, readies: Sequence[EmbeddingsReady]) -> list[StoredChunk] | None:
+        """The stored chunks of these publishes' documents, or None if there are too many.
+
+        Filtered by document only: Weaviate answers that from small posting lists, where a
+        range on ``sequence`` read the whole collection's index.
+        """
+        first = readies[0]
+        name = self.collections.physical(first.model)
+        if not await self.collections.tenant_exists(first.document.tenant, name):
+            return []
+        documents = sorted({doc_key(r) for r in readies})
+        result = await self.collections.use(name, first.document.tenant).query.fetch_objects(
+            filters=Filter.any_of([filters.document(*key) for key in documents]),
+            limit=STORED_LIMIT,
+            return_properties=["library", "document_id", "version", "sequence"],
+        )
+        if len(result.objects) >= STORED_LIMIT:
+            return None
+        return [
+            StoredChunk(
+                id=str(obj.uuid),
+                key=(str(obj.properties["library"]), str(obj.properties["document_id"])),
+                version=str(obj.properties["version"]),
+                sequence=int(obj.properties["sequence"]),
+            )
+            for obj in result.objects
+        ]
+
+    async def delete_scope(self, deletion: DocumentDeleted, before_sequence: int) -> int:
+        """Delete what a deletion names (document, library or tenant) published before it.
+
+        Applies to the collection of every model, so a re-embedding in progress loses it too.
+        """
+        where = Filter.by_property("sequence").less_than(before_sequence)
+        if deletion.library is not None:
+            where = where & Filter.by_property("library").equal(deletion.library)
+        if deletion.document_id is not None:
+            where = where & Filter.by_property("document_id").equal(deletion.document_id)
+        removed = 0
+        for name in await self.collections.all_physical():
+            if await self.collections.tenant_exists(deletion.tenant, name):
+                removed += await _delete_all(self.collections.use(name, deletion.tenant), where)
+        return removed
+
+    async def delete_publish(self, ready: EmbeddingsReady) -> int:
+        """Delete the chunks written by this publish (a deletion overtook it)."""
+        doc = ready.document
+        where = filters.document(doc.library, doc.document_id) & Filter.by_property(
+            "sequence"
+        ).equal(doc.sequence)
+        name = self.collections.physical(ready.model)
+        return await _delete_all(self.collections.use(name, doc.tenant), where)
+
+
+def _objects(ready: EmbeddingsReady) -> list[DataObject[dict[str, Any], None]]:
+    doc = ready.document
+    base = {
+        "title": doc.title,
+        "library": doc.library,
+        "document_id": doc.document_id,
+        "version": doc.version,
+        "sequence": doc.sequence,
+        "model": ready.model,
+        "source_uri": doc.source_uri,
+        "metadata_json": json.dumps(doc.metadata),
+        "metadata_kv": filters.metadata_terms(doc.metadata),
+    }
+    return [
+        DataObject(
+            uuid=uuid.UUID(chunk.chunk_id),
+            vector=list(chunk.vector),
+            properties={
+                **base,
+                "text": chunk.text,
+                "keywords": chunk.keywords,
+                "heading_path": list(chunk.heading_path),
+                "heading_text": " > ".join(chunk.heading_path),
+                "position": chunk.position,
+                "char_start": chunk.char_start,
+                "char_end": chunk.char_end,
+            },
+        )
+        for chunk in ready.chunks
+    ]
+
+
+def _write_error(failed: int, total: int, first: str) -> PermanentError | TransientError:
+    """Failed objects fail their document: permanently for data the store rejects."""
+    summary = f"{failed} of {total} chunks were not stored: {first}"
+    if any(marker in first for marker in _REJECTED):
+        return PermanentError(summary, code="store_rejected")
+    return TransientError(summary, code="store_write_failed")
+
+
+async def _delete_all(handle: Any, where: _Filters) -> int:
+    """Delete every match: one request deletes at most the server's query maximum."""
+    removed = 0
+    while True:
+        result = await handle.data.delete_many(where=where)
+        removed += int(result.successful)
+        if result.matches < DELETE_LIMIT or not result.successful:
+            return removed
+
+
+def _superseded(readies: Sequence[EmbeddingsReady]) -> _Filters:
+    return Filter.any_of(
+        [
+            filters.document(r.document.library, r.document.document_id)
+            & Filter.by_property("version").not_equal(r.document.version)
+            & Filter.by_property("sequence").less_than(r.document.sequence)
+            for r in readies
+        ]
+    )

@@ -1,0 +1,20 @@
+"""The base of every message that crosses NATS: frozen, strict, versioned."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+SCHEMA_VERSION: Literal[1] = 1
+
+Metadata = dict[str, JsonValue]
+MetadataScalar = str | int | float | bool
+
+
+class Contract(BaseModel):
+    """Base of every message: immutable, strict about unknown fields, versioned."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION

@@ -1,0 +1,63 @@
+"""The claim check: the text of a document too large for one message waits in an object store.
+
+The publisher stores the text and sends ``document.added`` with a :class:`BodyRef`; the ingestor
+fetches and verifies it, and removes the object once the message is acknowledged. The store's
+TTL bounds whatever a crash leaves behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError, ObjectNotFoundError
+from nats.js.object_store import ObjectStore
+
+from kbus_contract.documents import BodyRef
+from kbus_contract.errors import PermanentError
+from kbus_contract.topology import Topology
+
+
+async def open_bodies(js: JetStreamContext, topology: Topology, *, create: bool) -> ObjectStore:
+    """The object store of large documents' text."""
+    if create:
+        # nats-py takes the bucket name from its own argument, not from the config.
+        return await js.create_object_store(topology.bodies_bucket, config=topology.bodies_store)
+    return await js.object_store(topology.bodies_bucket)
+
+
+async def put_body(store: ObjectStore, bucket: str, key: str, text: str) -> BodyRef:
+    """Store a document's text under a name derived from ``key``; returns its reference."""
+    data = text.encode("utf-8")
+    name = hashlib.sha256(key.encode()).hexdigest()
+    await store.put(name, data)
+    return BodyRef(
+        bucket=bucket, name=name, size=len(data), sha256=hashlib.sha256(data).hexdigest()
+    )
+
+
+async def fetch_body(store: ObjectStore, ref: BodyRef) -> str:
+    """The text a reference names, verified against its size and hash.
+
+    Raises:
+        PermanentError: the object is missing, altered, or not UTF-8.
+    """
+    try:
+        result = await store.get(ref.name)
+    except (ObjectNotFoundError, NotFoundError) as exc:
+        raise PermanentError(
+            f"the document's text is not in the object store ({ref.bucket}/{ref.name}): it "
+            "expired, was removed, or was never stored",
+            code="body_missing",
+        ) from exc
+    data = result.data or b""
+    if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
+        raise PermanentError(
+            f"the stored text ({len(data)} bytes) does not match its reference ({ref.size} "
+            "bytes and its hash)",
+            code="body_mismatch",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PermanentError(f"the stored text is not UTF-8: {exc}", code="invalid_text") from exc

@@ -1,0 +1,209 @@
+"""Documents on the bus: what publishers send, the receipts they get back, dead letters."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from kbus_contract.base import Contract, Metadata
+from kbus_contract.identifiers import DocumentId, LibraryId, TenantId, content_version
+
+MAX_METADATA_KEYS = 256
+MAX_METADATA_BYTES = 16 * 1024
+
+
+def _count_keys(value: JsonValue) -> int:
+    """Keys in a JSON value, nested objects and lists included."""
+    if isinstance(value, dict):
+        return len(value) + sum(_count_keys(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_count_keys(v) for v in value)
+    return 0
+
+
+class ContentType(StrEnum):
+    """Document formats the ingestor understands."""
+
+    PLAIN = "text/plain"
+    MARKDOWN = "text/markdown"
+
+
+class BodyRef(Contract):
+    """Where a document's text waits when the document is too large for one message.
+
+    The claim check: the text is an object in the JetStream object store, and the message
+    carries this reference instead. The ingestor fetches it, checks it, and removes it once the
+    document is processed.
+    """
+
+    bucket: str = Field(max_length=256)
+    name: str = Field(max_length=1_024)
+    size: int = Field(ge=0, description="Bytes of the UTF-8 text.")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class DocumentAdded(Contract):
+    """A document to index, published on ``document.added`` by any service.
+
+    The text travels in ``text``, or, for a document larger than the bus's message limit, in
+    the object store with ``body`` saying where (``text`` is then empty).
+    """
+
+    tenant: TenantId
+    library: LibraryId
+    document_id: DocumentId
+    title: str = Field(max_length=1_000)
+    text: str
+    source_uri: str = Field(default="", max_length=4_096)
+    content_type: ContentType = ContentType.PLAIN
+    metadata: Metadata = Field(default_factory=dict)
+    version: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The publisher's version of this document; derived from its content if absent.",
+    )
+    body: BodyRef | None = Field(
+        default=None, description="The claim check of a large document's text (else absent)."
+    )
+
+    @model_validator(mode="after")
+    def _text_or_body(self) -> DocumentAdded:
+        if self.body is not None:
+            if self.text:
+                raise ValueError("text must be empty when body refers to the text")
+        elif not self.text.strip():
+            raise ValueError("text is empty or whitespace only")
+        return self
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_bounded(cls, value: Metadata) -> Metadata:
+        keys = _count_keys(value)
+        if keys > MAX_METADATA_KEYS:
+            raise ValueError(f"metadata has {keys} keys; the limit is {MAX_METADATA_KEYS}")
+        size = len(json.dumps(value))
+        if size > MAX_METADATA_BYTES:
+            raise ValueError(f"metadata is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}")
+        return value
+
+    def _content(self) -> str:
+        return self.text if self.body is None else f"sha256:{self.body.sha256}"
+
+    def effective_version(self) -> str:
+        """The publisher's version, or one derived from everything that is indexed."""
+        return self.version or content_version(
+            self.title,
+            self._content(),
+            self.source_uri,
+            self.content_type.value,
+            json.dumps(self.metadata, sort_keys=True),
+        )
+
+    def message_id(self) -> str:
+        """The ``Nats-Msg-Id`` of this publish: tenant, library, id and a hash of the content.
+
+        JetStream drops a second publish with the same id inside the stream's duplicate window,
+        so an identical re-send is not processed twice; a changed document has another id.
+        """
+        digest = content_version(
+            self.effective_version(),
+            self.title,
+            self._content(),
+            self.source_uri,
+            self.content_type.value,
+            json.dumps(self.metadata, sort_keys=True),
+        )
+        return f"{self.tenant}/{self.library}/{self.document_id}/{digest}"
+
+
+class DocumentDeleted(Contract):
+    """Remove a document (``document_id`` set), a whole library, or a whole tenant.
+
+    Published on ``document.deleted``. Applies to everything published before it; a document
+    published after it is indexed again.
+    """
+
+    tenant: TenantId
+    library: LibraryId | None = None
+    document_id: DocumentId | None = None
+
+    @field_validator("document_id")
+    @classmethod
+    def _document_needs_library(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("library") is None:
+            raise ValueError("a document_id needs its library")
+        return value
+
+
+class DocumentIndexed(Contract):
+    """Receipt: the document's current version is searchable (``document.indexed``)."""
+
+    tenant: TenantId
+    library: LibraryId
+    document_id: DocumentId
+    version: str
+    chunk_count: int
+    model: str
+
+
+class DocumentRemoved(Contract):
+    """Receipt: what a :class:`DocumentDeleted` removed (``document.removed``)."""
+
+    tenant: TenantId
+    library: LibraryId | None
+    document_id: DocumentId | None
+    chunks_deleted: int
+
+
+#: Bytes of the original payload a dead letter keeps (``DeadLetter.original_size`` tells the rest).
+ORIGINAL_LIMIT = 64 * 1024
+
+
+class DeadLetter(Contract):
+    """A message a stage could not process, with the reason (``deadletter.<stage>``)."""
+
+    stage: str
+    reason: str
+    code: str
+    subject: str
+    stream_sequence: int | None = None
+    deliveries: int | None = None
+    tenant: str | None = None
+    library: str | None = None
+    document_id: str | None = None
+    original: str = Field(
+        description="The original payload (truncated), for inspection and replay."
+    )
+    original_size: int
+
+
+class DocumentFailed(Contract):
+    """Receipt: a document will not be indexed (``document.failed``); its dead letter has more."""
+
+    tenant: str
+    library: str
+    document_id: str
+    stage: str
+    code: str
+    reason: str
+
+
+class MaxDeliveriesAdvisory(BaseModel):
+    """The server's ``io.nats.jetstream.advisory.v1.max_deliver`` event (the fields we use)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    stream: str
+    consumer: str
+    stream_seq: int
+    deliveries: int

@@ -1,0 +1,92 @@
+"""Messages between the stages: a document's chunks, then its chunks with vectors."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kbus_contract.base import Contract, Metadata
+from kbus_contract.documents import ContentType
+from kbus_contract.identifiers import DocumentId, LibraryId, TenantId
+from kbus_contract.vectors import Vector
+
+
+class Chunk(Contract):
+    """One piece of a document, small enough to embed and to show an agent."""
+
+    chunk_id: str
+    position: int = Field(ge=0)
+    text: str
+    char_start: int = Field(
+        ge=0, description="Offset of the chunk in the document text, in code points."
+    )
+    char_end: int = Field(
+        ge=0, description="End offset (exclusive): text == document.text[start:end]."
+    )
+    heading_path: tuple[str, ...] = ()
+    keywords: str = Field(
+        default="",
+        description="What keyword search matches for this chunk: the analysed terms "
+        "(kbus_runtime.analysis) of its title, headings and a window of the document around it.",
+    )
+
+
+class DocumentRef(Contract):
+    """What every stage carries along about the document a message belongs to."""
+
+    tenant: TenantId
+    library: LibraryId
+    document_id: DocumentId
+    version: str
+    title: str
+    source_uri: str
+    content_type: ContentType
+    metadata: Metadata
+    sequence: int = Field(
+        default=0,
+        ge=0,
+        description="Stream sequence of the document.added message: later publishes win.",
+    )
+
+
+class ChunksReady(Contract):
+    """Chunks of one document, published by the ingestor on ``chunks.ready``.
+
+    A document with many chunks travels in several parts (``part`` of ``parts``) so that each
+    message stays well under the bus's payload limit.
+    """
+
+    document: DocumentRef
+    part: int = Field(default=0, ge=0)
+    parts: int = Field(default=1, ge=1)
+    total_chunks: int = Field(default=0, ge=0, description="Chunks of the document in all parts.")
+    chunks: tuple[Chunk, ...]
+
+    def split(self, part_chunks: int) -> list[ChunksReady]:
+        """The chunks in messages of at most ``part_chunks`` chunks each."""
+        groups = [self.chunks[i : i + part_chunks] for i in range(0, len(self.chunks), part_chunks)]
+        return [
+            self.model_copy(update={"part": n, "parts": len(groups), "chunks": group})
+            for n, group in enumerate(groups)
+        ]
+
+
+class EmbeddedChunk(Chunk):
+    """A chunk with its vector."""
+
+    vector: Vector
+
+
+class EmbeddingsReady(Contract):
+    """Chunks of one document with their vectors, published on ``embeddings.ready``.
+
+    A document with many chunks travels in several parts so that each message stays well under
+    the bus's payload limit; the document is indexed when all ``total_chunks`` are stored.
+    """
+
+    document: DocumentRef
+    model: str
+    dimension: int = Field(gt=0)
+    part: int = Field(default=0, ge=0)
+    parts: int = Field(default=1, ge=1)
+    total_chunks: int = Field(ge=1)
+    chunks: tuple[EmbeddedChunk, ...]

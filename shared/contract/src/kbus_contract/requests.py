@@ -1,0 +1,98 @@
+"""Request-reply between the services: errors, embeddings, reranking and statistics."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from kbus_contract.base import Contract
+from kbus_contract.identifiers import TenantId
+from kbus_contract.vectors import Vector
+
+
+class ErrorInfo(Contract):
+    """A typed error: what failed, where, and whether retrying can help."""
+
+    code: str
+    message: str
+    stage: str
+    retryable: bool = False
+
+
+class ErrorReply(Contract):
+    """The reply to any request that could not be answered."""
+
+    kind: Literal["error"] = "error"
+    error: ErrorInfo
+
+
+class InputType(StrEnum):
+    """Asymmetric models embed queries and documents differently."""
+
+    QUERY = "search_query"
+    DOCUMENT = "search_document"
+
+
+class EmbedRequest(Contract):
+    """Ask the embedder for vectors (``kb.embed``)."""
+
+    texts: tuple[Annotated[str, Field(min_length=1, max_length=8_192)], ...] = Field(
+        min_length=1, max_length=256
+    )
+    input_type: InputType = InputType.QUERY
+
+
+class EmbedReply(Contract):
+    """Vectors for an :class:`EmbedRequest`, in order."""
+
+    kind: Literal["embeddings"] = "embeddings"
+    model: str
+    dimension: int
+    vectors: tuple[Vector, ...]
+
+
+class RerankCandidate(Contract):
+    """A passage for the reranker to score."""
+
+    id: str
+    text: str = Field(max_length=16_384)
+    prior: float | None = Field(default=None, description="The first-stage score, 0..1, if any.")
+
+
+class RerankRequest(Contract):
+    """Ask the reranker to score passages for a query (``kb.rerank``)."""
+
+    query: str = Field(min_length=1, max_length=4_096)
+    candidates: tuple[RerankCandidate, ...] = Field(max_length=1_000)
+
+
+class RerankReply(Contract):
+    """Scores for a :class:`RerankRequest`, one per candidate, in the request's order."""
+
+    kind: Literal["rerank_scores"] = "rerank_scores"
+    model: str
+    scores: tuple[float, ...]
+
+
+class StatsRequest(Contract):
+    """Ask what a tenant has indexed (``kb.stats``)."""
+
+    tenant: TenantId
+
+
+class LibraryStats(Contract):
+    """What one library holds."""
+
+    library: str
+    documents: int
+    chunks: int
+
+
+class StatsReply(Contract):
+    """The answer to a :class:`StatsRequest`."""
+
+    kind: Literal["stats"] = "stats"
+    tenant: str
+    libraries: tuple[LibraryStats, ...]

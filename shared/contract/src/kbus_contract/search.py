@@ -1,0 +1,161 @@
+"""A search for the knowledge base (``kb.search``) and its answer."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from kbus_contract.base import Contract, Metadata, MetadataScalar
+from kbus_contract.identifiers import DocumentId, LibraryId, TenantId
+
+MAX_K = 100
+
+
+class SearchType(StrEnum):
+    """How candidates are found."""
+
+    HYBRID = "hybrid"
+    VECTOR = "vector"
+    KEYWORD = "keyword"
+
+
+class SearchRequest(Contract):
+    """A question for the knowledge base (``kb.search``)."""
+
+    tenant: TenantId
+    libraries: tuple[LibraryId, ...] = Field(max_length=100)
+    query: str = Field(min_length=1, max_length=4_096)
+    k: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_K,
+        description="Results to return (the server's default if unset).",
+    )
+    search_type: SearchType = SearchType.HYBRID
+    alpha: float | None = Field(default=None, ge=0.0, le=1.0)
+    min_score: float | None = Field(
+        default=None, ge=0.0, description="Drop hits whose final score is lower."
+    )
+    min_similarity: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="Answer no_match when even the best candidate's cosine similarity to the "
+        "query is lower (vector and hybrid search; the server's calibrated default if unset).",
+    )
+    rewrite: bool | None = Field(
+        default=None,
+        description="Rewrite the query before searching, if a rewriter is configured "
+        "(the server's default if unset).",
+    )
+    rerank: bool | None = Field(
+        default=None,
+        description="Re-score the first candidates with the reranker (true: or fail; unset: the "
+        "server's default, on, falling back to first-stage order if no reranker answers).",
+    )
+    rerank_depth: int | None = Field(
+        default=None,
+        ge=1,
+        le=50,
+        description="How many first-stage candidates the reranker re-scores (the server's "
+        "default if unset). Deeper can rank better and costs time per candidate.",
+    )
+    group_by_document: bool = Field(
+        default=False,
+        description="Return each document once, at the rank of its best chunk; k counts documents.",
+    )
+    exclude_documents: tuple[DocumentId, ...] = Field(
+        default=(), max_length=100, description="Document ids that must not be returned."
+    )
+    filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="Equality on top-level metadata keys; a list means any of its values.",
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is empty or whitespace only")
+        return value
+
+
+class Scores(Contract):
+    """Every score that placed a hit, each named for what it is.
+
+    ``keyword`` is the raw BM25 score; ``vector`` the cosine similarity of query and chunk;
+    ``fused`` the hybrid score ``alpha*norm(vector) + (1-alpha)*norm(keyword)`` over the
+    min-max-normalised candidate lists (0..1, relative to this result set); ``rerank`` the
+    reranker's score (``SearchReply.reranker`` names it; ``+prior(w)`` means its normalised
+    score blended with weight ``w`` of the fused score); ``final`` is the score the hits are
+    ordered by and that ``min_score`` is applied to (``SearchReply.score_kind`` says which).
+    """
+
+    keyword: float | None = None
+    vector: float | None = None
+    fused: float | None = None
+    rerank: float | None = None
+    final: float
+
+
+class SearchHit(Contract):
+    """One chunk in a search reply."""
+
+    chunk_id: str
+    document_id: str
+    library: str
+    title: str
+    text: str
+    heading_path: tuple[str, ...]
+    source_uri: str
+    char_start: int
+    char_end: int
+    position: int
+    version: str
+    metadata: Metadata
+    scores: Scores
+
+
+class StageTimings(Contract):
+    """Milliseconds spent in each stage of one search."""
+
+    rewrite_ms: float = 0.0
+    embed_ms: float = 0.0
+    search_ms: float = 0.0
+    rerank_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class SearchReply(Contract):
+    """The answer to a :class:`SearchRequest`."""
+
+    kind: Literal["search_results"] = "search_results"
+    results: tuple[SearchHit, ...]
+    searched: bool = Field(description="False when the request named no library: nothing was run.")
+    no_match: bool = Field(
+        description="True when the search ran but found nothing relevant enough: no candidate, "
+        "the best cosine similarity under min_similarity, or no hit over min_score."
+    )
+    candidates: int = Field(description="How many candidates the store returned before reranking.")
+    search_type: SearchType
+    alpha: float
+    min_score: float
+    min_similarity: float | None = Field(
+        default=None, description="The similarity floor applied (None in keyword search)."
+    )
+    best_similarity: float | None = Field(
+        default=None,
+        description="The highest cosine similarity of any candidate to the query: how close "
+        "the library came to the question.",
+    )
+    query: str = Field(default="", description="The query searched (after any rewriting).")
+    score_kind: str = Field(
+        description="What `scores.final` is: rerank (the reranker's score), fused (relative "
+        "hybrid score, 0..1), cosine (vector similarity) or bm25 (raw keyword score)."
+    )
+    model: str
+    reranker: str
+    timings: StageTimings

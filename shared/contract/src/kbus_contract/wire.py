@@ -1,0 +1,92 @@
+"""Messages off the wire, and the one way a kbus request is sent and its reply read.
+
+Every request (``kb.search``, ``kb.stats``, ``kb.embed``, ``kb.rerank``) goes through
+:func:`request` on a plain nats-py connection, whoever asks (a service, the re-embedding job or
+the client). A reply is the expected contract or an error reply; :func:`parse_reply` turns the
+latter back into the typed error it describes, so a caller handles one kind of failure.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from nats.aio.client import Client
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from pydantic import BaseModel, ValidationError
+
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.requests import ErrorReply
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def decode(body: bytes, model: type[M]) -> M:
+    """Parse a message body into its contract, or raise :class:`PermanentError` saying why."""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise PermanentError(describe_validation_error(exc), code="invalid_message") from exc
+
+
+def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
+    """A short, readable account of what was wrong with a message."""
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False)[:limit]:
+        where = ".".join(str(p) for p in err["loc"]) or "message"
+        parts.append(f"{where}: {err['msg']}")
+    more = exc.error_count() - limit
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+def parse_reply(body: bytes, model: type[M], stage: str) -> M:
+    """Parse a request's reply: the expected model, or raise what the error reply says."""
+    try:
+        data: Any = json.loads(body)
+    except ValueError as exc:
+        raise TransientError(
+            f"{stage} sent a reply that is not JSON", code="bad_reply", stage=stage
+        ) from exc
+    if isinstance(data, dict) and data.get("kind") == "error":
+        info = ErrorReply.model_validate(data).error
+        error_cls = TransientError if info.retryable else PermanentError
+        raise error_cls(info.message, code=info.code, stage=info.stage)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise TransientError(
+            f"{stage} sent an unexpected reply: {describe_validation_error(exc)}",
+            code="bad_reply",
+            stage=stage,
+        ) from exc
+
+
+async def request(
+    nc: Client,
+    subject: str,
+    payload: BaseModel,
+    reply_model: type[M],
+    *,
+    stage: str,
+    timeout_s: float,
+) -> M:
+    """Send a request and parse its reply; silence and error replies become typed errors.
+
+    ``stage`` names who answers the subject, for the errors. The request has no headers: the
+    subject's contract says JSON, and nats-py parses any header block with the email package on
+    every message it receives.
+    """
+    try:
+        response = await nc.request(subject, payload.model_dump_json().encode(), timeout=timeout_s)
+    except NoRespondersError as exc:
+        raise TransientError(
+            f"no {stage} is running", code=f"{stage}_unavailable", stage=stage
+        ) from exc
+    except (NatsTimeoutError, TimeoutError) as exc:
+        raise TransientError(
+            f"{stage} did not answer within {timeout_s:.1f}s", code=f"{stage}_timeout", stage=stage
+        ) from exc
+    return parse_reply(response.data, reply_model, stage)

@@ -1,0 +1,111 @@
+"""Batching: what concurrent handlers hand in is worked on together, each gets its own outcome.
+
+A stage handles many messages at once, and the work per message is mostly a fixed cost per
+call (a model call that pads small batches, a round trip to Weaviate and the bus). Handlers hand
+their item to a :class:`Batcher` and wait; it runs one call for everything that arrived within a
+short linger (at once when a full batch is waiting, and at once when the linger is zero), then
+gives each caller its own result or its own error. Each message is still acked on its own.
+
+Up to ``in_flight`` calls run at once. A slot is taken before the linger starts, so items that
+arrive while every slot is busy join the next call instead of waiting in a call of their own;
+with two slots the next call is already queued when the current one ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Runs one batch; returns, per item and in order, its result or the error it ends with.
+RunBatch = Callable[[list[T]], Awaitable[Sequence[R | Exception]]]
+
+
+class Batcher(Generic[T, R]):
+    """Gathers items from concurrent callers into batches of up to ``max_size``.
+
+    ``size`` says how much of a batch an item takes (one each by default); an item larger than
+    a batch goes alone, and items are never split. ``on_batch`` is told each batch's size.
+    """
+
+    def __init__(
+        self,
+        run: RunBatch[T, R],
+        *,
+        max_size: int,
+        linger_s: float = 0.0,
+        in_flight: int = 1,
+        size: Callable[[T], int] = lambda _: 1,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
+        self._run = run
+        self.max_size = max_size
+        self.linger_s = linger_s
+        self._size = size
+        self._on_batch = on_batch
+        self._pending: list[tuple[T, asyncio.Future[R]]] = []
+        self._count = 0
+        self._full = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._slots = asyncio.Semaphore(in_flight)
+        self._calls: set[asyncio.Task[None]] = set()
+
+    async def submit(self, item: T) -> R:
+        """Wait until the batch holding ``item`` has run; return its result or raise its error."""
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        self._count += self._size(item)
+        if self._count >= self.max_size:
+            self._full.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._pending:
+            await self._slots.acquire()
+            if self._count < self.max_size:
+                self._full.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), self.linger_s)
+            call = asyncio.create_task(self._call(self._take()))
+            self._calls.add(call)
+            call.add_done_callback(self._calls.discard)
+
+    async def _call(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
+        items = [item for item, _ in batch]
+        if self._on_batch is not None:
+            self._on_batch(sum(self._size(item) for item in items))
+        try:
+            outcomes: Sequence[R | Exception] = await self._run(items)
+        except Exception as exc:  # a failure of the whole batch is every item's
+            outcomes = [exc] * len(batch)
+        except asyncio.CancelledError:
+            for _, future in batch:
+                future.cancel()
+            raise
+        finally:
+            self._slots.release()
+        for (_, future), outcome in zip(batch, outcomes, strict=True):
+            if future.done():
+                continue  # its caller was cancelled
+            if isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+
+    def _take(self) -> list[tuple[T, asyncio.Future[R]]]:
+        taken: list[tuple[T, asyncio.Future[R]]] = []
+        count = 0
+        while self._pending:
+            size = self._size(self._pending[0][0])
+            if taken and count + size > self.max_size:
+                break
+            taken.append(self._pending.pop(0))
+            count += size
+        self._count -= count
+        return taken

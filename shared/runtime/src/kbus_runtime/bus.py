@@ -1,0 +1,126 @@
+"""Bus wiring every service shares: the broker, plain connections and stage subscriptions."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import nats
+from faststream import AckPolicy
+from faststream._internal.context import Context
+from faststream.nats import JStream, NatsBroker, PullSub
+from faststream.nats.message import NatsMessage
+from faststream.nats.prometheus import NatsPrometheusMiddleware
+from faststream.security import SASLPlaintext
+from kbus_contract.topology import Stream, Topology, work_consumer
+from nats.aio.client import Client
+from prometheus_client import CollectorRegistry
+
+from kbus_runtime.settings import BusSettings
+
+log = logging.getLogger("kbus")
+
+JSON_HEADERS = {"content-type": "application/json"}
+
+
+class _LoopContext(Context):
+    """FastStream's context field, resolved on the event loop.
+
+    fast_depends resolves a field with a synchronous ``use`` through anyio's ``to_thread``: a
+    hand-off to a worker thread and back for every message, for what is a dictionary lookup.
+    An ``async`` ``use`` is awaited in place (docs/tuning.md, "The message parameter").
+    """
+
+    async def use(self, /, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        return super().use(**kwargs)
+
+
+#: The handler parameter for the message being handled (FastStream's ``NatsMessage``
+#: annotation, without the thread hand-off).
+BusMessage = Annotated[NatsMessage, _LoopContext("message")]
+
+#: A stage's handler of one stream message.
+Handler = Callable[[NatsMessage], Awaitable[None]]
+
+
+def make_broker(
+    settings: BusSettings, registry: CollectorRegistry, app_name: str, log_level: str = "INFO"
+) -> NatsBroker:
+    """A NATS broker with Prometheus metrics; it connects when the app starts.
+
+    Args:
+        log_level: The service's log level; FastStream's line per message shows at DEBUG.
+    """
+    security = None
+    if settings.nats_user:
+        password = settings.nats_password.get_secret_value() if settings.nats_password else ""
+        security = SASLPlaintext(username=settings.nats_user, password=password)
+    broker = NatsBroker(
+        settings.nats_url,
+        security=security,
+        name=f"kbus-{app_name}",
+        inbox_prefix=settings.inbox_prefix,
+        middlewares=[NatsPrometheusMiddleware(registry=registry, app_name=app_name)],
+        # FastStream's "Received"/"Processed" lines, two per message and stage, were most of
+        # the services' logs and a measurable share of a stage's busy time.
+        log_level=logging.DEBUG,
+        graceful_timeout=30.0,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=1,
+    )
+    # FastStream ties its logger's level to the level of its per-message lines; untie them, so
+    # the lines are filtered unless the service logs at DEBUG, and failures always show.
+    broker.config.logger.params_storage.set_level(logging.getLevelName(log_level.upper()))
+    return broker
+
+
+async def connect_nats(bus: BusSettings) -> Client:
+    """A plain NATS connection with the service's credentials and inbox prefix (for jobs)."""
+    options: dict[str, Any] = {"inbox_prefix": bus.inbox_prefix}
+    if bus.nats_user:
+        options["user"] = bus.nats_user
+        options["password"] = bus.nats_password.get_secret_value() if bus.nats_password else ""
+    return await nats.connect(bus.nats_url, **options)
+
+
+def work_subscriber(
+    broker: NatsBroker,
+    topology: Topology,
+    subject: str,
+    stream: Stream,
+    durable: str,
+    *,
+    title: str,
+    description: str,
+    max_workers: int = 1,
+    fetch_batch: int = 1,
+) -> Callable[[Handler], Any]:
+    """The subscription of a pipeline stage: its shared durable pull consumer, acked by hand.
+
+    FastStream's default for JetStream handlers terminates a message on any exception;
+    :meth:`kbus_runtime.stage.Stage.settle` decides every ack instead. With ``max_workers``
+    above one, that many messages are handled at once. The stream is declared by
+    :mod:`kbus_runtime.declaring` before any subscriber starts, so FastStream never declares it.
+
+    Messages are fetched ``fetch_batch`` at a time, one by default (concurrency comes from
+    ``max_workers``): on an idle consumer nats-py's fetch of more than one waits for the rest of
+    the batch until its timeout, which holds a lone document back by up to that timeout. Single
+    fetches cost more CPU per message under load (docs/tuning.md, "Fetching one message at a
+    time").
+    """
+    subscribe: Callable[[Handler], Any] = broker.subscriber(
+        subject,
+        stream=JStream(stream.name, declare=False),
+        durable=durable,
+        config=work_consumer(
+            durable, ack_wait_s=topology.ack_wait_s, max_deliver=topology.max_deliver
+        ),
+        inbox_prefix=topology.pull_inbox,
+        pull_sub=PullSub(batch_size=fetch_batch, timeout=1.0),
+        ack_policy=AckPolicy.MANUAL,
+        title=title,
+        description=description,
+        max_workers=max_workers,
+    )
+    return subscribe

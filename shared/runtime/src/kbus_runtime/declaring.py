@@ -1,0 +1,129 @@
+"""Streams and key-value buckets on the server, as the topology declares them.
+
+Services create or update them at start where they may (``KBUS_DECLARE_STREAMS``); where a
+set-up job owns them, services only check that they exist with the settings that protect data.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from kbus_contract.topology import Stream, Topology
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StreamConfig
+from nats.js.errors import APIError, NotFoundError
+from nats.js.kv import KeyValue
+
+log = logging.getLogger("kbus")
+
+STREAM_NAME_IN_USE = 10058
+
+
+async def declare_streams(js: JetStreamContext, topology: Topology) -> None:
+    """Create or update every stream, then check that the server holds them as kbus needs.
+
+    Where services may not manage streams (``declare_streams`` off), only check: every stream
+    must exist with the settings that protect data, and what is wrong is said by name.
+    """
+    await _require_jetstream(js)
+    if topology.declare:
+        for stream in topology.streams:
+            await _declare(js, stream)
+    await check_streams(js, topology)
+
+
+async def _declare(js: JetStreamContext, stream: Stream) -> None:
+    try:
+        await js.stream_info(stream.name)
+    except NotFoundError:
+        await js.add_stream(stream.config)
+        log.info("declared stream %s", stream.name)
+        return
+    try:
+        await js.update_stream(stream.config)
+    except APIError as exc:
+        raise RuntimeError(
+            f"stream {stream.name} exists with settings that cannot be changed to what "
+            f"kbus needs ({exc.description}); move its messages and recreate it"
+        ) from exc
+
+
+async def _require_jetstream(js: JetStreamContext) -> None:
+    try:
+        await js.account_info()
+    except Exception as exc:
+        raise RuntimeError(
+            f"JetStream is not available on this NATS server ({exc}): start nats-server with "
+            "JetStream on (-js, or a jetstream block in its configuration)"
+        ) from exc
+
+
+def config_problems(have: StreamConfig, want: StreamConfig) -> list[str]:
+    """How a stream on the server differs from what kbus needs, in words."""
+    problems = []
+    for field in ("storage", "retention", "discard", "num_replicas"):
+        now, needed = _plain(getattr(have, field)), _plain(getattr(want, field))
+        if now != needed:
+            problems.append(f"{field} is {now}, kbus needs {needed}")
+    missing = set(want.subjects or ()) - set(have.subjects or ())
+    if missing:
+        problems.append("it does not capture " + ", ".join(sorted(missing)))
+    if want.duplicate_window and (have.duplicate_window or 0) < want.duplicate_window:
+        problems.append(
+            f"its duplicate window is {have.duplicate_window}s, kbus needs "
+            f"{want.duplicate_window}s (duplicate publishes would be indexed twice)"
+        )
+    return problems
+
+
+def _plain(value: object) -> object:
+    return getattr(value, "value", value)
+
+
+async def check_streams(js: JetStreamContext, topology: Topology) -> None:
+    """Fail with a clear message unless every stream exists with the settings kbus needs."""
+    missing: list[str] = []
+    wrong: list[str] = []
+    for stream in topology.streams:
+        try:
+            info = await js.stream_info(stream.name)
+        except NotFoundError:
+            missing.append(stream.name)
+            continue
+        problems = config_problems(info.config, stream.config)
+        wrong.extend(f"{stream.name}: {problem}" for problem in problems)
+    faults = []
+    if wrong:
+        faults.append("streams not configured as kbus needs: " + "; ".join(wrong))
+    if missing:
+        faults.append(
+            "streams missing: " + ", ".join(missing) + " (run the setup job, "
+            "or start a service with KBUS_DECLARE_STREAMS=true)"
+        )
+    if faults:
+        raise RuntimeError(". ".join(faults))
+
+
+async def open_bucket(js: JetStreamContext, config: KeyValueConfig, *, create: bool) -> KeyValue:
+    """A key-value bucket, declared (created, or its limits set to the configured ones) where
+    services may, as streams are."""
+    if not create:
+        return await js.key_value(config.bucket)
+    try:
+        return await js.create_key_value(config)
+    except APIError as exc:
+        if exc.err_code != STREAM_NAME_IN_USE:
+            raise
+    # The bucket exists with other limits (a setting changed): apply this configuration's.
+    stream = (await js.stream_info(f"KV_{config.bucket}")).config
+    wanted = replace(
+        stream,
+        description=config.description,
+        max_bytes=config.max_bytes,
+        allow_direct=config.direct,
+    )
+    if wanted != stream:
+        log.info("bucket %s: applying the configured limits", config.bucket)
+        await js.update_stream(wanted)
+    return await js.key_value(config.bucket)

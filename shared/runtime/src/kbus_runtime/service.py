@@ -1,0 +1,141 @@
+"""What every service's ``app.py`` used to repeat: logging, metrics, the broker, the lifespan.
+
+A service builds a :class:`Service` from its settings, hands its workers to its ``handlers``
+module's ``register`` (subscriptions and request endpoints), and asks for the app. The app's
+lifespan connects to NATS, declares the streams where the service may, enters the service's own
+start-up (a model, a store, buckets), then starts answering requests; shutdown stops taking
+requests and finishes the running ones before the broker drains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from importlib.metadata import version
+
+from faststream.asgi import AsgiFastStream, make_ping_asgi
+from faststream.nats import NatsBroker
+from kbus_contract.topology import Stream, Topology
+from prometheus_client import CollectorRegistry, make_asgi_app
+
+from kbus_runtime.answering import Answer, Served, serve
+from kbus_runtime.bus import Handler, make_broker, work_subscriber
+from kbus_runtime.declaring import declare_streams
+from kbus_runtime.logs import configure_logging
+from kbus_runtime.settings import ServiceSettings
+from kbus_runtime.stage import Stage, StageMetrics
+
+#: A service's own start-up and shutdown, entered once NATS is connected.
+StartUp = Callable[[], AbstractAsyncContextManager[None]]
+
+
+@dataclass
+class _Endpoints:
+    """Request subjects served as one NATS micro service once the broker is connected."""
+
+    answers: Mapping[str, Answer]
+    description: str
+    concurrency: int
+
+
+@dataclass
+class Service:
+    """One kbus service process: its name, settings, metrics registry, broker and topology."""
+
+    name: str
+    settings: ServiceSettings
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    _endpoints: list[_Endpoints] = field(default_factory=list)
+    _served: list[Served] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        configure_logging(self.settings.log_level)
+        self.topology: Topology = self.settings.bus.topology
+        self.broker: NatsBroker = make_broker(
+            self.settings.bus, self.registry, app_name=self.name, log_level=self.settings.log_level
+        )
+        self.metrics = StageMetrics(self.registry)
+
+    def stage(self, name: str | None = None) -> Stage:
+        """A stage of this service (by default named as the service)."""
+        return Stage(name or self.name, self.broker, self.topology, self.metrics)
+
+    def consume(
+        self,
+        subject: str,
+        stream: Stream,
+        durable: str,
+        *,
+        title: str,
+        description: str,
+        concurrency: int = 1,
+    ) -> Callable[[Handler], Handler]:
+        """Register a handler on a stage's durable pull consumer (``concurrency`` at once)."""
+
+        def register(handler: Handler) -> Handler:
+            work_subscriber(
+                self.broker,
+                self.topology,
+                subject,
+                stream,
+                durable,
+                title=title,
+                description=description,
+                max_workers=concurrency,
+            )(handler)
+            return handler
+
+        return register
+
+    def answer(self, answers: Mapping[str, Answer], *, description: str, concurrency: int) -> None:
+        """Serve catalog request subjects (``"kb.search"``, ...) once connected."""
+        self._endpoints.append(_Endpoints(answers, description, concurrency))
+
+    def app(self, start_up: StartUp | None = None, *, declare: bool = True) -> AsgiFastStream:
+        """The service as an ASGI app: the broker, ``/health`` and ``/metrics``.
+
+        ``declare``: declare (or check) the streams at start; a service that consumes none
+        need not.
+        """
+
+        @contextlib.asynccontextmanager
+        async def lifespan() -> AsyncIterator[None]:
+            await self.broker.connect()
+            if declare:
+                await declare_streams(self.broker.connection.jetstream(), self.topology)
+            async with start_up() if start_up else contextlib.nullcontext():
+                await self._serve()
+                yield
+
+        app = AsgiFastStream(
+            self.broker,
+            asgi_routes=[
+                ("/health", make_ping_asgi(self.broker, timeout=2.0, include_in_schema=False)),
+                ("/metrics", make_asgi_app(self.registry)),
+            ],
+            lifespan=lifespan,
+        )
+
+        @app.on_shutdown
+        async def stop_serving() -> None:
+            # Before the broker drains its connection: stop answering, then finish what runs.
+            while self._served:
+                await self._served.pop().stop()
+
+        return app
+
+    async def _serve(self) -> None:
+        package = f"kbus-{self.name}"
+        for endpoints in self._endpoints:
+            self._served.append(
+                await serve(
+                    self.broker.connection,
+                    self.topology,
+                    endpoints.answers,
+                    version=version(package),
+                    description=endpoints.description,
+                    concurrency=endpoints.concurrency,
+                )
+            )

@@ -1,0 +1,149 @@
+"""Settings every service shares. Each service adds its own class with its own env prefix.
+
+Shared connection settings are read from ``KBUS_*`` (for example ``KBUS_NATS_URL``), so one
+environment configures all four services; service settings from ``KBUS_<SERVICE>_*``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from kbus_contract.topology import Topology
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class BusSettings(BaseSettings):
+    """How to reach NATS, and which names on it belong to this installation."""
+
+    model_config = SettingsConfigDict(env_prefix="KBUS_", extra="ignore")
+
+    nats_url: str = Field(default="nats://127.0.0.1:4222", description="NATS server URL.")
+    bus_prefix: str = Field(
+        default="",
+        pattern=r"^[A-Za-z0-9_-]*$",
+        description="Prefix for every subject and stream name (empty: the plain names).",
+    )
+    nats_user: str | None = Field(default=None, description="NATS user name.")
+    nats_password: SecretStr | None = Field(default=None, description="NATS password (secret).")
+    stream_max_bytes: int = Field(
+        default=1024**3, gt=0, description="Bytes each stream may hold (reserved on the server)."
+    )
+
+    stream_replicas: int = Field(
+        default=1, ge=1, le=5, description="Copies of each stream (3 in a production cluster)."
+    )
+    declare_streams: bool = Field(
+        default=True,
+        description="Create and update streams at start; false where a setup job owns them "
+        "(services then only check that they exist).",
+    )
+    inbox_prefix: str = Field(
+        default="_INBOX",
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Prefix of this service's reply inboxes (per-user prefixes keep replies "
+        "private under NATS permissions).",
+    )
+
+    ack_wait_s: float = Field(
+        default=60.0,
+        gt=1.0,
+        description="Seconds before an unacknowledged message is delivered again (work in "
+        "progress sends in-progress acks, so this bounds how long a crashed worker holds it).",
+    )
+    max_deliver: int = Field(
+        default=10,
+        ge=2,
+        description="Deliveries of a message before it is dead-lettered (by its stage, or from "
+        "the server's max-deliveries advisory when no delivery was ever settled).",
+    )
+    unsafe_ack_first: bool = Field(
+        default=False,
+        description="Fault injection for the chaos test's negative control: ack before "
+        "processing, so a crash loses messages. Never enable it in a real installation.",
+    )
+
+    @property
+    def topology(self) -> Topology:
+        return Topology(
+            self.bus_prefix,
+            self.stream_max_bytes,
+            self.stream_replicas,
+            self.declare_streams,
+            self.inbox_prefix,
+            self.ack_wait_s,
+            self.unsafe_ack_first,
+            self.max_deliver,
+        )
+
+
+class StoreSettings(BaseSettings):
+    """How to reach Weaviate."""
+
+    model_config = SettingsConfigDict(env_prefix="KBUS_WEAVIATE_", extra="ignore")
+
+    http_host: str = Field(default="127.0.0.1", description="Weaviate REST host.")
+    http_port: int = Field(default=8080, description="Weaviate REST port.")
+    grpc_host: str = Field(default="127.0.0.1", description="Weaviate gRPC host.")
+    grpc_port: int = Field(default=50051, description="Weaviate gRPC port.")
+    secure: bool = Field(default=False, description="Use TLS for REST and gRPC.")
+    api_key: SecretStr | None = Field(default=None, description="Weaviate API key (secret).")
+    collection: str = Field(
+        default="KbusChunks",
+        pattern=r"^[A-Z][A-Za-z0-9_]{0,127}$",
+        description="The index: an alias of the collection of the active embedding model "
+        "(each model's vectors live in <name>_<model>; python -m kbus_searcher.reembed switches).",
+    )
+    timeout_s: float = Field(default=30.0, description="Timeout of Weaviate calls, seconds.")
+
+
+class CohereSettings(BaseSettings):
+    """Cohere is used where a key is configured; everything works without it."""
+
+    model_config = SettingsConfigDict(env_prefix="KBUS_COHERE_", extra="ignore")
+
+    api_key: SecretStr | None = Field(
+        default=None, description="Cohere API key (secret); enables Cohere embed and rerank."
+    )
+    embed_model: str = Field(default="embed-english-v3.0", description="Cohere embed model.")
+    rerank_model: str = Field(default="rerank-english-v3.0", description="Cohere rerank model.")
+    chat_model: str = Field(
+        default="command-r7b-12-2024", description="Cohere chat model (query rewriting)."
+    )
+    base_url: str | None = Field(default=None, description="Cohere API base URL.")
+    timeout_s: float = Field(default=30.0, description="Timeout of Cohere calls, seconds.")
+
+    def client_options(self, purpose: str) -> dict[str, Any]:
+        """Keyword arguments for ``cohere.ClientV2`` / ``AsyncClientV2``.
+
+        Raises:
+            ValueError: no key is configured (``purpose`` names what needed one).
+        """
+        if self.api_key is None:
+            raise ValueError(f"{purpose} needs KBUS_COHERE_API_KEY")
+        return {
+            "api_key": self.api_key.get_secret_value(),
+            "base_url": self.base_url,
+            "timeout": self.timeout_s,
+        }
+
+
+class ServiceSettings(BaseSettings):
+    """What every service process has: the bus and an HTTP port for /health and /metrics."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    bus: BusSettings = Field(default_factory=BusSettings)
+    http_host: str = Field(
+        default_factory=lambda: os.environ.get("KBUS_HTTP_HOST", "127.0.0.1"),
+        description="Address of /health and /metrics (unset: KBUS_HTTP_HOST, which the images "
+        "set to 0.0.0.0, else 127.0.0.1).",
+        json_schema_extra={"default_doc": "`$KBUS_HTTP_HOST` or `127.0.0.1`"},
+    )
+    http_port: int = Field(default=0, description="Port of /health and /metrics.")
+    log_level: str = Field(
+        default="INFO",
+        description="DEBUG, INFO, WARNING or ERROR. DEBUG adds a line per message received and "
+        "per message processed.",
+    )

@@ -1,0 +1,354 @@
+"""Where errors become acks, nacks, dead letters and error replies: the only place.
+
+Stream consumers run with FastStream's ``AckPolicy.MANUAL`` and hand each message to
+:meth:`Stage.settle`; request handlers hand theirs to :meth:`Stage.answer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Protocol, TypeVar
+
+from kbus_contract import ORIGINAL_LIMIT, DeadLetter, DocumentFailed, ErrorInfo, ErrorReply
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.topology import Topology
+from kbus_contract.wire import decode, request
+from nats.aio.client import Client
+from prometheus_client import CollectorRegistry, Counter
+from pydantic import BaseModel
+
+M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)
+
+log = logging.getLogger("kbus")
+
+BACKOFF_BASE_S = 1.0
+BACKOFF_CAP_S = 60.0
+
+
+class Message(Protocol):
+    """What :meth:`Stage.settle` needs of a stream message (FastStream's ``NatsMessage``)."""
+
+    body: bytes
+
+    @property
+    def raw_message(self) -> Any: ...
+
+    async def ack(self) -> None: ...
+
+    async def nack(self, delay: float | None = None) -> None: ...
+
+    async def reject(self) -> None: ...
+
+    async def in_progress(self) -> None: ...
+
+
+class Bus(Protocol):
+    """What a stage publishes and asks through (FastStream's ``NatsBroker``)."""
+
+    @property
+    def connection(self) -> Client: ...
+
+    async def publish(
+        self, message: bytes, subject: str, *, stream: str, headers: dict[str, str]
+    ) -> Any: ...
+
+
+def backoff_s(deliveries: int) -> float:
+    """Delay before the next attempt, growing with each delivery."""
+    return float(min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(0, deliveries - 1)))
+
+
+def identity_of(body: bytes) -> dict[str, str]:
+    """Best-effort tenant, library and document id of a message, even a malformed one."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    nested = data.get("document")
+    source: dict[str, Any] = nested if isinstance(nested, dict) else data
+    return {
+        key: value[:256]
+        for key in ("tenant", "library", "document_id")
+        if isinstance(value := source.get(key), str)
+    }
+
+
+class StageMetrics:
+    """The counters stages keep, each declared when a stage first counts with it.
+
+    A service that only answers requests never declares the stream counters, and the reverse.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    @cached_property
+    def processed(self) -> Counter:
+        return Counter(
+            "kbus_messages_processed",
+            "Stream messages processed successfully",
+            ["stage"],
+            registry=self.registry,
+        )
+
+    @cached_property
+    def dead_lettered(self) -> Counter:
+        return Counter(
+            "kbus_messages_dead_lettered",
+            "Messages sent to the dead-letter stream",
+            ["stage", "code"],
+            registry=self.registry,
+        )
+
+    @cached_property
+    def retried(self) -> Counter:
+        return Counter(
+            "kbus_messages_retried",
+            "Messages nacked for a later retry",
+            ["stage", "code"],
+            registry=self.registry,
+        )
+
+    @cached_property
+    def answered(self) -> Counter:
+        return Counter(
+            "kbus_requests",
+            "Requests answered, by outcome: ok, or the error reply's code",
+            ["stage", "outcome"],
+            registry=self.registry,
+        )
+
+
+@dataclass
+class Stage:
+    """One stage of the pipeline: its name, its bus and its metrics."""
+
+    name: str
+    broker: Bus
+    topology: Topology
+    metrics: StageMetrics
+
+    def __post_init__(self) -> None:
+        if self.topology.unsafe_ack_first:
+            log.warning("%s: UNSAFE_ACK_FIRST is on: a crash loses messages", self.name)
+
+    async def settle(
+        self, message: Message, model: type[M], work: Callable[[M], Awaitable[None]]
+    ) -> None:
+        """Decode, process and acknowledge one stream message according to how it ended."""
+        deliveries = _deliveries(message)
+        if self.topology.unsafe_ack_first:
+            await self._ack_first(message, model, work)
+            return
+        try:
+            payload = decode(message.body, model)
+            async with self._keep_alive(message):
+                await work(payload)
+        except PermanentError as exc:
+            await self._dead_letter(message, exc.code, exc.reason, deliveries)
+        except asyncio.CancelledError:
+            await message.nack()
+            raise
+        except Exception as exc:
+            await self._retry_or_give_up(message, exc, deliveries)
+        else:
+            await message.ack()
+            self.metrics.processed.labels(self.name).inc()
+
+    async def _ack_first(
+        self, message: Message, model: type[M], work: Callable[[M], Awaitable[None]]
+    ) -> None:
+        # The negative control of the chaos test: what "at most once" looks like.
+        await message.ack()
+        try:
+            await work(decode(message.body, model))
+        except Exception:
+            log.exception("%s: failed after acking; the message is lost", self.name)
+
+    async def answer(
+        self, body: bytes, model: type[M], work: Callable[[M], Awaitable[R]]
+    ) -> R | ErrorReply:
+        """Decode and answer one request; every failure becomes a typed error reply."""
+        try:
+            reply: R | ErrorReply = await work(decode(body, model))
+        except (PermanentError, TransientError) as exc:
+            reply = self.error_reply(exc.code, self._relayed(exc), retryable=exc.retryable)
+        except Exception as exc:
+            log.exception("%s: request failed", self.name)
+            reply = self.error_reply("internal", f"{type(exc).__name__}: {exc}", retryable=True)
+        outcome = reply.error.code if isinstance(reply, ErrorReply) else "ok"
+        self.metrics.answered.labels(self.name, outcome).inc()
+        return reply
+
+    def _relayed(self, exc: PermanentError | TransientError) -> str:
+        # An error another stage replied with keeps its origin in the message.
+        if exc.stage and exc.stage != self.name:
+            return f"{exc.stage}: {exc.reason}"
+        return exc.reason
+
+    def error_reply(self, code: str, message: str, *, retryable: bool) -> ErrorReply:
+        """An error reply from this stage."""
+        return ErrorReply(
+            error=ErrorInfo(code=code, message=message, stage=self.name, retryable=retryable)
+        )
+
+    async def ask(
+        self,
+        subject: str,
+        payload: BaseModel,
+        reply_model: type[R],
+        *,
+        stage: str,
+        timeout_s: float,
+    ) -> R:
+        """A request to another stage (``stage`` answers it): its reply, or the typed error."""
+        return await request(
+            self.broker.connection, subject, payload, reply_model, stage=stage, timeout_s=timeout_s
+        )
+
+    async def publish(
+        self, model: BaseModel, subject: str, *, stream: str, msg_id: str | None = None
+    ) -> None:
+        """Publish to a stream and wait for the server's acknowledgement that it is stored.
+
+        With ``msg_id``, JetStream drops a second publish of the same id inside the stream's
+        duplicate window.
+        """
+        headers = {"content-type": "application/json"}
+        if msg_id is not None:
+            headers["Nats-Msg-Id"] = msg_id
+        await self.broker.publish(
+            model.model_dump_json().encode(), subject, stream=stream, headers=headers
+        )
+
+    async def _retry_or_give_up(self, message: Message, exc: Exception, deliveries: int) -> None:
+        code = exc.code if isinstance(exc, TransientError) else "internal"
+        if not isinstance(exc, TransientError):
+            log.exception("%s: unexpected failure (delivery %d)", self.name, deliveries)
+        reason = f"{type(exc).__name__}: {exc}"
+        if deliveries >= self.topology.max_deliver:
+            await self._dead_letter(
+                message,
+                "max_deliveries",
+                f"gave up after {deliveries} deliveries: {reason}",
+                deliveries,
+            )
+            return
+        retry_after = exc.retry_after_s if isinstance(exc, TransientError) else None
+        delay = retry_after if retry_after is not None else backoff_s(deliveries)
+        log.warning("%s: retrying in %.1fs (delivery %d): %s", self.name, delay, deliveries, reason)
+        self.metrics.retried.labels(self.name, code).inc()
+        await message.nack(delay=delay)
+
+    async def _dead_letter(self, message: Message, code: str, reason: str, deliveries: int) -> None:
+        try:
+            await self.record_dead_letter(
+                stage=self.name,
+                code=code,
+                reason=reason,
+                subject=message.raw_message.subject,
+                sequence=stream_sequence(message),
+                deliveries=deliveries,
+                body=message.body,
+            )
+        except Exception:
+            # Never drop a message we could not record: leave it for a later delivery.
+            log.exception("%s: could not dead-letter; will retry", self.name)
+            await message.nack(delay=backoff_s(deliveries))
+            return
+        self.metrics.dead_lettered.labels(self.name, code).inc()
+        await message.reject()
+
+    async def record_dead_letter(
+        self,
+        *,
+        stage: str,
+        code: str,
+        reason: str,
+        subject: str,
+        sequence: int | None,
+        deliveries: int,
+        body: bytes,
+    ) -> None:
+        """Publish a message's dead letter and, for a document, its ``document.failed``.
+
+        Raises whatever the publish raises: the caller must keep the message in that case.
+        """
+        letter = DeadLetter(
+            stage=stage,
+            code=code,
+            reason=reason[:4_096],
+            subject=subject,
+            stream_sequence=sequence,
+            deliveries=deliveries,
+            original=body[:ORIGINAL_LIMIT].decode("utf-8", errors="replace"),
+            original_size=len(body),
+            **identity_of(body),
+        )
+        log.warning("%s: dead-lettering (%s): %s", stage, code, reason)
+        # Ids make a retry after a half-done attempt harmless: JetStream drops the repeat.
+        msg_id = f"{stage}/{letter.subject}/{letter.stream_sequence}"
+        await self.publish(
+            letter,
+            self.topology.dead_letter(stage),
+            stream=self.topology.dead_letter_stream.name,
+            msg_id=msg_id,
+        )
+        is_document = letter.subject != self.topology.document_deleted
+        if is_document and letter.tenant and letter.library and letter.document_id:
+            failed = DocumentFailed(
+                tenant=letter.tenant,
+                library=letter.library,
+                document_id=letter.document_id,
+                stage=stage,
+                code=code,
+                reason=letter.reason,
+            )
+            await self.publish(
+                failed,
+                self.topology.document_failed,
+                stream=self.topology.receipts_stream.name,
+                msg_id=msg_id,
+            )
+
+    @contextlib.asynccontextmanager
+    async def _keep_alive(self, message: Message) -> AsyncIterator[None]:
+        """Tell the server the message is still being worked on, so it is not redelivered."""
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(self.topology.ack_wait_s / 3)
+                with contextlib.suppress(Exception):
+                    await message.in_progress()
+
+        task = asyncio.create_task(beat())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _deliveries(message: Message) -> int:
+    try:
+        return int(message.raw_message.metadata.num_delivered)
+    except Exception:
+        return 1
+
+
+def stream_sequence(message: Message) -> int | None:
+    """The message's sequence in its stream: the order in which it was published."""
+    try:
+        return int(message.raw_message.metadata.sequence.stream)
+    except Exception:
+        return None

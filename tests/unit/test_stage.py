@@ -1,0 +1,267 @@
+"""Every outcome of the one place that turns a handler's end into an ack or a reply.
+
+The message and the bus are stand-ins that record what was done to them (the real ones are
+exercised by the integration and end-to-end tests); the decisions are the real code's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kbus_contract import DocumentAdded, ErrorReply, StatsReply, StatsRequest
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.topology import Topology
+from kbus_runtime.stage import Stage, StageMetrics, backoff_s
+from prometheus_client import CollectorRegistry
+
+DOCUMENT = {
+    "tenant": "acme",
+    "library": "handbook",
+    "document_id": "vpn.md",
+    "title": "VPN",
+    "text": "Connect with acme-vpn up.",
+}
+
+
+@dataclass
+class Message:
+    """A stream message: what was done to it, in order."""
+
+    body: bytes
+    delivered: int = 1
+    done: list[tuple[str, float | None]] = field(default_factory=list)
+
+    @property
+    def raw_message(self) -> Any:
+        metadata = SimpleNamespace(
+            num_delivered=self.delivered, sequence=SimpleNamespace(stream=42)
+        )
+        return SimpleNamespace(subject="document.added", metadata=metadata)
+
+    async def ack(self) -> None:
+        self.done.append(("ack", None))
+
+    async def nack(self, delay: float | None = None) -> None:
+        self.done.append(("nack", delay))
+
+    async def reject(self) -> None:
+        self.done.append(("terminate", None))
+
+    async def in_progress(self) -> None:
+        self.done.append(("in_progress", None))
+
+
+@dataclass
+class Bus:
+    """Records publishes; ``fail`` makes every publish raise."""
+
+    fail: bool = False
+    published: list[tuple[str, dict[str, Any], dict[str, str]]] = field(default_factory=list)
+
+    @property
+    def connection(self) -> Any:
+        raise AssertionError("settle never asks another stage")
+
+    async def publish(
+        self, message: bytes, subject: str, *, stream: str, headers: dict[str, str]
+    ) -> None:
+        if self.fail:
+            raise ConnectionError("the bus is down")
+        self.published.append((subject, json.loads(message), headers))
+
+
+def _stage(bus: Bus | None = None, **topology: Any) -> tuple[Stage, CollectorRegistry]:
+    registry = CollectorRegistry()
+    stage = Stage("ingestor", bus or Bus(), Topology(**topology), StageMetrics(registry))
+    return stage, registry
+
+
+def _count(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    return registry.get_sample_value(name, labels) or 0.0
+
+
+async def _settle(stage: Stage, message: Message, raises: BaseException | None = None) -> None:
+    async def work(_: DocumentAdded) -> None:
+        if raises is not None:
+            raise raises
+
+    await stage.settle(message, DocumentAdded, work)
+
+
+def _body(**change: Any) -> bytes:
+    return json.dumps({**DOCUMENT, **change}).encode()
+
+
+async def test_work_that_ends_well_is_acked_and_counted() -> None:
+    stage, registry = _stage()
+    message = Message(_body())
+    await _settle(stage, message)
+    assert message.done == [("ack", None)]
+    assert _count(registry, "kbus_messages_processed_total", stage="ingestor") == 1
+
+
+async def test_a_permanent_error_dead_letters_with_the_reason_then_terminates() -> None:
+    bus = Bus()
+    stage, registry = _stage(bus)
+    message = Message(_body())
+    await _settle(stage, message, PermanentError("no text to index", code="empty_document"))
+    assert message.done == [("terminate", None)]
+    [(letter_subject, letter, headers), (failed_subject, failed, _)] = bus.published
+    assert letter_subject == "deadletter.ingestor"
+    assert (letter["code"], letter["reason"]) == ("empty_document", "no text to index")
+    assert (letter["tenant"], letter["document_id"], letter["stream_sequence"]) == (
+        "acme",
+        "vpn.md",
+        42,
+    )
+    assert json.loads(letter["original"]) == DOCUMENT
+    assert headers["Nats-Msg-Id"] == "ingestor/document.added/42"
+    assert failed_subject == "document.failed"
+    assert failed["code"] == "empty_document"
+    assert _count(
+        registry, "kbus_messages_dead_lettered_total", stage="ingestor", code="empty_document"
+    )
+
+
+async def test_a_message_that_is_not_its_contract_is_dead_lettered_saying_what_is_wrong() -> None:
+    bus = Bus()
+    stage, _ = _stage(bus)
+    message = Message(_body(text="   "))
+    await _settle(stage, message)
+    assert message.done == [("terminate", None)]
+    assert bus.published[0][1]["code"] == "invalid_message"
+    assert "text is empty" in bus.published[0][1]["reason"]
+
+
+async def test_a_transient_error_is_nacked_with_a_delay_that_grows_with_each_delivery() -> None:
+    stage, registry = _stage()
+    for delivered in (1, 3):
+        message = Message(_body(), delivered=delivered)
+        await _settle(stage, message, TransientError("Weaviate is down", code="store_error"))
+        assert message.done == [("nack", backoff_s(delivered))]
+    assert backoff_s(3) > backoff_s(1)
+    assert _count(registry, "kbus_messages_retried_total", stage="ingestor", code="store_error")
+
+
+async def test_a_transient_error_may_say_when_to_retry() -> None:
+    stage, _ = _stage()
+    message = Message(_body())
+    await _settle(stage, message, TransientError("busy", retry_after_s=7.5))
+    assert message.done == [("nack", 7.5)]
+
+
+async def test_an_unexpected_error_is_retried_as_internal() -> None:
+    stage, registry = _stage()
+    message = Message(_body())
+    await _settle(stage, message, KeyError("surprise"))
+    assert message.done == [("nack", backoff_s(1))]
+    assert _count(registry, "kbus_messages_retried_total", stage="ingestor", code="internal")
+
+
+async def test_the_last_delivery_that_fails_is_dead_lettered_not_retried() -> None:
+    bus = Bus()
+    stage, _ = _stage(bus, max_deliver=3)
+    message = Message(_body(), delivered=3)
+    await _settle(stage, message, TransientError("still down"))
+    assert message.done == [("terminate", None)]
+    letter = bus.published[0][1]
+    assert letter["code"] == "max_deliveries"
+    assert letter["reason"].startswith("gave up after 3 deliveries")
+
+
+async def test_a_dead_letter_that_cannot_be_recorded_keeps_the_message() -> None:
+    stage, _ = _stage(Bus(fail=True))
+    message = Message(_body())
+    await _settle(stage, message, PermanentError("bad"))
+    assert message.done == [("nack", backoff_s(1))]
+
+
+async def test_a_cancelled_handler_gives_its_message_back() -> None:
+    stage, _ = _stage()
+    message = Message(_body())
+    with pytest.raises(asyncio.CancelledError):
+        await _settle(stage, message, asyncio.CancelledError())
+    assert message.done == [("nack", None)]
+
+
+async def test_long_work_tells_the_server_it_is_in_progress() -> None:
+    stage, _ = _stage(ack_wait_s=0.15)
+
+    async def slow(_: DocumentAdded) -> None:
+        await asyncio.sleep(0.2)
+
+    message = Message(_body())
+    await stage.settle(message, DocumentAdded, slow)
+    assert ("in_progress", None) in message.done
+    assert message.done[-1] == ("ack", None)
+
+
+async def test_the_unsafe_control_acks_before_the_work() -> None:
+    stage, _ = _stage(unsafe_ack_first=True)
+    message = Message(_body())
+    await _settle(stage, message, PermanentError("lost"))
+    assert message.done == [("ack", None)]
+
+
+# -- requests: every failure becomes an error reply -----------------------------------------
+
+STATS = StatsRequest(tenant="acme").model_dump_json().encode()
+
+
+async def _answer(stage: Stage, body: bytes, raises: Exception | None = None) -> Any:
+    async def work(req: StatsRequest) -> StatsReply:
+        if raises is not None:
+            raise raises
+        return StatsReply(tenant=req.tenant, libraries=())
+
+    return await stage.answer(body, StatsRequest, work)
+
+
+async def test_a_request_answered_is_counted_ok() -> None:
+    stage, registry = _stage()
+    reply = await _answer(stage, STATS)
+    assert isinstance(reply, StatsReply)
+    assert _count(registry, "kbus_requests_total", stage="ingestor", outcome="ok") == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "retryable", "message"),
+    [
+        (PermanentError("no such thing", code="unknown"), "unknown", False, "no such thing"),
+        (TransientError("later", code="busy"), "busy", True, "later"),
+        (
+            TransientError("model down", code="embedder_timeout", stage="embedder"),
+            "embedder_timeout",
+            True,
+            "embedder: model down",
+        ),
+        (ValueError("bug"), "internal", True, "ValueError: bug"),
+    ],
+    ids=["permanent", "transient", "relayed", "unexpected"],
+)
+async def test_a_failed_request_gets_a_typed_error_reply(
+    error: Exception, code: str, retryable: bool, message: str
+) -> None:
+    stage, registry = _stage()
+    reply = await _answer(stage, STATS, error)
+    assert isinstance(reply, ErrorReply)
+    assert (reply.error.code, reply.error.retryable, reply.error.message) == (
+        code,
+        retryable,
+        message,
+    )
+    assert reply.error.stage == "ingestor"
+    assert _count(registry, "kbus_requests_total", stage="ingestor", outcome=code) == 1
+
+
+async def test_a_request_that_is_not_its_contract_gets_a_reason() -> None:
+    stage, _ = _stage()
+    reply = await _answer(stage, b'{"tenant": "no spaces allowed"}')
+    assert isinstance(reply, ErrorReply)
+    assert reply.error.code == "invalid_message"
+    assert "tenant" in reply.error.message
