@@ -68,7 +68,7 @@ def read_store(client: weaviate.WeaviateClient, collection: str) -> list[Stored]
         for obj in col.with_tenant(tenant).iterator(
             include_vector=True, return_properties=["document_id", "position", "library"]
         ):
-            vector = obj.vector["default"] if isinstance(obj.vector, dict) else obj.vector
+            vector = obj.vector["chunk"]
             stored.append(
                 Stored(
                     str(obj.uuid),
@@ -168,6 +168,7 @@ def check_vectors(
             continue
         result = col.with_tenant(chunk.tenant).query.near_vector(
             near_vector=chunk.vector,
+            target_vector="chunk",
             limit=1,
             filters=Filter.by_property("library").equal(LIBRARY),
         )

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from kbus_contract import MAX_QUERY_CHARS
 from kbus_dev.busclient import Receipts, search
 from kbus_embedder.settings import EmbedderSettings
 from kbus_runtime.analysis import analyze
@@ -138,7 +139,10 @@ async def test_a_paraphrase_with_no_shared_keyword_finds_its_answer_first(
     assert sum(h["scores"]["rerank"] is not None for h in default["results"]) == 5
     first_stage = await _search(nc, indexed, query=query, rerank=False)
     assert first_stage["results"][0]["document_id"] == "account-help"
-    assert (first_stage["score_kind"], first_stage["reranker"]) == ("fused", "")
+    assert (first_stage["score_kind"], first_stage["reranker"]) == ("first_stage", "")
+    hit = first_stage["results"][0]["scores"]
+    assert hit["final"] == hit["first_stage"]
+    assert hit["document"] is not None  # the document's own cosine, beside the chunk's
     assert first_stage["timings"]["rerank_ms"] == 0
     assert top["scores"]["vector"] is not None
     assert top["scores"]["fused"] is not None
@@ -201,21 +205,51 @@ async def test_min_score_gives_no_match(indexed: Stack, nc: Client) -> None:
     assert reply["candidates"] > 0
 
 
-async def test_an_off_topic_question_gets_no_match_with_its_closest_similarity(
+async def test_an_off_topic_question_gets_no_match_with_its_evidence(
     indexed: Stack, nc: Client
 ) -> None:
     off = await _search(nc, indexed, query="How long should I rest a steak after grilling it?")
     assert off["no_match"] is True
+    assert off["no_match_reason"] == "weak_evidence"
     assert off["results"] == []
-    assert off["best_similarity"] < off["min_similarity"]
+    assert off["evidence"] < off["min_evidence"]
+    assert off["best_similarity"] is not None
     on = await _search(nc, indexed, query="I forgot my password")
     assert on["no_match"] is False
-    assert on["best_similarity"] >= on["min_similarity"]
-    # The floor is the caller's to move: -1 turns it off.
+    assert on["no_match_reason"] is None
+    assert on["evidence"] >= on["min_evidence"]
+    # The caller may set its own cosine floor instead, or turn no_match off with -1.
+    strict = await _search(nc, indexed, query="I forgot my password", min_similarity=0.99)
+    assert strict["no_match_reason"] == "below_min_similarity"
     anything = await _search(
-        nc, indexed, query="How long should I rest a steak after grilling it?", min_similarity=-1
+        nc, indexed, query="How long should I rest a steak after grilling it?", min_evidence=-1
     )
     assert anything["results"]
+
+
+async def test_a_few_keywords_are_answered_though_they_embed_far_from_any_chunk(
+    indexed: Stack, nc: Client
+) -> None:
+    reply = await _search(nc, indexed, query="badges reception", rerank=False)
+    assert reply["no_match"] is False
+    assert reply["results"][0]["document_id"] == "building"
+    assert reply["keyword_coverage"] == 1.0 or reply["best_similarity"] >= reply["min_evidence"]
+
+
+async def test_a_long_query_is_searched_and_one_past_the_limit_is_refused_naming_it(
+    indexed: Stack, nc: Client
+) -> None:
+    paragraph = "Lost badges must be reported to security at reception the same day. "
+    reply = await _search(nc, indexed, query=paragraph * 120)  # about 8,000 characters
+    assert reply["results"][0]["document_id"] == "building"
+    refused = await search(
+        nc,
+        indexed.topology,
+        {"tenant": "acme", "libraries": ["handbook"], "query": "x" * (MAX_QUERY_CHARS + 1)},
+    )
+    assert refused["kind"] == "error"
+    assert refused["error"]["code"] == "invalid_message"
+    assert str(MAX_QUERY_CHARS) in refused["error"]["message"]
 
 
 async def test_keyword_search_matches_other_forms_of_a_word(indexed: Stack, nc: Client) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import kbus_searcher.store.writes as writes_module
+import numpy as np
 import pytest
 from kbus_contract import DocumentDeleted, SearchType
 from kbus_contract.errors import PermanentError
@@ -65,6 +66,10 @@ async def test_hybrid_candidates_carry_every_score(store: ChunkStore) -> None:
     assert top.keyword > 0
     assert top.vector == pytest.approx(1.0, abs=1e-4)  # its own vector
     assert top.fused == pytest.approx(1.0, abs=1e-4)
+    # Its document's vector is the mean of the document's two chunk vectors.
+    mean = np.asarray(unit_vector(0)) + np.asarray(unit_vector(1))
+    expected = float(np.asarray(unit_vector(0)) @ mean / np.linalg.norm(mean))
+    assert top.document == pytest.approx(expected, abs=1e-4)
 
 
 async def test_a_redelivery_overwrites_and_a_new_version_replaces(store: ChunkStore) -> None:
@@ -172,7 +177,7 @@ async def test_unknown_tenant(store: ChunkStore) -> None:
 async def _cutoff(client: WeaviateAsyncClient, name: str) -> int:
     vectors = (await client.collections.use(name).config.get()).vector_config
     assert vectors is not None
-    index = vectors["default"].vector_index_config
+    index = vectors["chunk"].vector_index_config
     assert hasattr(index, "flat_search_cutoff"), index  # an HNSW index
     return int(index.flat_search_cutoff)
 
@@ -190,7 +195,7 @@ async def test_collections_take_the_flat_search_cutoff(store_settings: StoreSett
         # A model's collection made with Weaviate's default is brought to the setting at start.
         await client.collections.create(
             f"{old}_test",
-            vector_config=Configure.Vectors.self_provided(),
+            vector_config=Configure.Vectors.self_provided(name="chunk"),
             multi_tenancy_config=Configure.multi_tenancy(enabled=True),
         )
         assert await _cutoff(client, f"{old}_test") == 40_000

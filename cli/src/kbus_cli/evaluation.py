@@ -14,13 +14,14 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kbus_client import DocumentRejectedError, KbClient, KbError
 
 from kbus_cli.metrics import evaluate
+from kbus_cli.styles import make_queries
 
 MODES: dict[str, dict[str, Any]] = {
     "keyword": {"search_type": "keyword", "rerank": False},
@@ -39,6 +40,9 @@ class Dataset:
     corpus: list[dict[str, str]]
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
+    style: str = "question"
+    #: Documents a query must not return (a sibling query's own document).
+    excluded: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def load(
@@ -70,6 +74,15 @@ class Dataset:
             corpus = keep
         return cls(folder.name, corpus, queries, qrels)
 
+    def with_style(self, style: str) -> Dataset:
+        """The same corpus with queries of another style made from the judged documents
+        (:mod:`kbus_cli.styles`); ``question`` is the dataset's own."""
+        if style == "question":
+            return self
+        corpus = {d["_id"]: d for d in self.corpus}
+        queries, qrels, excluded = make_queries(style, corpus, self.qrels)
+        return replace(self, queries=queries, qrels=qrels, style=style, excluded=excluded)
+
 
 def _natural(key: str) -> tuple[int, str]:
     return (int(key), "") if key.isdigit() else (1 << 60, key)
@@ -85,12 +98,42 @@ class EvalResult:
     documents: int
     queries: int
     ingest_seconds: float
+    style: str = "question"
     rejected: list[str] = field(default_factory=list)
     modes: dict[str, dict[str, float]] = field(default_factory=dict)
     query_seconds: dict[str, float] = field(default_factory=dict)
     no_match: dict[str, int] = field(default_factory=dict)
+    #: Per mode, the queries that failed (refused or unanswered) and why; each scored 0.
+    errors: dict[str, dict[str, str]] = field(default_factory=dict)
     off_topic_questions: int = 0
     off_topic_no_match: int = 0
+
+
+class Recorder:
+    """Writes what a run measured as it comes: each query's answer to ``runs.jsonl`` at once,
+    the scores to ``results.json`` and ``results.md`` after each mode, so a run that dies late
+    keeps what it measured."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "runs.jsonl").write_text("")
+
+    def query(self, mode: str, query_id: str, documents: list[str], **about: Any) -> None:
+        """One query's ranked documents (and its no_match or error)."""
+        if self.folder is None:
+            return
+        line = json.dumps({"mode": mode, "query": query_id, "documents": documents, **about})
+        with (self.folder / "runs.jsonl").open("a") as runs:
+            runs.write(line + "\n")
+
+    def save(self, result: EvalResult) -> None:
+        """The scores so far."""
+        if self.folder is None:
+            return
+        (self.folder / "results.json").write_text(json.dumps(asdict(result), indent=2))
+        (self.folder / "results.md").write_text(markdown(result))
 
 
 Progress = Callable[[str, int, int], None]
@@ -126,133 +169,171 @@ async def ingest(
     return time.perf_counter() - started, rejected
 
 
+@dataclass(frozen=True)
+class Mode:
+    """One retrieval mode as run: its name and the settings that differ from the server's."""
+
+    name: str
+    alpha: float | None = None
+    rerank_depth: int | None = None
+    min_similarity: float | None = None
+    min_evidence: float | None = None
+
+    @property
+    def label(self) -> str:
+        settings = ([f"alpha {self.alpha:g}"] if self.alpha is not None else []) + (
+            [f"depth {self.rerank_depth}"] if self.rerank_depth is not None else []
+        )
+        return f"{self.name} ({', '.join(settings)})" if settings else self.name
+
+
+@dataclass
+class ModeRun:
+    """What one mode answered: ranked documents, no_match replies and failed queries."""
+
+    ranked: dict[str, list[str]] = field(default_factory=dict)
+    no_match: int = 0
+    errors: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
 async def run_mode(
     kb: KbClient,
     data: Dataset,
     library: str,
-    mode: str,
+    mode: Mode,
     exclude_self: bool,
     progress: Progress,
+    recorder: Recorder,
     concurrency: int = 4,
-    alpha: float | None = None,
-    min_similarity: float | None = None,
-    rerank_depth: int | None = None,
-) -> tuple[dict[str, list[str]], float, int]:
-    """Ranked document ids per query for one retrieval mode, the time, and no_match replies.
-
-    ``alpha`` and ``rerank_depth`` are the server's defaults when None.
-    """
+) -> ModeRun:
+    """Every query of the split in one mode. A query that is refused or fails is recorded
+    with its reason and scores 0; the others go on."""
     limit = asyncio.Semaphore(concurrency)
-    run: dict[str, list[str]] = {}
-    no_match = 0
+    out = ModeRun()
 
     async def one(query_id: str) -> None:
-        nonlocal no_match
         async with limit:
-            reply = await kb.search(
-                data.queries[query_id],
-                libraries=[library],
-                k=DEPTH,
-                group_by_document=True,
-                exclude_documents=(query_id,) if exclude_self else (),
-                timeout_s=300,
-                alpha=alpha,
-                min_similarity=min_similarity,
-                rerank_depth=rerank_depth,
-                **MODES[mode],
-            )
-            run[query_id] = [hit.document_id for hit in reply.results]
-            no_match += reply.no_match
-            progress(_label(mode, alpha, rerank_depth), len(run), len(data.qrels))
+            try:
+                reply = await kb.search(
+                    data.queries[query_id],
+                    libraries=[library],
+                    k=DEPTH,
+                    group_by_document=True,
+                    exclude_documents=((query_id,) if exclude_self else ())
+                    + data.excluded.get(query_id, ()),
+                    timeout_s=300,
+                    alpha=mode.alpha,
+                    min_similarity=mode.min_similarity,
+                    min_evidence=mode.min_evidence,
+                    rerank_depth=mode.rerank_depth,
+                    **MODES[mode.name],
+                )
+            except (KbError, ValueError, TimeoutError) as exc:
+                out.errors[query_id] = f"{type(exc).__name__}: {exc}"[:500]
+                out.ranked[query_id] = []
+                recorder.query(mode.label, query_id, [], error=out.errors[query_id])
+            else:
+                out.ranked[query_id] = [hit.document_id for hit in reply.results]
+                out.no_match += reply.no_match
+                recorder.query(mode.label, query_id, out.ranked[query_id], no_match=reply.no_match)
+            progress(mode.label, len(out.ranked), len(data.qrels))
 
     started = time.perf_counter()
     await asyncio.gather(*(one(q) for q in data.qrels))
-    return run, time.perf_counter() - started, no_match
+    out.seconds = time.perf_counter() - started
+    return out
 
 
 async def count_no_match(kb: KbClient, library: str, questions: list[str]) -> int:
-    """How many questions get ``no_match`` from a default search of the library."""
-    replies = await asyncio.gather(
-        *(kb.search(q, libraries=[library], rerank=False, timeout_s=300) for q in questions)
-    )
-    return sum(r.no_match for r in replies)
+    """How many off-topic questions get ``no_match`` from a default search of the library (a
+    question that fails counts as not answered no_match)."""
+
+    async def one(question: str) -> bool:
+        try:
+            reply = await kb.search(question, libraries=[library], rerank=False, timeout_s=300)
+        except (KbError, ValueError, TimeoutError):
+            return False
+        return reply.no_match
+
+    return sum(await asyncio.gather(*(one(q) for q in questions)))
 
 
 async def evaluate_dataset(
     kb: KbClient,
     data: Dataset,
     split: str,
-    modes: list[str],
+    modes: list[Mode],
     exclude_self: bool,
     progress: Progress,
+    recorder: Recorder,
     library: str | None = None,
-    alphas: list[float] | None = None,
     off_topic: list[str] | None = None,
-    min_similarity: float | None = None,
-    rerank_depth: int | None = None,
 ) -> EvalResult:
-    """Ingest (unless the library is given and already indexed) and score every mode.
-
-    With ``alphas``, each hybrid mode runs once per alpha (for tuning on a train split).
-    """
+    """Ingest (unless the library is given and already indexed) and score every mode, saving
+    the scores after each."""
     fresh = library is None
     library = library or f"{data.name}-{uuid.uuid4().hex[:8]}".lower()
-    result = EvalResult(data.name, split, library, len(data.corpus), len(data.qrels), 0.0)
+    result = EvalResult(
+        data.name, split, library, len(data.corpus), len(data.qrels), 0.0, style=data.style
+    )
     if fresh:
         result.ingest_seconds, result.rejected = await ingest(kb, data, library, progress)
+        recorder.save(result)
     for mode in modes:
-        hybrid = MODES[mode]["search_type"] == "hybrid"
-        depth = rerank_depth if MODES[mode]["rerank"] else None
-        choices: list[float | None] = [None]
-        if hybrid and alphas:
-            choices = list(alphas)
-        for alpha in choices:
-            label = _label(mode, alpha, depth)
-            try:
-                run, seconds, no_match = await run_mode(
-                    kb,
-                    data,
-                    library,
-                    mode,
-                    exclude_self,
-                    progress,
-                    alpha=alpha,
-                    min_similarity=min_similarity,
-                    rerank_depth=depth,
-                )
-            except KbError as exc:
-                raise RuntimeError(f"mode {label} failed: {exc}") from exc
-            result.modes[label] = evaluate(run, data.qrels)
-            result.query_seconds[label] = seconds
-            result.no_match[label] = no_match
+        run = await run_mode(kb, data, library, mode, exclude_self, progress, recorder)
+        result.modes[mode.label] = evaluate(run.ranked, data.qrels)
+        result.query_seconds[mode.label] = run.seconds
+        result.no_match[mode.label] = run.no_match
+        result.errors[mode.label] = run.errors
+        recorder.save(result)
     if off_topic:
         result.off_topic_questions = len(off_topic)
         result.off_topic_no_match = await count_no_match(kb, library, off_topic)
+        recorder.save(result)
     return result
 
 
-def _label(mode: str, alpha: float | None, rerank_depth: int | None = None) -> str:
-    settings = ([f"alpha {alpha:g}"] if alpha is not None else []) + (
-        [f"depth {rerank_depth}"] if rerank_depth is not None else []
-    )
-    return f"{mode} ({', '.join(settings)})" if settings else mode
+def expand(
+    names: list[str],
+    alphas: list[float] | None,
+    rerank_depth: int | None,
+    min_similarity: float | None = None,
+    min_evidence: float | None = None,
+) -> list[Mode]:
+    """The modes to run: each name once, the hybrid ones once per alpha when alphas are given."""
+    out: list[Mode] = []
+    for name in names:
+        hybrid = MODES[name]["search_type"] == "hybrid"
+        depth = rerank_depth if MODES[name]["rerank"] else None
+        choices: list[float | None] = list(alphas) if hybrid and alphas else [None]
+        out.extend(Mode(name, alpha, depth, min_similarity, min_evidence) for alpha in choices)
+    return out
 
 
 def markdown(result: EvalResult) -> str:
     """The results as a Markdown table."""
+    style = "" if result.style == "question" else f", {result.style} queries"
     lines = [
-        f"**{result.dataset}** ({result.split}: {result.queries} queries, "
+        f"**{result.dataset}** ({result.split}{style}: {result.queries} queries, "
         f"{result.documents} documents; ingestion {result.ingest_seconds:.0f} s)",
         "",
-        "| mode | nDCG@10 | Recall@10 | Recall@100 | MRR@10 | no_match | query time (s) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| mode | nDCG@10 | Recall@10 | Recall@100 | MRR@10 | no_match | errors | query time (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for mode, scores in result.modes.items():
         lines.append(
             f"| {mode} | {scores['ndcg@10']:.4f} | {scores['recall@10']:.4f} | "
             f"{scores['recall@100']:.4f} | {scores['mrr@10']:.4f} | "
-            f"{result.no_match.get(mode, 0)} | {result.query_seconds[mode]:.0f} |"
+            f"{result.no_match.get(mode, 0)} | {len(result.errors.get(mode, {}))} | "
+            f"{result.query_seconds[mode]:.0f} |"
         )
+    failed = {f"{m}: {q}": why for m, errs in result.errors.items() for q, why in errs.items()}
+    if failed:
+        lines += ["", "Failed queries (each scored 0):", ""]
+        lines += [f"- {where}: {why}" for where, why in list(failed.items())[:20]]
+        if len(failed) > 20:
+            lines.append(f"- and {len(failed) - 20} more (results.json)")
     if result.off_topic_questions:
         lines += [
             "",

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from kbus_client import DocumentRejectedError, KbClient, KbError
-from kbus_contract import SearchReply
-from rich.console import Console
+from kbus_client import DocumentRejectedError, KbError, why_no_match
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kbus_cli.common import DEFAULT_URL, NatsUrl, Prefix, Tenant, connect, err, out, run
+from kbus_cli.eval_command import eval_command
 from kbus_cli.files import UnsupportedFileError, find_files, read_document
 from kbus_cli.operations import ReplayError, list_dead_letters, replay, stage_statuses
-
-T = TypeVar("T")
 
 app = typer.Typer(
     help="kbus: an event-driven knowledge base on NATS and Weaviate.",
@@ -27,27 +24,6 @@ app = typer.Typer(
 )
 dlq = typer.Typer(help="Dead letters: messages a stage could not process.", no_args_is_help=True)
 app.add_typer(dlq, name="dlq")
-out = Console()
-err = Console(stderr=True)
-
-NatsUrl = Annotated[str, typer.Option(envvar="KBUS_NATS_URL", help="NATS server.")]
-Prefix = Annotated[str, typer.Option(envvar="KBUS_BUS_PREFIX", help="Bus prefix.")]
-Tenant = Annotated[str, typer.Option(envvar="KBUS_TENANT", help="Tenant.")]
-DEFAULT_URL = "nats://127.0.0.1:4222"
-
-
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
-
-
-async def _client(url: str, prefix: str, tenant: str | None) -> KbClient:
-    try:
-        return await KbClient.connect(
-            url, prefix=prefix, tenant=tenant, max_reconnect_attempts=2, connect_timeout=5
-        )
-    except Exception as exc:
-        err.print(f"[red]cannot reach NATS at {url}: {exc}[/]")
-        raise typer.Exit(2) from exc
 
 
 @app.command()
@@ -69,7 +45,7 @@ def ingest(
         except UnsupportedFileError as exc:
             unreadable.append((str(file), str(exc)))
     failures = list(unreadable)
-    ok = _run(_ingest(docs, library, tenant, nats_url, prefix, wait, timeout, failures))
+    ok = run(_ingest(docs, library, tenant, nats_url, prefix, wait, timeout, failures))
     out.print(f"{ok} of {len(docs) + len(unreadable)} files {'indexed' if wait else 'published'}")
     if failures:
         table = Table("file", "reason", title="not ingested", title_style="red")
@@ -89,7 +65,7 @@ async def _ingest(
     receipt_timeout_s: float,
     failures: list[tuple[str, str]],
 ) -> int:
-    client = await _client(url, prefix, tenant)
+    client = await connect(url, prefix, tenant)
     done = 0
     limit = asyncio.Semaphore(32)
     columns = (
@@ -143,14 +119,14 @@ def search(
     """Search and print the top results."""
 
     async def go() -> Any:
-        client = await _client(nats_url, prefix, tenant)
+        client = await connect(nats_url, prefix, tenant)
         async with client:
             return await client.search(
                 query, libraries=library, k=k, search_type=search_type, rerank=rerank
             )
 
     try:
-        reply = _run(go())
+        reply = run(go())
     except (KbError, ValueError) as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(1) from exc
@@ -158,7 +134,7 @@ def search(
         out.print_json(reply.model_dump_json())
         return
     if reply.no_match:
-        out.print("no match" + _closest(reply))
+        out.print(f"no match: {why_no_match(reply)}")
         return
     table = Table("#", reply.score_kind, "title", "section", "source", "text")
     for rank, hit in enumerate(reply.results, 1):
@@ -196,12 +172,12 @@ def delete(
         raise typer.Exit(2)
 
     async def go() -> Any:
-        client = await _client(nats_url, prefix, tenant)
+        client = await connect(nats_url, prefix, tenant)
         async with client:
             return await client.delete_document(library=library, document_id=document, wait=True)
 
     try:
-        removed = _run(go())
+        removed = run(go())
     except (ValueError, TimeoutError) as exc:
         err.print(f"[red]{exc or 'no receipt in time'}[/]")
         raise typer.Exit(1) from exc
@@ -217,7 +193,7 @@ def status(
     """Backlog, redeliveries and dead letters per stage; documents per library."""
 
     async def go() -> tuple[Any, Any]:
-        client = await _client(nats_url, prefix, tenant)
+        client = await connect(nats_url, prefix, tenant)
         async with client:
             stages = await stage_statuses(client.nc, client.topology)
             stats: Any
@@ -227,7 +203,7 @@ def status(
                 stats = exc
             return stages, stats
 
-    stages, stats = _run(go())
+    stages, stats = run(go())
     table = Table(
         "stage", "pending", "in flight", "redelivered", "pulling", "dead letters", title="pipeline"
     )
@@ -259,11 +235,11 @@ def dlq_list(
     """List dead letters with their reasons."""
 
     async def go() -> Any:
-        client = await _client(nats_url, prefix, None)
+        client = await connect(nats_url, prefix, None)
         async with client:
             return await list_dead_letters(client.nc, client.topology)
 
-    letters = _run(go())
+    letters = run(go())
     if as_json:
         out.print_json(
             json.dumps(
@@ -299,7 +275,7 @@ def dlq_replay(
     """Publish dead letters' original messages again (after fixing the cause)."""
 
     async def go() -> tuple[int, list[str]]:
-        client = await _client(nats_url, prefix, None)
+        client = await connect(nats_url, prefix, None)
         problems: list[str] = []
         replayed = 0
         async with client:
@@ -316,7 +292,7 @@ def dlq_replay(
     if not everything and not sequence:
         err.print("[red]name dead letters by sequence, or pass --all[/]")
         raise typer.Exit(2)
-    replayed, problems = _run(go())
+    replayed, problems = run(go())
     out.print(f"replayed {replayed}")
     for problem in problems:
         err.print(f"[yellow]{problem}[/]")
@@ -347,129 +323,4 @@ def mcp(
         raise typer.Exit(2)
 
 
-def _closest(reply: SearchReply) -> str:
-    best, floor = reply.best_similarity, reply.min_similarity
-    if best is None or floor is None or best >= floor:
-        return ""
-    return f" (closest similarity {best:.2f}, floor {floor:.2f})"
-
-
-def _lines(path: Path) -> list[str]:
-    return [
-        line.strip()
-        for line in path.read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-
-
-@app.command("eval")
-def eval_command(
-    folder: Annotated[
-        Path,
-        typer.Argument(
-            exists=True, file_okay=False, help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/."
-        ),
-    ],
-    split: Annotated[str, typer.Option(help="qrels/<split>.tsv to score.")] = "test",
-    mode: Annotated[
-        list[str] | None,
-        typer.Option(help="keyword, vector, hybrid, hybrid+rerank (repeat; all by default)."),
-    ] = None,
-    exclude_self: Annotated[
-        bool,
-        typer.Option(help="A query whose id is also a document id never matches that document."),
-    ] = False,
-    library: Annotated[
-        str | None,
-        typer.Option(help="Score an already indexed library instead of ingesting a fresh one."),
-    ] = None,
-    max_queries: Annotated[int | None, typer.Option(help="Score only this many queries.")] = None,
-    alpha: Annotated[
-        list[float] | None,
-        typer.Option(
-            help="Run the hybrid modes once per alpha (repeat; the server's default "
-            "otherwise). For tuning on a train split."
-        ),
-    ] = None,
-    max_documents: Annotated[
-        int | None, typer.Option(help="Ingest at most this many documents (the judged ones first).")
-    ] = None,
-    min_similarity: Annotated[
-        float | None,
-        typer.Option(help="The no_match similarity floor (-1: off); the server's by default."),
-    ] = None,
-    rerank_depth: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=50,
-            help="Candidates the reranker re-scores in the reranked modes; the "
-            "server's default otherwise.",
-        ),
-    ] = None,
-    off_topic: Annotated[
-        Path | None,
-        typer.Option(
-            exists=True,
-            dir_okay=False,
-            help="Questions the dataset cannot answer, one per line (# comments): counts how "
-            "many get no_match.",
-        ),
-    ] = None,
-    results: Annotated[Path, typer.Option(help="Folder for results.json and results.md.")] = Path(
-        "eval-results"
-    ),
-    tenant: Tenant = "eval",
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
-) -> None:
-    """Measure retrieval quality on a BEIR dataset through the bus, every mode side by side."""
-    from kbus_cli.evaluation import MODES, Dataset, evaluate_dataset, markdown
-
-    modes = mode or list(MODES)
-    unknown = [m for m in modes if m not in MODES]
-    if unknown:
-        err.print(f"[red]unknown modes: {', '.join(unknown)}[/]")
-        raise typer.Exit(2)
-    data = Dataset.load(folder, split, max_queries, max_documents)
-    questions = _lines(off_topic) if off_topic else None
-
-    async def go() -> Any:
-        client = await _client(nats_url, prefix, tenant)
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-        )
-        async with client:
-            with Progress(*columns, console=err) as bar:
-                tasks: dict[str, Any] = {}
-
-                def progress(stage: str, done: int, total: int) -> None:
-                    if stage not in tasks:
-                        tasks[stage] = bar.add_task(stage, total=total)
-                    bar.update(tasks[stage], completed=done)
-
-                return await evaluate_dataset(
-                    client,
-                    data,
-                    split,
-                    modes,
-                    exclude_self,
-                    progress,
-                    library,
-                    alpha,
-                    questions,
-                    min_similarity,
-                    rerank_depth,
-                )
-
-    result = _run(go())
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "results.json").write_text(json.dumps(result.__dict__, indent=2))
-    table = markdown(result)
-    (results / "results.md").write_text(table)
-    typer.echo(table)
-    if result.rejected:
-        err.print(f"[yellow]{len(result.rejected)} documents were rejected[/]")
+app.command("eval")(eval_command)

@@ -3,7 +3,7 @@
 from kbus_client.client import KbClient, PublishResult
 from kbus_client.errors import DocumentRejectedError, KbError
 from kbus_client.sync import SyncKbClient
-from kbus_client.tool import KbTool, format_for_model
+from kbus_client.tool import KbTool, format_for_model, why_no_match
 
 __all__ = [
     "DocumentRejectedError",
@@ -13,4 +13,5 @@ __all__ = [
     "PublishResult",
     "SyncKbClient",
     "format_for_model",
+    "why_no_match",
 ]

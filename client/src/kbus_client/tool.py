@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kbus_contract import SearchReply
+from kbus_contract import NoMatchReason, SearchReply
 
 MAX_TOOL_K = 20
 
@@ -80,7 +80,7 @@ def format_for_model(reply: SearchReply) -> str:
     if not reply.searched:
         return "No library was searched."
     if not reply.results:
-        return "No passage in the knowledge base matches this query." + _closest(reply)
+        return f"No passage in the knowledge base matches this query: {why_no_match(reply)}."
     blocks = []
     for rank, hit in enumerate(reply.results, 1):
         section = " > ".join(hit.heading_path)
@@ -95,8 +95,21 @@ def format_for_model(reply: SearchReply) -> str:
     return "\n\n".join(blocks)
 
 
-def _closest(reply: SearchReply) -> str:
-    best, floor = reply.best_similarity, reply.min_similarity
-    if best is None or floor is None or best >= floor:
-        return ""
-    return f" (the closest passage's similarity is {best:.2f}, under the {floor:.2f} floor)"
+def why_no_match(reply: SearchReply) -> str:
+    """Why a reply holds no passage, in words ("" when it holds some)."""
+    reason = reply.no_match_reason
+    best = "none" if reply.best_similarity is None else f"{reply.best_similarity:.2f}"
+    if reason is NoMatchReason.NO_CANDIDATES:
+        return "nothing in the libraries matched the query"
+    if reason is NoMatchReason.WEAK_EVIDENCE:
+        coverage = reply.keyword_coverage
+        words = "" if coverage is None else f", {coverage:.0%} of its words in one passage"
+        return (
+            f"the evidence {reply.evidence or 0:.2f} (closest similarity {best}{words}) is under "
+            f"the {reply.min_evidence or 0:.2f} floor"
+        )
+    if reason is NoMatchReason.BELOW_MIN_SIMILARITY:
+        return f"the closest similarity {best} is under the {reply.min_similarity or 0:.2f} floor"
+    if reason is NoMatchReason.BELOW_MIN_SCORE:
+        return f"no passage scored {reply.min_score:g} or more"
+    return ""

@@ -17,31 +17,48 @@ def passage(c: Candidate) -> str:
     return passage_text(p.get("title") or "", p.get("heading_path") or (), p.get("text") or "")
 
 
-def prior(c: Candidate, search_type: SearchType) -> float | None:
-    """The first-stage score a reranker may blend with its own (0..1), if there is one."""
-    if search_type is SearchType.HYBRID:
-        return c.fused
-    if search_type is SearchType.VECTOR:
-        return c.vector
-    return None
+def first_stage(
+    candidates: Sequence[Candidate], search_type: SearchType, document_weight: float
+) -> list[float]:
+    """What the first stage orders by, per candidate: the fused score (hybrid) or the cosine
+    (vector), blended with the document score min-max normalised over the candidates at
+    ``document_weight``; the raw BM25 score in keyword search."""
+    base = [float(_own(c, search_type) or 0.0) for c in candidates]
+    documents = [c.document for c in candidates]
+    if search_type is SearchType.KEYWORD or document_weight <= 0 or None in documents:
+        return base
+    present = [float(d) for d in documents if d is not None]
+    lo, hi = min(present), max(present)
+    span = hi - lo
+    return [
+        (1 - document_weight) * b
+        + document_weight * ((float(d or 0.0) - lo) / span if span else 1.0)
+        for b, d in zip(base, documents, strict=True)
+    ]
 
 
-def score_kind(search_type: SearchType, reranked: bool) -> str:
+def order(candidates: Sequence[Candidate], scores: Sequence[float]) -> list[int]:
+    """Candidate positions by score, ties in the store's order."""
+    return sorted(range(len(candidates)), key=lambda i: -scores[i])
+
+
+def score_kind(search_type: SearchType, reranked: bool, document_weight: float) -> str:
     """What a reply's ``final`` scores are."""
     if reranked:
         return "rerank"
+    if search_type is not SearchType.KEYWORD and document_weight > 0:
+        return "first_stage"
     return {SearchType.HYBRID: "fused", SearchType.VECTOR: "cosine", SearchType.KEYWORD: "bm25"}[
         search_type
     ]
 
 
-def _first_stage(c: Candidate, search_type: SearchType) -> float:
-    score = {
+def _own(c: Candidate, search_type: SearchType) -> float | None:
+    return {
         SearchType.HYBRID: c.fused,
         SearchType.VECTOR: c.vector,
         SearchType.KEYWORD: c.keyword,
     }[search_type]
-    return float(score or 0.0)
 
 
 def best_per_document(hits: list[SearchHit]) -> list[SearchHit]:
@@ -57,24 +74,27 @@ def best_per_document(hits: list[SearchHit]) -> list[SearchHit]:
 
 
 def rank(
-    candidates: Sequence[Candidate], rerank: list[float] | None, search_type: SearchType
+    candidates: Sequence[Candidate], firsts: Sequence[float], rerank: Sequence[float] | None
 ) -> list[SearchHit]:
-    """Reranked candidates by their reranker score, then the rest in first-stage order.
+    """Hits from candidates in first-stage order: the reranked ones (the first
+    ``len(rerank)``) by their reranker score, then the rest by their first-stage score.
 
     Beyond the rerank depth a hit keeps its first-stage score as ``final`` and its place after
     every reranked hit.
     """
-    scored = rerank or []
+    scored = list(rerank or [])
     reranked: list[SearchHit] = []
     rest: list[SearchHit] = []
-    for i, c in enumerate(candidates):
+    for i, (c, first) in enumerate(zip(candidates, firsts, strict=True)):
         has_rerank = i < len(scored)
         scores = Scores(
             keyword=c.keyword,
             vector=c.vector,
             fused=c.fused,
+            document=c.document,
+            first_stage=first,
             rerank=scored[i] if has_rerank else None,
-            final=scored[i] if has_rerank else _first_stage(c, search_type),
+            final=scored[i] if has_rerank else first,
         )
         (reranked if has_rerank else rest).append(_hit(c, scores))
     # Stable sorts: ties keep the first stage's order.

@@ -14,6 +14,7 @@ from kbus_contract import (
     ErrorReply,
     InputType,
     LibraryStats,
+    NoMatchReason,
     RerankCandidate,
     RerankReply,
     RerankRequest,
@@ -31,7 +32,16 @@ from nats.errors import Error as NatsError
 from prometheus_client import CollectorRegistry, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
-from kbus_searcher.ranking import best_per_document, passage, prior, rank, score_kind
+from kbus_searcher.baseline import Baselines
+from kbus_searcher.ranking import (
+    best_per_document,
+    first_stage,
+    order,
+    passage,
+    rank,
+    score_kind,
+)
+from kbus_searcher.relevance import Relevance, Verdict
 from kbus_searcher.rewriting import QueryRewriter, rewrite_or_keep
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate, ChunkStore, DocumentKey, Query
@@ -82,6 +92,14 @@ class Searcher:
         self.versions = versions
         self.settings = settings
         self.rewriter = rewriter
+        self.baselines = Baselines(self._embed_probes, store.queries.best_cosine)
+        self.relevance = Relevance(
+            settings.min_evidence,
+            settings.keyword_weight,
+            settings.baseline_margin,
+            store.queries.read_keywords,
+            self.baselines.of,
+        )
         self.latency = Histogram(
             "kbus_search_stage_seconds",
             "Search latency by stage",
@@ -119,20 +137,32 @@ class Searcher:
             return self._reply(run, searched=False)
         run.query = await self._rewrite(req, run.timings)
         vector, run.model = await self._embed(run.query, req.search_type, run.timings)
-        candidates = await self._same_model_candidates(req, run, vector)
-        run.candidates = len(candidates)
-        run.best_similarity = max(
-            (c.vector for c in candidates if c.vector is not None), default=None
-        )
-        if not candidates or not _similar_enough(run.best_similarity, run.min_similarity):
+        found = await self._same_model_candidates(req, run, vector)
+        run.candidates = len(found)
+        run.verdict = await self._judge(req, run, found)
+        if run.verdict.reason is not None:
             return self._reply(run)
-        rerank_scores, run.reranker = await self._rerank(run.query, req, candidates, run.timings)
-        hits = rank(candidates, rerank_scores, req.search_type)
+        firsts = first_stage(found, req.search_type, run.document_weight)
+        positions = order(found, firsts)
+        found, firsts = [found[i] for i in positions], [firsts[i] for i in positions]
+        rerank_scores, run.reranker = await self._rerank(req, run, found, firsts)
+        hits = rank(found, firsts, rerank_scores)
         hits = [h for h in hits if h.scores.final >= run.min_score]
         if req.group_by_document:
             hits = best_per_document(hits)
         run.hits = tuple(hits[: run.k])
         return self._reply(run)
+
+    async def _judge(self, req: SearchRequest, run: _Run, found: list[Candidate]) -> Verdict:
+        t0 = time.perf_counter()
+        try:
+            return await self.relevance.judge(req, run.query, run.model, found)
+        except WeaviateBaseError as exc:
+            raise TransientError(f"the store could not search: {exc}", code="store_error") from exc
+        finally:
+            run.timings["search_ms"] = run.timings.get("search_ms", 0.0) + self._observe(
+                "relevance", t0
+            )
 
     async def _rewrite(self, req: SearchRequest, timings: dict[str, float]) -> str:
         wanted = self.settings.rewrite if req.rewrite is None else req.rewrite
@@ -158,6 +188,16 @@ class Searcher:
         )
         timings["embed_ms"] = self._observe("embed", t0)
         return list(reply.vectors[0]), reply.model
+
+    async def _embed_probes(self, texts: list[str]) -> tuple[str, list[list[float]]]:
+        reply = await self.stage.ask(
+            self.stage.topology.embed,
+            EmbedRequest(texts=tuple(texts), input_type=InputType.QUERY),
+            EmbedReply,
+            stage="embedder",
+            timeout_s=self.settings.embed_timeout_s,
+        )
+        return reply.model, [list(v) for v in reply.vectors]
 
     async def _same_model_candidates(
         self, req: SearchRequest, run: _Run, vector: list[float] | None
@@ -233,26 +273,22 @@ class Searcher:
         return min(MAX_RESULT_WINDOW, max(self.settings.overfetch_min, factor * k))
 
     async def _rerank(
-        self,
-        query: str,
-        req: SearchRequest,
-        candidates: Sequence[Candidate],
-        timings: dict[str, float],
+        self, req: SearchRequest, run: _Run, found: Sequence[Candidate], firsts: Sequence[float]
     ) -> tuple[list[float] | None, str]:
         wanted = self.settings.rerank if req.rerank is None else req.rerank
-        if not (wanted and candidates):
+        if not (wanted and found):
             return None, ""
+        depth = req.rerank_depth or self.settings.rerank_depth
+        blend = req.search_type is not SearchType.KEYWORD
+        candidates = tuple(
+            RerankCandidate(id=c.uuid, text=passage(c), prior=first if blend else None)
+            for c, first in zip(found[:depth], firsts, strict=False)
+        )
         t0 = time.perf_counter()
         try:
             reply = await self.stage.ask(
                 self.stage.topology.rerank,
-                RerankRequest(
-                    query=query,
-                    candidates=tuple(
-                        RerankCandidate(id=c.uuid, text=passage(c), prior=prior(c, req.search_type))
-                        for c in candidates[: req.rerank_depth or self.settings.rerank_depth]
-                    ),
-                ),
+                RerankRequest(query=run.query, candidates=candidates),
                 RerankReply,
                 stage="reranker",
                 timeout_s=self.settings.rerank_timeout_s,
@@ -265,7 +301,7 @@ class Searcher:
             log.warning("answering in first-stage order: %s", exc)
             return None, ""
         finally:
-            timings["rerank_ms"] = self._observe("rerank", t0)
+            run.timings["rerank_ms"] = self._observe("rerank", t0)
         return list(reply.scores), reply.model
 
     def _observe(self, stage: str, t0: float) -> float:
@@ -280,14 +316,20 @@ class Searcher:
             results=run.hits,
             searched=searched,
             no_match=searched and not run.hits,
+            no_match_reason=run.no_match_reason(searched),
             candidates=run.candidates,
             search_type=req.search_type,
             alpha=run.alpha,
             min_score=run.min_score,
-            min_similarity=run.min_similarity,
-            best_similarity=run.best_similarity,
+            min_similarity=run.verdict.min_similarity,
+            min_evidence=run.verdict.min_evidence,
+            best_similarity=run.verdict.best_similarity,
+            baseline_similarity=run.verdict.baseline_similarity,
+            keyword_coverage=run.verdict.keyword_coverage,
+            evidence=run.verdict.evidence,
+            document_weight=run.document_weight,
             query=run.query or req.query,
-            score_kind=score_kind(req.search_type, bool(run.reranker)),
+            score_kind=score_kind(req.search_type, bool(run.reranker), run.document_weight),
             model=run.model,
             reranker=run.reranker,
             timings=StageTimings(**run.timings),
@@ -303,8 +345,8 @@ class _Run:
     k: int
     alpha: float
     min_score: float
-    min_similarity: float | None
-    best_similarity: float | None = None
+    document_weight: float
+    verdict: Verdict = field(default_factory=Verdict)
     query: str = ""
     model: str = ""
     reranker: str = ""
@@ -325,15 +367,11 @@ class _Run:
             k=req.k or settings.k,
             alpha=chosen(req.alpha, settings.alpha),
             min_score=chosen(req.min_score, settings.min_score),
-            # Keyword search has no similarity to hold a floor against.
-            min_similarity=None
-            if req.search_type is SearchType.KEYWORD
-            else chosen(req.min_similarity, settings.min_similarity),
+            document_weight=settings.document_weight,
         )
 
-
-def _similar_enough(best: float | None, floor: float | None) -> bool:
-    # Keyword search has no similarity; a hybrid list found only by keyword has none either.
-    if floor is None or floor <= -1.0:
-        return True
-    return best is not None and best >= floor
+    def no_match_reason(self, searched: bool) -> NoMatchReason | None:
+        """Why the reply holds no hit, if the search ran and found none."""
+        if not searched or self.hits:
+            return None
+        return self.verdict.reason or NoMatchReason.BELOW_MIN_SCORE

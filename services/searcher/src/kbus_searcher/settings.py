@@ -32,12 +32,29 @@ class SearcherSettings(ServiceSettings):
         default=4, ge=1, description="Candidates fetched per result asked for."
     )
     min_score: float = Field(default=0.0, ge=0.0, description="Default floor on the final score.")
-    min_similarity: float = Field(
-        default=0.33,
+    min_evidence: float = Field(
+        default=0.6,
         ge=-1.0,
+        description="no_match when best similarity + keyword_weight * keyword coverage is lower "
+        "(-1: off). Why 0.6: docs/tuning.md#kbus_searcher_min_evidence.",
+    )
+    baseline_margin: float = Field(
+        default=0.25,
+        description="A search is answered when its best cosine stands this far above the "
+        "libraries' baseline. Why 0.25: docs/tuning.md#kbus_searcher_min_evidence.",
+    )
+    keyword_weight: float = Field(
+        default=0.5,
+        ge=0.0,
+        description="Weight of the share of the query's terms a candidate holds in the no_match "
+        "evidence. Why 0.5: docs/tuning.md#kbus_searcher_min_evidence.",
+    )
+    document_weight: float = Field(
+        default=0.1,
+        ge=0.0,
         le=1.0,
-        description="no_match when the best candidate's cosine is lower (-1: off). It belongs to "
-        "the model. Why 0.33: docs/tuning.md#kbus_searcher_min_similarity.",
+        description="Weight of the document's vector beside the chunk's in the first stage's "
+        "order (0: chunks alone). Why 0.1: docs/tuning.md#kbus_searcher_document_weight.",
     )
     rewriter: Literal["none", "cohere"] = Field(
         default="none", description="Query rewriter: none, or cohere (needs KBUS_COHERE_API_KEY)."

@@ -3,7 +3,7 @@
 It needs only pydantic and nats-py, so a client process carries nothing of the services.
 """
 
-from kbus_contract.base import SCHEMA_VERSION, Contract, Metadata, MetadataScalar
+from kbus_contract.base import MAX_QUERY_CHARS, SCHEMA_VERSION, Contract, Metadata, MetadataScalar
 from kbus_contract.documents import (
     ORIGINAL_LIMIT,
     BodyRef,
@@ -38,6 +38,7 @@ from kbus_contract.requests import (
 )
 from kbus_contract.search import (
     MAX_K,
+    NoMatchReason,
     Scores,
     SearchHit,
     SearchReply,
@@ -48,6 +49,7 @@ from kbus_contract.search import (
 
 __all__ = [
     "MAX_K",
+    "MAX_QUERY_CHARS",
     "ORIGINAL_LIMIT",
     "SCHEMA_VERSION",
     "BodyRef",
@@ -73,6 +75,7 @@ __all__ = [
     "MaxDeliveriesAdvisory",
     "Metadata",
     "MetadataScalar",
+    "NoMatchReason",
     "RerankCandidate",
     "RerankReply",
     "RerankRequest",

@@ -7,6 +7,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 SCHEMA_VERSION: Literal[1] = 1
+#: The longest query kbus takes, in characters. The query's vector is made from its first
+#: tokens (the embedding model's window, 256 tokens for all-MiniLM-L6-v2); keyword search reads
+#: all of it.
+MAX_QUERY_CHARS = 32_768
 
 Metadata = dict[str, JsonValue]
 MetadataScalar = str | int | float | bool

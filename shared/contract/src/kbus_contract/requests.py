@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from kbus_contract.base import Contract
+from kbus_contract.base import MAX_QUERY_CHARS, Contract
 from kbus_contract.identifiers import TenantId
 from kbus_contract.vectors import Vector
 
@@ -38,7 +38,7 @@ class InputType(StrEnum):
 class EmbedRequest(Contract):
     """Ask the embedder for vectors (``kb.embed``)."""
 
-    texts: tuple[Annotated[str, Field(min_length=1, max_length=8_192)], ...] = Field(
+    texts: tuple[Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)], ...] = Field(
         min_length=1, max_length=256
     )
     input_type: InputType = InputType.QUERY
@@ -64,7 +64,7 @@ class RerankCandidate(Contract):
 class RerankRequest(Contract):
     """Ask the reranker to score passages for a query (``kb.rerank``)."""
 
-    query: str = Field(min_length=1, max_length=4_096)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     candidates: tuple[RerankCandidate, ...] = Field(max_length=1_000)
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from kbus_contract.base import Contract, Metadata, MetadataScalar
+from kbus_contract.base import MAX_QUERY_CHARS, Contract, Metadata, MetadataScalar
 from kbus_contract.identifiers import DocumentId, LibraryId, TenantId
 
 MAX_K = 100
@@ -26,7 +26,12 @@ class SearchRequest(Contract):
 
     tenant: TenantId
     libraries: tuple[LibraryId, ...] = Field(max_length=100)
-    query: str = Field(min_length=1, max_length=4_096)
+    query: str = Field(
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        description="The question; its first tokens make its vector, keyword search reads all "
+        "of it.",
+    )
     k: int | None = Field(
         default=None,
         ge=1,
@@ -43,7 +48,13 @@ class SearchRequest(Contract):
         ge=-1.0,
         le=1.0,
         description="Answer no_match when even the best candidate's cosine similarity to the "
-        "query is lower (vector and hybrid search; the server's calibrated default if unset).",
+        "query is lower, instead of the server's evidence rule (vector and hybrid search; -1: "
+        "never answer no_match for want of similarity).",
+    )
+    min_evidence: float | None = Field(
+        default=None,
+        description="Answer no_match when the relevance evidence (best similarity plus the "
+        "weighted keyword coverage) is lower (the server's default if unset; -1: off).",
     )
     rewrite: bool | None = Field(
         default=None,
@@ -88,15 +99,21 @@ class Scores(Contract):
 
     ``keyword`` is the raw BM25 score; ``vector`` the cosine similarity of query and chunk;
     ``fused`` the hybrid score ``alpha*norm(vector) + (1-alpha)*norm(keyword)`` over the
-    min-max-normalised candidate lists (0..1, relative to this result set); ``rerank`` the
-    reranker's score (``SearchReply.reranker`` names it; ``+prior(w)`` means its normalised
-    score blended with weight ``w`` of the fused score); ``final`` is the score the hits are
-    ordered by and that ``min_score`` is applied to (``SearchReply.score_kind`` says which).
+    min-max-normalised candidate lists (0..1, relative to this result set); ``document`` the
+    cosine similarity of the query and the chunk's document (the mean of its chunk vectors);
+    ``first_stage`` what the first stage ordered by: ``fused`` (hybrid) or ``vector`` blended
+    with the document score, min-max normalised over the candidates, at the weight
+    ``SearchReply.document_weight`` (``bm25`` in keyword search); ``rerank`` the reranker's score
+    (``SearchReply.reranker`` names it; ``+prior(w)`` means its normalised score blended with
+    weight ``w`` of the first stage's); ``final`` is the score the hits are ordered by and that
+    ``min_score`` is applied to (``SearchReply.score_kind`` says which).
     """
 
     keyword: float | None = None
     vector: float | None = None
     fused: float | None = None
+    document: float | None = None
+    first_stage: float | None = None
     rerank: float | None = None
     final: float
 
@@ -119,6 +136,15 @@ class SearchHit(Contract):
     scores: Scores
 
 
+class NoMatchReason(StrEnum):
+    """Why a search that ran answered no_match."""
+
+    NO_CANDIDATES = "no_candidates"
+    WEAK_EVIDENCE = "weak_evidence"
+    BELOW_MIN_SIMILARITY = "below_min_similarity"
+    BELOW_MIN_SCORE = "below_min_score"
+
+
 class StageTimings(Contract):
     """Milliseconds spent in each stage of one search."""
 
@@ -136,25 +162,57 @@ class SearchReply(Contract):
     results: tuple[SearchHit, ...]
     searched: bool = Field(description="False when the request named no library: nothing was run.")
     no_match: bool = Field(
-        description="True when the search ran but found nothing relevant enough: no candidate, "
-        "the best cosine similarity under min_similarity, or no hit over min_score."
+        description="True when the search ran but found nothing relevant enough; "
+        "no_match_reason says why."
+    )
+    no_match_reason: NoMatchReason | None = Field(
+        default=None,
+        description="no_candidates: the store found none; weak_evidence: the best similarity "
+        "is not well above the baseline and the evidence is under min_evidence; "
+        "below_min_similarity: the best cosine is under the request's "
+        "min_similarity; below_min_score: no hit scored min_score.",
     )
     candidates: int = Field(description="How many candidates the store returned before reranking.")
     search_type: SearchType
     alpha: float
     min_score: float
     min_similarity: float | None = Field(
-        default=None, description="The similarity floor applied (None in keyword search)."
+        default=None,
+        description="The request's cosine floor, when it set one (it replaces the evidence rule).",
+    )
+    min_evidence: float | None = Field(
+        default=None,
+        description="The evidence floor applied (None where no_match was not decided by it).",
     )
     best_similarity: float | None = Field(
         default=None,
         description="The highest cosine similarity of any candidate to the query: how close "
         "the library came to the question.",
     )
+    baseline_similarity: float | None = Field(
+        default=None,
+        description="How close unrelated questions come to these libraries: the median best "
+        "cosine of kbus's probe questions (computed when the similarity alone does not decide).",
+    )
+    keyword_coverage: float | None = Field(
+        default=None,
+        description="The largest share of the query's analysed terms that one of the first "
+        "candidates' keyword text holds (computed when the similarity alone does not decide).",
+    )
+    evidence: float | None = Field(
+        default=None,
+        description="best_similarity + keyword_weight * keyword_coverage: what min_evidence "
+        "is held against (a search whose best_similarity stands baseline_margin above "
+        "baseline_similarity is answered whatever its evidence).",
+    )
+    document_weight: float = Field(
+        default=0.0, description="Weight of the document score in the first stage's order."
+    )
     query: str = Field(default="", description="The query searched (after any rewriting).")
     score_kind: str = Field(
-        description="What `scores.final` is: rerank (the reranker's score), fused (relative "
-        "hybrid score, 0..1), cosine (vector similarity) or bm25 (raw keyword score)."
+        description="What `scores.final` is: rerank (the reranker's score), first_stage (fused "
+        "or cosine blended with the document score), fused (relative hybrid score, 0..1), "
+        "cosine (vector similarity) or bm25 (raw keyword score)."
     )
     model: str
     reranker: str

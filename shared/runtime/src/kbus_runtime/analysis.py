@@ -57,6 +57,116 @@ STOPWORDS = frozenset(
         "with",
     ]
 )
+# Snowball's English stop words: the function words of a question ("how", "can", "my") that
+# say nothing of its topic. Keyword search keeps them (Lucene's smaller list above); the
+# no_match decision's keyword coverage counts only the other words.
+FUNCTION_WORDS = STOPWORDS | frozenset(
+    [
+        "i",
+        "me",
+        "my",
+        "myself",
+        "we",
+        "our",
+        "ours",
+        "ourselves",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "he",
+        "him",
+        "his",
+        "himself",
+        "she",
+        "her",
+        "hers",
+        "herself",
+        "its",
+        "itself",
+        "them",
+        "theirs",
+        "themselves",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "am",
+        "were",
+        "been",
+        "being",
+        "have",
+        "has",
+        "had",
+        "having",
+        "do",
+        "does",
+        "did",
+        "doing",
+        "because",
+        "until",
+        "while",
+        "of",
+        "about",
+        "against",
+        "between",
+        "through",
+        "during",
+        "before",
+        "after",
+        "above",
+        "below",
+        "from",
+        "up",
+        "down",
+        "out",
+        "off",
+        "over",
+        "under",
+        "again",
+        "further",
+        "once",
+        "here",
+        "when",
+        "where",
+        "why",
+        "how",
+        "all",
+        "any",
+        "both",
+        "each",
+        "few",
+        "more",
+        "most",
+        "other",
+        "some",
+        "nor",
+        "only",
+        "own",
+        "same",
+        "so",
+        "than",
+        "too",
+        "very",
+        "s",
+        "t",
+        "can",
+        "just",
+        "don",
+        "should",
+        "now",
+        "could",
+        "would",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "also",
+        "get",
+        "got",
+    ]
+)
 _TOKEN = re.compile(r"[^\W_]+")
 _local = threading.local()
 
@@ -80,6 +190,12 @@ def analyze(text: str) -> str:
 def analyze_terms(text: str) -> list[str]:
     """The terms of :func:`analyze`, one by one (a stem may be empty: Porter's of "s")."""
     return _terms_lowered(text.lower())
+
+
+def content_terms(text: str) -> set[str]:
+    """The stems of ``text``'s words that are not function words: what a query is about."""
+    tokens = [t for t in _TOKEN.findall(text.lower()) if t not in FUNCTION_WORDS]
+    return {stem for stem in _stemmer().stemWords(tokens) if stem}
 
 
 def window_span(text: str, start: int, end: int, size: int) -> tuple[int, int]:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from kbus_contract import SearchType
 from kbus_runtime.analysis import analyze
 from weaviate.classes.aggregate import GroupByAggregate
@@ -15,7 +16,12 @@ from weaviate.collections.classes.filters import _Filters
 
 from kbus_searcher.store import filters
 from kbus_searcher.store.collections import Collections
-from kbus_searcher.store.schema import KEYWORD_PROPERTIES, RETURN_PROPERTIES
+from kbus_searcher.store.schema import (
+    CHUNK_VECTOR,
+    DOCUMENT_VECTOR,
+    KEYWORD_PROPERTIES,
+    RETURN_PROPERTIES,
+)
 
 #: The most candidates one search asks for.
 MAX_RESULT_WINDOW = 1_000
@@ -30,6 +36,8 @@ class Candidate:
     keyword: float | None
     vector: float | None
     fused: float | None
+    #: Cosine of the query and the chunk's document vector (vector and hybrid search).
+    document: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,17 +97,36 @@ async def keyword(handle: Any, query: Query, where: _Filters) -> list[Candidate]
     return [Candidate(str(o.uuid), o.properties, o.metadata.score, None, None) for o in res.objects]
 
 
+def _document(query: Query, obj: Any) -> float | None:
+    """Cosine of the query and the object's document vector (both are unit length)."""
+    vector = (obj.vector or {}).get(DOCUMENT_VECTOR)
+    if vector is None or query.vector is None:
+        return None
+    return float(
+        np.dot(np.asarray(query.vector, dtype=np.float32), np.asarray(vector, dtype=np.float32))
+    )
+
+
 async def nearest(handle: Any, query: Query, where: _Filters) -> list[Candidate]:
     """The chunks whose vectors are closest to the query's (cosine)."""
     res = await handle.query.near_vector(
         near_vector=query.vector,
+        target_vector=CHUNK_VECTOR,
+        include_vector=[DOCUMENT_VECTOR],
         limit=query.limit,
         filters=where,
         return_metadata=MetadataQuery(distance=True),
         return_properties=RETURN_PROPERTIES,
     )
     return [
-        Candidate(str(o.uuid), o.properties, None, 1.0 - float(o.metadata.distance), None)
+        Candidate(
+            str(o.uuid),
+            o.properties,
+            None,
+            1.0 - float(o.metadata.distance),
+            None,
+            _document(query, o),
+        )
         for o in res.objects
     ]
 
@@ -109,6 +136,8 @@ async def hybrid(handle: Any, query: Query, where: _Filters) -> list[Candidate]:
     res = await handle.query.hybrid(
         query=analyze(query.text),
         vector=query.vector,
+        target_vector=CHUNK_VECTOR,
+        include_vector=[DOCUMENT_VECTOR],
         alpha=query.alpha,
         limit=query.limit,
         filters=where,
@@ -120,7 +149,11 @@ async def hybrid(handle: Any, query: Query, where: _Filters) -> list[Candidate]:
     candidates = []
     for o in res.objects:
         bm25, cosine = parse_explain(o.metadata.explain_score)
-        candidates.append(Candidate(str(o.uuid), o.properties, bm25, cosine, o.metadata.score))
+        candidates.append(
+            Candidate(
+                str(o.uuid), o.properties, bm25, cosine, o.metadata.score, _document(query, o)
+            )
+        )
     return candidates
 
 
@@ -141,6 +174,35 @@ class ChunkQueries:
         where = filters.scope(query.libraries, query.filters, query.exclude_documents)
         run = _KINDS[query.search_type]
         return distinct(await run(self.collections.use(name, query.tenant), query, where))
+
+    async def best_cosine(
+        self, tenant: str, libraries: tuple[str, ...], vector: list[float]
+    ) -> float | None:
+        """The highest cosine of ``vector`` among the chunks of a tenant's libraries."""
+        name = await self.collections.active()
+        if name is None or not await self.collections.tenant_exists(tenant, name):
+            return None
+        res = await self.collections.use(name, tenant).query.near_vector(
+            near_vector=vector,
+            target_vector=CHUNK_VECTOR,
+            limit=1,
+            filters=filters.scope(libraries, {}),
+            return_metadata=MetadataQuery(distance=True),
+            return_properties=[],
+        )
+        return 1.0 - float(res.objects[0].metadata.distance) if res.objects else None
+
+    async def read_keywords(self, tenant: str, ids: list[str]) -> dict[str, str]:
+        """The analysed keyword text of chunks of the active collection, by id."""
+        name = await self.collections.active()
+        if name is None or not ids:
+            return {}
+        res = await self.collections.use(name, tenant).query.fetch_objects(
+            filters=Filter.by_id().contains_any(ids),
+            limit=len(ids),
+            return_properties=KEYWORD_PROPERTIES,
+        )
+        return {str(o.uuid): str(o.properties.get("keywords") or "") for o in res.objects}
 
     async def library_stats(self, tenant: str) -> list[tuple[str, int, int]]:
         """(library, documents, chunks) for every library of a tenant."""

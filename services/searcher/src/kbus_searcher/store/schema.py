@@ -26,6 +26,12 @@ from weaviate.exceptions import WeaviateBaseError
 log = logging.getLogger("kbus.searcher")
 
 KEYWORD_PROPERTIES = ["keywords"]
+#: The chunk's own vector (searched through the HNSW graph).
+CHUNK_VECTOR = "chunk"
+#: Its document's vector, the normalised mean of the document's chunk vectors (a window of up
+#: to one chunks.ready part's chunks for a long document). Only read back with candidates,
+#: never searched: a flat index keeps no graph for it.
+DOCUMENT_VECTOR = "document"
 
 
 def _text(name: str, *, searchable: bool = False, filterable: bool = True) -> Property:
@@ -100,12 +106,21 @@ async def create_collection(
         await client.collections.create(
             name,
             description="kbus chunks: one Weaviate tenant per kbus tenant",
-            vector_config=Configure.Vectors.self_provided(
-                vector_index_config=Configure.VectorIndex.hnsw(
-                    distance_metric=VectorDistances.COSINE,
-                    flat_search_cutoff=flat_search_cutoff,
-                )
-            ),
+            vector_config=[
+                Configure.Vectors.self_provided(
+                    name=CHUNK_VECTOR,
+                    vector_index_config=Configure.VectorIndex.hnsw(
+                        distance_metric=VectorDistances.COSINE,
+                        flat_search_cutoff=flat_search_cutoff,
+                    ),
+                ),
+                Configure.Vectors.self_provided(
+                    name=DOCUMENT_VECTOR,
+                    vector_index_config=Configure.VectorIndex.flat(
+                        distance_metric=VectorDistances.COSINE
+                    ),
+                ),
+            ],
             multi_tenancy_config=Configure.multi_tenancy(
                 enabled=True, auto_tenant_creation=False, auto_tenant_activation=True
             ),

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from kbus_contract import DocumentDeleted, EmbeddingsReady
 from kbus_contract.errors import PermanentError, TransientError
 from weaviate.classes.data import DataObject
@@ -21,7 +22,7 @@ from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
 from kbus_searcher.store import filters
 from kbus_searcher.store.collections import Collections
-from kbus_searcher.store.schema import ALL_PROPERTIES
+from kbus_searcher.store.schema import ALL_PROPERTIES, CHUNK_VECTOR, DOCUMENT_VECTOR
 
 #: Stored chunks of a batch's documents one read returns before asking per document or
 #: deleting by filter.
@@ -29,7 +30,12 @@ STORED_LIMIT = 1_000
 #: Weaviate's default QUERY_MAXIMUM_RESULTS: what one delete request deletes at most.
 DELETE_LIMIT = 10_000
 DocumentKey = tuple[str, str]  # (library, document id) inside one tenant
-_REJECTED = ("dimensions do not match", "vector lengths don't match", "invalid ")
+_REJECTED = (
+    "dimensions do not match",
+    "vector lengths don't match",
+    "vector of the wrong size",
+    "invalid ",
+)
 
 
 @dataclass(frozen=True)
@@ -240,8 +246,21 @@ class ChunkWriter:
         return await _delete_all(self.collections.use(name, doc.tenant), where)
 
 
+def document_vector(ready: EmbeddingsReady) -> list[float]:
+    """The normalised mean of the chunk vectors of a message (all of a document's, unless it
+    travels in parts); a chunk whose vector is not of the stated dimension is left out (the
+    store refuses that chunk itself)."""
+    vectors = [c.vector for c in ready.chunks if len(c.vector) == ready.dimension]
+    if not vectors:
+        return [0.0] * ready.dimension
+    mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    return (mean / norm if norm > 0 else mean).tolist()  # type: ignore[no-any-return]
+
+
 def _objects(ready: EmbeddingsReady) -> list[DataObject[dict[str, Any], None]]:
     doc = ready.document
+    whole = document_vector(ready)
     base = {
         "title": doc.title,
         "library": doc.library,
@@ -256,7 +275,7 @@ def _objects(ready: EmbeddingsReady) -> list[DataObject[dict[str, Any], None]]:
     return [
         DataObject(
             uuid=uuid.UUID(chunk.chunk_id),
-            vector=list(chunk.vector),
+            vector={CHUNK_VECTOR: list(chunk.vector), DOCUMENT_VECTOR: whole},
             properties={
                 **base,
                 "text": chunk.text,

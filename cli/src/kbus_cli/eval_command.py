@@ -1,0 +1,172 @@
+"""``kbus eval``: retrieval quality on a BEIR dataset through the bus, every mode side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from kbus_cli.common import DEFAULT_URL, NatsUrl, Prefix, Tenant, connect, err, run
+from kbus_cli.evaluation import (
+    MODES,
+    Dataset,
+    EvalResult,
+    Mode,
+    Recorder,
+    evaluate_dataset,
+    expand,
+    markdown,
+)
+from kbus_cli.styles import STYLES, held_out
+
+
+def _lines(path: Path) -> list[str]:
+    return [
+        line.strip()
+        for line in path.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+
+
+def eval_command(
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            exists=True, file_okay=False, help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/."
+        ),
+    ],
+    split: Annotated[str, typer.Option(help="qrels/<split>.tsv to score.")] = "test",
+    mode: Annotated[
+        list[str] | None,
+        typer.Option(help="keyword, vector, hybrid, hybrid+rerank (repeat; all by default)."),
+    ] = None,
+    style: Annotated[
+        str,
+        typer.Option(
+            help="question (the split's queries), or queries made from the judged documents: "
+            "title, keywords or paragraph."
+        ),
+    ] = "question",
+    exclude_self: Annotated[
+        bool,
+        typer.Option(help="A query whose id is also a document id never matches that document."),
+    ] = False,
+    library: Annotated[
+        str | None,
+        typer.Option(help="Score an already indexed library instead of ingesting a fresh one."),
+    ] = None,
+    max_queries: Annotated[int | None, typer.Option(help="Score only this many queries.")] = None,
+    alpha: Annotated[
+        list[float] | None,
+        typer.Option(
+            help="Run the hybrid modes once per alpha (repeat; the server's default "
+            "otherwise). For tuning on a train split."
+        ),
+    ] = None,
+    max_documents: Annotated[
+        int | None, typer.Option(help="Ingest at most this many documents (the judged ones first).")
+    ] = None,
+    min_similarity: Annotated[
+        float | None,
+        typer.Option(help="A cosine floor for no_match instead of the server's evidence rule."),
+    ] = None,
+    min_evidence: Annotated[
+        float | None,
+        typer.Option(help="The no_match evidence floor (-1: off); the server's by default."),
+    ] = None,
+    rerank_depth: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=50,
+            help="Candidates the reranker re-scores in the reranked modes; the "
+            "server's default otherwise.",
+        ),
+    ] = None,
+    off_topic: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="Queries the dataset cannot answer, one per line (# comments): counts how many "
+            "get no_match. With --split train or test, only that split's half of the lines.",
+        ),
+    ] = None,
+    results: Annotated[
+        Path, typer.Option(help="Folder for runs.jsonl, results.json and results.md.")
+    ] = Path("eval-results"),
+    tenant: Tenant = "eval",
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Measure retrieval quality on a BEIR dataset through the bus, every mode side by side.
+
+    Each query's answer is written to runs.jsonl as it comes and the scores after each mode; a
+    query that fails is recorded with its reason, scored 0, and the run goes on.
+    """
+    names = mode or list(MODES)
+    unknown = [m for m in names if m not in MODES] + ([style] if style not in STYLES else [])
+    if unknown:
+        err.print(f"[red]unknown modes or style: {', '.join(unknown)}[/]")
+        raise typer.Exit(2)
+    data = Dataset.load(folder, split, max_queries, max_documents).with_style(style)
+    questions = held_out(_lines(off_topic), split) if off_topic else None
+    modes = expand(names, alpha, rerank_depth, min_similarity, min_evidence)
+    result = run(
+        _evaluate(
+            data, split, modes, exclude_self, library, questions, results, tenant, nats_url, prefix
+        )
+    )
+    typer.echo(markdown(result))
+    if result.rejected:
+        err.print(f"[yellow]{len(result.rejected)} documents were rejected[/]")
+
+
+async def _evaluate(
+    data: Dataset,
+    split: str,
+    modes: list[Mode],
+    exclude_self: bool,
+    library: str | None,
+    off_topic: list[str] | None,
+    results: Path,
+    tenant: str,
+    nats_url: str,
+    prefix: str,
+) -> EvalResult:
+    kb = await connect(nats_url, prefix, tenant)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    async with kb:
+        with Progress(*columns, console=err) as bar:
+            tasks: dict[str, TaskID] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage not in tasks:
+                    tasks[stage] = bar.add_task(stage, total=total)
+                bar.update(tasks[stage], completed=done)
+
+            return await evaluate_dataset(
+                kb,
+                data,
+                split,
+                modes,
+                exclude_self,
+                progress,
+                Recorder(results),
+                library,
+                off_topic,
+            )

@@ -1,0 +1,67 @@
+"""How close an unrelated query comes to a library: its baseline similarity.
+
+The best cosine an off-topic question reaches grows with the library: among twenty thousand
+chunks something is always a little alike, among twenty nothing is. So the no_match decision
+holds a query's best similarity against the libraries' own baseline: the median best cosine
+of a fixed set of everyday probe questions (``data/probes.txt``) searched in the same
+libraries. It is measured the first time libraries are searched, shared by the searches that
+arrive meanwhile, and measured again after ``ttl_s`` (the libraries grow).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from importlib.resources import files
+
+#: Vectors of texts for queries (the embedder's): (model, vectors).
+EmbedQueries = Callable[[list[str]], Awaitable[tuple[str, list[list[float]]]]]
+#: The best cosine of a vector among the chunks of a tenant's libraries (None: no chunk).
+BestCosine = Callable[[str, tuple[str, ...], list[float]], Awaitable[float | None]]
+Key = tuple[str, tuple[str, ...], str]  # tenant, libraries, model
+
+
+def probes() -> list[str]:
+    """The probe questions."""
+    text = files("kbus_searcher").joinpath("data/probes.txt").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+class Baselines:
+    """Each set of libraries' baseline similarity, measured on first use and kept a while."""
+
+    def __init__(self, embed: EmbedQueries, best: BestCosine, ttl_s: float = 600.0) -> None:
+        self._embed = embed
+        self._best = best
+        self.ttl_s = ttl_s
+        self._texts = probes()
+        self._vectors: dict[str, list[list[float]]] = {}
+        self._known: dict[Key, tuple[float, asyncio.Future[float | None]]] = {}
+
+    async def of(self, tenant: str, libraries: Sequence[str], model: str) -> float | None:
+        """The baseline of these libraries for queries embedded by ``model`` (None: empty)."""
+        key = (tenant, tuple(sorted(libraries)), model)
+        known = self._known.get(key)
+        if known is None or time.monotonic() - known[0] > self.ttl_s:
+            future = asyncio.ensure_future(self._measure(key))
+            known = (time.monotonic(), future)
+            self._known[key] = known
+        try:
+            return await asyncio.shield(known[1])
+        except Exception:
+            self._known.pop(key, None)  # measured again by the next search
+            raise
+
+    async def _measure(self, key: Key) -> float | None:
+        tenant, libraries, model = key
+        vectors = self._vectors.get(model)
+        if vectors is None:
+            embedded_by, vectors = await self._embed(self._texts)
+            if embedded_by != model:
+                return None  # the embedders switched models meanwhile: no baseline this time
+            self._vectors[model] = vectors
+        found = await asyncio.gather(*(self._best(tenant, libraries, v) for v in vectors))
+        best = [b for b in found if b is not None]
+        return statistics.median(best) if best else None

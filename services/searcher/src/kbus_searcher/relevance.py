@@ -1,0 +1,116 @@
+"""Whether a search found anything relevant: the ``no_match`` decision.
+
+A floor on the best candidate's cosine alone was calibrated on one dataset's question style and
+refused good queries of other styles: a few keywords or a short title embed far from any chunk,
+though the library holds every word of them; and the best cosine an unrelated question reaches
+grows with the library. So the decision weighs three things:
+
+- ``best_similarity``, the best cosine of the query and a candidate chunk (the model's view);
+- ``baseline_similarity``, how close unrelated questions come to the same libraries
+  (:mod:`kbus_searcher.baseline`, a calibration of each library);
+- ``keyword_coverage``, the largest share of the query's content words (function words such as
+  "how" or "my" left out) that one of the first few candidates' keyword text holds (the words'
+  view, which no model calibrates).
+
+A search is answered when its best similarity stands ``baseline_margin`` above the baseline, or
+when ``evidence = best_similarity + keyword_weight * keyword_coverage`` reaches
+``min_evidence``; otherwise it is ``no_match`` (docs/tuning.md, "KBUS_SEARCHER_MIN_EVIDENCE").
+The coverage costs one small read of the store, made only when the rest does not decide. A
+request may instead set its own cosine floor (``min_similarity``), or turn either off with -1.
+Keyword search has no similarity and is never cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+
+from kbus_contract import NoMatchReason, SearchRequest, SearchType
+from kbus_runtime.analysis import content_terms
+
+from kbus_searcher.store import Candidate
+
+#: Reads the keyword text of chunks by id (the store's).
+ReadKeywords = Callable[[str, list[str]], Awaitable[dict[str, str]]]
+#: The baseline similarity of a tenant's libraries for a model's queries.
+Baseline = Callable[[str, Sequence[str], str], Awaitable[float | None]]
+OFF = -1.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision and what it was made from (all of it goes into the reply)."""
+
+    reason: NoMatchReason | None = None
+    best_similarity: float | None = None
+    baseline_similarity: float | None = None
+    keyword_coverage: float | None = None
+    evidence: float | None = None
+    min_similarity: float | None = None
+    min_evidence: float | None = None
+
+
+@dataclass(frozen=True)
+class Relevance:
+    """The server's rule and what it reads."""
+
+    min_evidence: float
+    keyword_weight: float
+    baseline_margin: float
+    read_keywords: ReadKeywords
+    baseline: Baseline
+    candidates: int = 3
+
+    async def judge(
+        self, req: SearchRequest, query: str, model: str, found: Sequence[Candidate]
+    ) -> Verdict:
+        """The verdict on a search that ran and found ``found`` (in first-stage order)."""
+        if not found:
+            return Verdict(NoMatchReason.NO_CANDIDATES)
+        best = max((c.vector for c in found if c.vector is not None), default=None)
+        if req.search_type is SearchType.KEYWORD:
+            return Verdict(best_similarity=best)
+        if req.min_similarity is not None:
+            floor = req.min_similarity
+            below = floor > OFF and (best is None or best < floor)
+            reason = NoMatchReason.BELOW_MIN_SIMILARITY if below else None
+            return Verdict(reason, best, min_similarity=floor)
+        floor = self.min_evidence if req.min_evidence is None else req.min_evidence
+        if floor <= OFF:
+            return Verdict(best_similarity=best)
+        similarity = best if best is not None else 0.0
+        if similarity >= floor:  # the model alone is sure
+            return Verdict(None, best, evidence=similarity, min_evidence=floor)
+        baseline = await self.baseline(req.tenant, req.libraries, model)
+        verdict = Verdict(None, best, baseline, min_evidence=floor)
+        if baseline is not None and similarity - baseline >= self.baseline_margin:
+            return replace(verdict, evidence=similarity)  # well above unrelated questions
+        return await self._weigh(req.tenant, query, found, verdict, similarity)
+
+    async def _weigh(
+        self,
+        tenant: str,
+        query: str,
+        found: Sequence[Candidate],
+        verdict: Verdict,
+        similarity: float,
+    ) -> Verdict:
+        floor = verdict.min_evidence or 0.0
+        coverage = None
+        if similarity + self.keyword_weight >= floor:  # the words could still decide it
+            ids = [c.uuid for c in found[: self.candidates]]
+            keywords = await self.read_keywords(tenant, ids)
+            coverage = keyword_coverage(query, [keywords.get(i, "") for i in ids])
+        evidence = similarity + self.keyword_weight * (coverage or 0.0)
+        reason = NoMatchReason.WEAK_EVIDENCE if evidence < floor else None
+        return replace(verdict, reason=reason, keyword_coverage=coverage, evidence=evidence)
+
+
+def keyword_coverage(query: str, keyword_texts: Sequence[str]) -> float:
+    """The largest share of the query's content words (its stems, function words left out)
+    that one keyword text holds; 0 for a query of function words only."""
+    terms = content_terms(query)
+    if not terms:
+        return 0.0
+    held = (len(terms & set(text.split())) for text in keyword_texts)
+    return max(held, default=0) / len(terms)
