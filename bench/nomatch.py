@@ -60,15 +60,15 @@ async def _one(
     except (KbError, ValueError) as exc:
         return {"error": str(exc)}
     hits = reply.results
-    keywords = await _keywords(
-        weaviate, collection, kb.tenant or "", [h.chunk_id for h in hits[:3]]
-    )
+    scored = [h for h in hits if h.scores.keyword is not None]
+    wordy = sorted(scored, key=lambda h: -(h.scores.keyword or 0.0))[:3] if scored else hits[:3]
+    keywords = await _keywords(weaviate, collection, kb.tenant or "", [h.chunk_id for h in wordy])
     return {
         "terms": len(content_terms(query)),
         "cos": [h.scores.vector for h in hits],
         "bm25": [h.scores.keyword for h in hits],
         "docs": [h.document_id for h in hits],
-        "coverage": keyword_coverage(query, [keywords.get(h.chunk_id, "") for h in hits[:3]]),
+        "coverage": keyword_coverage(query, [keywords.get(h.chunk_id, "") for h in wordy]),
         "baseline": reply.baseline_similarity,
     }
 

@@ -9,8 +9,8 @@ grows with the library. So the decision weighs three things:
 - ``baseline_similarity``, how close unrelated questions come to the same libraries
   (:mod:`kbus_searcher.baseline`, a calibration of each library);
 - ``keyword_coverage``, the largest share of the query's content words (function words such as
-  "how" or "my" left out) that one of the first few candidates' keyword text holds (the words'
-  view, which no model calibrates).
+  "how" or "my" left out) that the keyword text of one of the few candidates keyword search
+  scored highest holds (the words' view, which no model calibrates).
 
 A search is answered when its best similarity stands ``baseline_margin`` above the baseline, or
 when ``evidence = best_similarity + keyword_weight * keyword_coverage`` reaches
@@ -98,12 +98,21 @@ class Relevance:
         floor = verdict.min_evidence or 0.0
         coverage = None
         if similarity + self.keyword_weight >= floor:  # the words could still decide it
-            ids = [c.uuid for c in found[: self.candidates]]
+            ids = [c.uuid for c in best_by_keywords(found, self.candidates)]
             keywords = await self.read_keywords(tenant, ids)
             coverage = keyword_coverage(query, [keywords.get(i, "") for i in ids])
         evidence = similarity + self.keyword_weight * (coverage or 0.0)
         reason = NoMatchReason.WEAK_EVIDENCE if evidence < floor else None
         return replace(verdict, reason=reason, keyword_coverage=coverage, evidence=evidence)
+
+
+def best_by_keywords(found: Sequence[Candidate], count: int) -> list[Candidate]:
+    """The ``count`` candidates keyword search scored highest (the first ones in order where it
+    scored none): where the query's words are, if anywhere."""
+    scored = [c for c in found if c.keyword is not None]
+    if not scored:
+        return list(found[:count])
+    return sorted(scored, key=lambda c: -(c.keyword or 0.0))[:count]
 
 
 def keyword_coverage(query: str, keyword_texts: Sequence[str]) -> float:

@@ -196,8 +196,9 @@ class SearchReply(Contract):
     )
     keyword_coverage: float | None = Field(
         default=None,
-        description="The largest share of the query's analysed terms that one of the first "
-        "candidates' keyword text holds (computed when the similarity alone does not decide).",
+        description="The largest share of the query's content words that the keyword text of "
+        "one of the candidates keyword search scored highest holds (computed when the "
+        "similarity alone does not decide).",
     )
     evidence: float | None = Field(
         default=None,
