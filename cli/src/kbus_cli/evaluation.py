@@ -337,7 +337,7 @@ def markdown(result: EvalResult) -> str:
     if result.off_topic_questions:
         lines += [
             "",
-            f"Off-topic questions answered no_match: {result.off_topic_no_match} of "
+            f"Off-topic queries answered no_match: {result.off_topic_no_match} of "
             f"{result.off_topic_questions}.",
         ]
     return "\n".join(lines) + "\n"
