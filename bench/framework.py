@@ -184,7 +184,7 @@ def hops(
             t.embeddings_ready,
             t.indexer_durable,
             EmbeddingsReady,
-            t.document_indexed,
+            t.indexed("bench", "bench"),
             t.receipts_stream.name,
             models["indexed"],
             bodies["indexed"],
@@ -314,7 +314,9 @@ async def measure(
                 topology = Topology(prefix=f"floor{round_}x{k}", stream_max_bytes=256 * 1024**2)
                 await declare_streams(js, topology)
                 for body in bodies["added"]:
-                    await js.publish(topology.document_added, body, headers=dict(JSON_HEADERS))
+                    await js.publish(
+                        topology.added("bench", "bench"), body, headers=dict(JSON_HEADERS)
+                    )
                 run = _stage(variant, url, js, topology)
                 meter = Meter(server)
                 for hop in hops(topology, models, bodies):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from kbus_contract import (
     EmbeddingsReady,
 )
 from kbus_contract.identifiers import chunk_id
-from kbus_contract.topology import Topology
+from kbus_contract.topology import GRANT_ALL, Topology
 from kbus_runtime.analysis import keyword_text
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -45,9 +46,43 @@ async def read_stream(
     return out
 
 
-async def publish_raw(nc: Client, topology: Topology, payload: bytes) -> None:
-    """Publish raw bytes to ``document.added`` and wait for the stream to store them."""
-    await nc.jetstream().publish(topology.document_added, payload)
+async def publish_raw(
+    nc: Client,
+    topology: Topology,
+    payload: bytes,
+    tenant: str | None = None,
+    library: str | None = None,
+) -> None:
+    """Publish raw bytes to a tenant's library's ``document.added`` subject (by default the one
+    the payload names, where it is JSON that names them) and wait for the stream to store them."""
+    named = _named(payload)
+    tenant = tenant or str(named.get("tenant") or "t")
+    library = library or str(named.get("library") or "lib")
+    await nc.jetstream().publish(topology.added(tenant, library), payload)
+
+
+def _named(payload: bytes) -> dict[str, Any]:
+    with contextlib.suppress(ValueError, UnicodeDecodeError):
+        loaded = json.loads(payload)
+        if isinstance(loaded, dict):
+            return loaded
+    return {}
+
+
+async def ask(
+    nc: Client,
+    topology: Topology,
+    payload: bytes,
+    *,
+    kind: str = "search",
+    grant: str = GRANT_ALL,
+    timeout_s: float = 10.0,
+) -> Msg:
+    """A ``kb.search`` (or ``kb.stats``) request on the subject of the tenant its payload names
+    (``t`` where it names none)."""
+    tenant = str(_named(payload).get("tenant") or "t")
+    subject = (topology.search_for if kind == "search" else topology.stats_for)(tenant, grant)
+    return await nc.request(subject, payload, timeout=timeout_s)
 
 
 def document(

@@ -84,10 +84,10 @@ def test_prod_replicates_streams_and_every_stage_scales_on_its_backlog() -> None
 
 
 def test_each_pod_uses_its_own_nats_user_and_inbox() -> None:
-    from kbus_dev.natsauth import USERS, inbox
+    from kbus_dev.natsauth import SERVICES, inbox
 
     secret = yaml.safe_load((ROOT / "deploy/k8s/base/nats-users-secret.yaml").read_text())
-    assert set(secret["stringData"]) == set(USERS)
+    assert set(secret["stringData"]) == set(SERVICES)
     docs = [
         d for d in yaml.safe_load_all((ROOT / "deploy/k8s/base/deployments.yaml").read_text()) if d
     ]
@@ -95,6 +95,6 @@ def test_each_pod_uses_its_own_nats_user_and_inbox() -> None:
     for workload in docs + jobs:
         env = {e["name"]: e for e in workload["spec"]["template"]["spec"]["containers"][0]["env"]}
         user = env["KBUS_NATS_USER"]["value"]
-        assert user in USERS
+        assert user in SERVICES
         assert env["KBUS_INBOX_PREFIX"]["value"] == inbox(user)
         assert env["KBUS_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == user

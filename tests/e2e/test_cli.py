@@ -129,7 +129,7 @@ def test_dead_letters_are_listed_and_replayed(stack: Stack, docs: Path) -> None:
             "text": "Replayed text about turnips.",
         }
         await nc.jetstream().publish(
-            stack.topology.document_added, json.dumps({**bad, "oops": 1}).encode()
+            stack.topology.added("cli-co", "ops"), json.dumps({**bad, "oops": 1}).encode()
         )
         await nc.close()
 

@@ -15,7 +15,7 @@ from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
 from nats.aio.client import Client
 
-from tests.helpers import find_in_stream, read_stream, ready
+from tests.helpers import ask, find_in_stream, read_stream, ready
 
 
 def parts_of(message: EmbeddingsReady, size: int) -> list[EmbeddingsReady]:
@@ -42,7 +42,7 @@ async def _keyword(nc: Client, topology: Topology, query: str) -> SearchReply:
         "search_type": "keyword",
         "rerank": False,
     }
-    reply = await nc.request(topology.search, json.dumps(request).encode(), timeout=10)
+    reply = await ask(nc, topology, json.dumps(request).encode())
     return SearchReply.model_validate_json(reply.data)
 
 
@@ -164,7 +164,7 @@ def _sample(metrics: str, name: str) -> float:
 async def _delete(nc: Client, topology: Topology, **scope: str) -> int:
     """Publish a deletion; returns its stream sequence."""
     ack = await nc.jetstream().publish(
-        topology.document_deleted, json.dumps({"tenant": "t1", **scope}).encode()
+        topology.deleted("t1", scope.get("library")), json.dumps({"tenant": "t1", **scope}).encode()
     )
     return int(ack.seq)
 
@@ -192,7 +192,7 @@ async def test_deletions_of_a_document_a_library_and_a_tenant(
         # Publishes and deletions share the documents stream's sequence. No ingestor runs here,
         # so stand-in publishes take sequences 1-3 and the deletions come after them.
         for _ in range(3):
-            await nc.jetstream().publish(topology.document_added, b"{}")
+            await nc.jetstream().publish(topology.added("t1", "lib"), b"{}")
         for i, (library, doc) in enumerate([("lib", "a"), ("lib", "b"), ("lib2", "c")]):
             await _publish(
                 nc, topology, ready("t1", library, doc, "v", [f"{doc} shared"], sequence=i + 1)
@@ -209,7 +209,7 @@ async def test_deletions_of_a_document_a_library_and_a_tenant(
         late = ready("t1", "lib", "a", "v", ["a shared"], sequence=seq - 1)
         await _publish(nc, topology, late)
         # A publish made after the deletion is indexed again.
-        after = (await nc.jetstream().publish(topology.document_added, b"{}")).seq
+        after = (await nc.jetstream().publish(topology.added("t1", "lib"), b"{}")).seq
         await _publish(nc, topology, ready("t1", "lib", "a", "v2", ["a again"], sequence=after))
         await find_in_stream(nc, topology.document_indexed, {"document_id": "a", "version": "v2"})
         texts = {h.text for h in (await _keyword(nc, topology, "shared again")).results}
@@ -228,5 +228,5 @@ async def test_deletions_of_a_document_a_library_and_a_tenant(
             "search_type": "keyword",
             "rerank": False,
         }
-        reply = await nc.request(topology.search, json.dumps(request).encode(), timeout=10)
+        reply = await ask(nc, topology, json.dumps(request).encode())
         assert SearchReply.model_validate_json(reply.data).no_match

@@ -15,7 +15,7 @@ from kbus_searcher.settings import SearcherSettings
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from tests.helpers import read_stream, ready
+from tests.helpers import ask, read_stream, ready
 
 
 async def test_searches_are_answered_side_by_side(
@@ -52,9 +52,7 @@ async def test_searches_are_answered_side_by_side(
         ).encode()
 
         started = time.monotonic()
-        replies = await asyncio.gather(
-            *(nc.request(topology.search, request, timeout=10) for _ in range(5))
-        )
+        replies = await asyncio.gather(*(ask(nc, topology, request) for _ in range(5)))
         elapsed = time.monotonic() - started
 
     for reply in replies:

@@ -14,11 +14,11 @@ from kbus_searcher.app import create_app
 from kbus_searcher.settings import SearcherSettings
 from nats.aio.client import Client
 
-from tests.helpers import read_stream, ready
+from tests.helpers import ask, read_stream, ready
 
 
 async def _ask(nc: Client, topology: Topology, payload: bytes) -> dict[str, Any]:
-    reply = await nc.request(topology.search, payload, timeout=10)
+    reply = await ask(nc, topology, payload)
     result: dict[str, Any] = json.loads(reply.data)
     return result
 
@@ -131,10 +131,37 @@ async def test_without_a_reranker_a_default_search_keeps_first_stage_order(
             "search_type": "keyword",
         }
 
-        default = await nc.request(topology.search, json.dumps(request).encode(), timeout=10)
+        default = await ask(nc, topology, json.dumps(request).encode())
         reply = SearchReply.model_validate_json(default.data)
         assert len(reply.results) == 2
         assert (reply.reranker, reply.score_kind) == ("", "bm25")
 
         asked = await _ask(nc, topology, json.dumps({**request, "rerank": True}).encode())
         assert asked["error"]["code"] == "reranker_unavailable"
+
+
+async def test_a_request_acts_for_the_tenant_and_grant_its_subject_names(
+    nc: Client, bus: BusSettings, store_settings: StoreSettings, topology: Topology
+) -> None:
+    app = create_app(SearcherSettings(bus=bus, store=store_settings))
+
+    async def on(subject: str, body: dict[str, Any]) -> dict[str, Any]:
+        reply = await nc.request(subject, json.dumps(body).encode(), timeout=10)
+        result: dict[str, Any] = json.loads(reply.data)
+        return result
+
+    search = {"libraries": ["faq"], "query": "q", "search_type": "keyword", "rerank": False}
+    async with TestApp(app):
+        foreign = await on(topology.search_for("acme"), {**search, "tenant": "globex"})
+        assert foreign["error"]["code"] == "tenant_mismatch"
+        stats = await on(topology.stats_for("acme"), {"tenant": "globex"})
+        assert stats["error"]["code"] == "tenant_mismatch"
+        beyond = await on(
+            topology.search_for("acme", "faq"),
+            {**search, "tenant": "acme", "libraries": ["faq", "hr"]},
+        )
+        assert beyond["error"]["code"] == "library_not_granted"
+        assert "'hr'" in beyond["error"]["message"]
+        # Within its grant (and for its own tenant) the same request is answered.
+        within = await on(topology.search_for("acme", "faq"), {**search, "tenant": "acme"})
+        assert within["kind"] == "search_results"

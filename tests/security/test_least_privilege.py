@@ -1,124 +1,22 @@
-"""A locked-down kbus: per-service NATS users and a Weaviate API key, on real servers.
-
-The four services run with only the permissions the generated nats-server configuration grants
-them, streams are created by the setup job's admin user, and Weaviate accepts only its key.
-"""
+"""Services and tenants' credentials get only the permissions they need (the fixture's
+locked-down stack: tests/security/conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import nats
 import pytest
 import weaviate
 from kbus_client import KbClient
-from kbus_contract.topology import Topology
-from kbus_dev.natsauth import generate_passwords, inbox, server_config
-from kbus_dev.servers import Server, start_nats, start_weaviate
-from kbus_dev.services import SERVICES, start_service, wait_healthy
-from nats.aio.client import Client
+from kbus_dev.natsauth import inbox
+from kbus_dev.services import SERVICES
 
-TOPOLOGY = Topology()
-WEAVIATE_KEY = "test-weaviate-key-7f1c0b2e"
-
-
-@dataclass(frozen=True)
-class Locked:
-    nats_url: str
-    passwords: dict[str, str]
-    weaviate_http: int
-    weaviate_grpc: int
-    logs: Path
-
-
-def _service_env(locked: Locked, user: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "KBUS_NATS_URL": locked.nats_url,
-        "KBUS_NATS_USER": user,
-        "KBUS_NATS_PASSWORD": locked.passwords[user],
-        "KBUS_INBOX_PREFIX": inbox(user),
-        "KBUS_DECLARE_STREAMS": "false",
-        "KBUS_STREAM_MAX_BYTES": str(64 * 1024**2),
-        "KBUS_WEAVIATE_HTTP_PORT": str(locked.weaviate_http),
-        "KBUS_WEAVIATE_GRPC_PORT": str(locked.weaviate_grpc),
-        "KBUS_WEAVIATE_API_KEY": WEAVIATE_KEY,
-        "KBUS_WEAVIATE_COLLECTION": "Locked",
-    }
-
-
-@pytest.fixture(scope="module")
-def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Locked]:
-    root = tmp_path_factory.mktemp("locked")
-    passwords = generate_passwords()
-    servers: list[Server] = []
-    try:
-        nats_server = start_nats(root / "nats", extra_config=server_config(TOPOLOGY, passwords))
-        servers.append(nats_server)
-        weaviate_server = start_weaviate(root / "weaviate", api_key=WEAVIATE_KEY)
-        servers.append(weaviate_server)
-        state = Locked(
-            f"nats://127.0.0.1:{nats_server.ports['client']}",
-            passwords,
-            weaviate_server.ports["http"],
-            weaviate_server.ports["grpc"],
-            root / "logs",
-        )
-        setup = subprocess.run(
-            [sys.executable, "-m", "kbus_searcher.setup"],
-            env=_service_env(state, "admin"),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert setup.returncode == 0, setup.stderr
-        services = [start_service(name, _service_env(state, name), state.logs) for name in SERVICES]
-        servers.extend(services)
-        wait_healthy(services)
-        yield state
-    finally:
-        for server in reversed(servers):
-            server.stop()
+from tests.security.conftest import TOPOLOGY, WEAVIATE_KEY, Locked, connect
 
 
 @pytest.fixture
 async def violations() -> list[str]:
     return []
-
-
-async def _connect(
-    locked: Locked, user: str, errors: list[str], inbox_prefix: str | None = None
-) -> Client:
-    async def on_error(exc: Exception) -> None:
-        errors.append(str(exc))
-
-    return await nats.connect(
-        locked.nats_url,
-        user=user,
-        password=locked.passwords[user],
-        inbox_prefix=inbox_prefix or inbox(user),
-        error_cb=on_error,
-        max_reconnect_attempts=0,
-    )
-
-
-@pytest.fixture
-async def client(locked: Locked) -> AsyncIterator[KbClient]:
-    kb = await KbClient.connect(
-        locked.nats_url,
-        tenant="secure",
-        user="client",
-        password=locked.passwords["client"],
-        inbox_prefix=inbox("client"),
-    )
-    async with kb:
-        yield kb
 
 
 async def test_the_pipeline_works_with_only_the_granted_permissions(client: KbClient) -> None:
@@ -166,13 +64,13 @@ async def _violation(errors: list[str]) -> str:
 async def test_a_service_cannot_publish_or_subscribe_outside_its_stage(
     locked: Locked, violations: list[str]
 ) -> None:
-    nc = await _connect(locked, "ingestor", violations)
+    nc = await connect(locked, "ingestor", violations)
     try:
         await nc.publish(TOPOLOGY.embeddings_ready, b"{}")
         await nc.flush()
         assert "permissions violation for publish" in (await _violation(violations)).lower()
         violations.clear()
-        await nc.subscribe(TOPOLOGY.search)
+        await nc.subscribe(TOPOLOGY.search)  # every tenant's searches
         await nc.flush()
         assert "permissions violation for subscription" in (await _violation(violations)).lower()
         violations.clear()
@@ -186,7 +84,7 @@ async def test_a_service_cannot_publish_or_subscribe_outside_its_stage(
 async def test_a_client_cannot_read_another_clients_replies(
     locked: Locked, violations: list[str]
 ) -> None:
-    nc = await _connect(locked, "client", violations)
+    nc = await connect(locked, "t0-all", violations)
     try:
         for others in (f"{inbox('searcher')}.>", "_INBOX.>", f"{inbox('embedder')}.>"):
             violations.clear()
@@ -199,10 +97,10 @@ async def test_a_client_cannot_read_another_clients_replies(
         await nc.close()
     # A client that does not use its own inbox prefix gets no replies at all.
     violations.clear()
-    wrong = await _connect(locked, "client", violations, inbox_prefix="_INBOX")
+    wrong = await connect(locked, "t0-all", violations, inbox_prefix="_INBOX")
     try:
         with pytest.raises(Exception):  # noqa: B017, PT011 - subscription to its inbox is refused
-            await wrong.request(TOPOLOGY.stats, b'{"tenant": "secure"}', timeout=2)
+            await wrong.request(TOPOLOGY.stats_for("t0"), b'{"tenant": "t0"}', timeout=2)
     finally:
         await wrong.close()
 

@@ -34,6 +34,7 @@ class Message:
 
     body: bytes
     delivered: int = 1
+    subject: str = "document.added.acme.handbook"
     done: list[tuple[str, float | None]] = field(default_factory=list)
 
     @property
@@ -41,7 +42,7 @@ class Message:
         metadata = SimpleNamespace(
             num_delivered=self.delivered, sequence=SimpleNamespace(stream=42)
         )
-        return SimpleNamespace(subject="document.added", metadata=metadata)
+        return SimpleNamespace(subject=self.subject, metadata=metadata)
 
     async def ack(self) -> None:
         self.done.append(("ack", None))
@@ -112,7 +113,7 @@ async def test_a_permanent_error_dead_letters_with_the_reason_then_terminates() 
     await _settle(stage, message, PermanentError("no text to index", code="empty_document"))
     assert message.done == [("terminate", None)]
     [(letter_subject, letter, headers), (failed_subject, failed, _)] = bus.published
-    assert letter_subject == "deadletter.ingestor"
+    assert letter_subject == "deadletter.ingestor.acme.handbook"
     assert (letter["code"], letter["reason"]) == ("empty_document", "no text to index")
     assert (letter["tenant"], letter["document_id"], letter["stream_sequence"]) == (
         "acme",
@@ -120,12 +121,33 @@ async def test_a_permanent_error_dead_letters_with_the_reason_then_terminates() 
         42,
     )
     assert json.loads(letter["original"]) == DOCUMENT
-    assert headers["Nats-Msg-Id"] == "ingestor/document.added/42"
-    assert failed_subject == "document.failed"
+    assert headers["Nats-Msg-Id"] == "ingestor/document.added.acme.handbook/42"
+    assert failed_subject == "document.failed.acme.handbook"
     assert failed["code"] == "empty_document"
     assert _count(
         registry, "kbus_messages_dead_lettered_total", stage="ingestor", code="empty_document"
     )
+
+
+async def test_a_dead_letter_goes_to_the_tenant_its_subject_names_not_its_body() -> None:
+    bus = Bus()
+    stage, _ = _stage(bus)
+    message = Message(_body(tenant="globex"), subject="document.added.acme.handbook")
+    await _settle(stage, message, PermanentError("refused", code="tenant_mismatch"))
+    [(subject, letter, _), (failed, _, _)] = bus.published
+    assert (subject, failed) == (
+        "deadletter.ingestor.acme.handbook",
+        "document.failed.acme.handbook",
+    )
+    assert (letter["tenant"], letter["library"]) == ("acme", "handbook")
+
+
+async def test_a_message_between_the_services_is_dead_lettered_under_its_body_s_tenant() -> None:
+    bus = Bus()
+    stage, _ = _stage(bus)
+    body = json.dumps({"document": {**DOCUMENT, "tenant": "globex", "library": "hr"}}).encode()
+    await _settle(stage, Message(body, subject="chunks.ready"), PermanentError("bad"))
+    assert bus.published[0][0] == "deadletter.ingestor.globex.hr"
 
 
 async def test_a_message_that_is_not_its_contract_is_dead_lettered_saying_what_is_wrong() -> None:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import ssl
 from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -21,16 +25,62 @@ Tenant = Annotated[str, typer.Option(envvar="KBUS_TENANT", help="Tenant.")]
 DEFAULT_URL = "nats://127.0.0.1:4222"
 
 
+@dataclass
+class Access:
+    """How every command connects: a tenant's credential (the JSON file ``python -m kbus_dev
+    nats-auth --credential`` writes) and TLS; neither for a development bus."""
+
+    credential: dict[str, Any] | None = None
+    tls: ssl.SSLContext | None = None
+
+    def options(self) -> dict[str, Any]:
+        """``nats.connect`` keyword arguments."""
+        found: dict[str, Any] = {}
+        if self.credential:
+            found = {
+                "user": self.credential["user"],
+                "password": self.credential["password"],
+                "inbox_prefix": self.credential["inbox_prefix"],
+            }
+        if self.tls is not None:
+            found["tls"] = self.tls
+        return found
+
+
+access = Access()
+
+
+def configure(
+    credential: Path | None, tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None
+) -> None:
+    """Read the credential file and build the TLS context, for every command that follows."""
+    if credential is not None:
+        access.credential = json.loads(credential.read_text())
+    if tls_ca is not None or tls_cert is not None:
+        context = ssl.create_default_context(cafile=str(tls_ca) if tls_ca else None)
+        if tls_cert is not None:
+            context.load_cert_chain(str(tls_cert), str(tls_key) if tls_key else None)
+        access.tls = context
+
+
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine to its end."""
     return asyncio.run(coro)
 
 
 async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
-    """A client, or exit 2 saying why NATS cannot be reached."""
+    """A client, or exit 2 saying why NATS cannot be reached. A credential names its tenant,
+    libraries and bus prefix, which win over the options."""
+    held = access.credential or {}
     try:
         return await KbClient.connect(
-            url, prefix=prefix, tenant=tenant, max_reconnect_attempts=2, connect_timeout=5
+            url,
+            prefix=held.get("bus_prefix", prefix),
+            tenant=held.get("tenant", tenant),
+            granted=held.get("libraries"),
+            max_reconnect_attempts=2,
+            connect_timeout=5,
+            **access.options(),
         )
     except Exception as exc:
         err.print(f"[red]cannot reach NATS at {url}: {exc}[/]")

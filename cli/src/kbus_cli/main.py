@@ -12,7 +12,18 @@ from kbus_client import DocumentRejectedError, KbError, why_no_match
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kbus_cli.common import DEFAULT_URL, NatsUrl, Prefix, Tenant, connect, err, out, run
+from kbus_cli.common import (
+    DEFAULT_URL,
+    NatsUrl,
+    Prefix,
+    Tenant,
+    access,
+    configure,
+    connect,
+    err,
+    out,
+    run,
+)
 from kbus_cli.eval_command import eval_command
 from kbus_cli.files import UnsupportedFileError, find_files, read_document
 from kbus_cli.operations import ReplayError, list_dead_letters, replay, stage_statuses
@@ -24,6 +35,31 @@ app = typer.Typer(
 )
 dlq = typer.Typer(help="Dead letters: messages a stage could not process.", no_args_is_help=True)
 app.add_typer(dlq, name="dlq")
+
+
+@app.callback()
+def main(
+    credential: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="KBUS_CREDENTIAL",
+            exists=True,
+            dir_okay=False,
+            help="A tenant's credential file (python -m kbus_dev nats-auth --credential).",
+        ),
+    ] = None,
+    tls_ca: Annotated[
+        Path | None, typer.Option(envvar="KBUS_NATS_TLS_CA", help="CA of a TLS NATS server.")
+    ] = None,
+    tls_cert: Annotated[
+        Path | None, typer.Option(envvar="KBUS_NATS_TLS_CERT", help="Client certificate.")
+    ] = None,
+    tls_key: Annotated[
+        Path | None, typer.Option(envvar="KBUS_NATS_TLS_KEY", help="Client certificate's key.")
+    ] = None,
+) -> None:
+    """kbus: an event-driven knowledge base on NATS and Weaviate."""
+    configure(credential, tls_ca, tls_cert, tls_key)
 
 
 @app.command()
@@ -237,7 +273,8 @@ def dlq_list(
     async def go() -> Any:
         client = await connect(nats_url, prefix, None)
         async with client:
-            return await list_dead_letters(client.nc, client.topology)
+            # A tenant's credential reads its tenant's dead letters; an operator, everyone's.
+            return await list_dead_letters(client.nc, client.topology, _credential_tenant())
 
     letters = run(go())
     if as_json:
@@ -279,11 +316,12 @@ def dlq_replay(
         problems: list[str] = []
         replayed = 0
         async with client:
-            for stored in await list_dead_letters(client.nc, client.topology):
+            tenant = _credential_tenant()
+            for stored in await list_dead_letters(client.nc, client.topology, tenant):
                 if not everything and stored.sequence not in (sequence or []):
                     continue
                 try:
-                    await replay(client.nc, client.topology, stored)
+                    await replay(client.nc, client.topology, stored, remove=tenant is None)
                     replayed += 1
                 except ReplayError as exc:
                     problems.append(str(exc))
@@ -311,8 +349,17 @@ def mcp(
     """Serve the knowledge base to an agent host over MCP (stdio or streamable HTTP)."""
     from kbus_cli.mcp_server import McpConfig, build_server
 
+    held = access.credential or {}
+    granted = held.get("libraries")
     server = build_server(
-        McpConfig(nats_url=nats_url, tenant=tenant, libraries=tuple(library), prefix=prefix)
+        McpConfig(
+            nats_url=nats_url,
+            tenant=held.get("tenant", tenant),
+            libraries=tuple(library),
+            prefix=held.get("bus_prefix", prefix),
+            granted=tuple(granted) if granted else None,
+            nats_options=access.options(),
+        )
     )
     if transport == "stdio":
         server.run("stdio")
@@ -324,3 +371,8 @@ def mcp(
 
 
 app.command("eval")(eval_command)
+
+
+def _credential_tenant() -> str | None:
+    held = access.credential
+    return str(held["tenant"]) if held else None

@@ -28,6 +28,8 @@ class McpConfig:
     libraries: tuple[str, ...]
     prefix: str = ""
     default_k: int = 5
+    #: The libraries the credential may reach (None: every library of the tenant).
+    granted: tuple[str, ...] | None = None
     nats_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -43,6 +45,7 @@ def build_server(config: McpConfig) -> MCPServer[Any]:
                     config.nats_url,
                     prefix=config.prefix,
                     tenant=config.tenant,
+                    granted=config.granted,
                     **config.nats_options,
                 )
             return holder["client"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from kbus_contract import ORIGINAL_LIMIT, DeadLetter
 from kbus_contract.topology import Topology
 from nats.aio.client import Client
-from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
@@ -64,18 +64,19 @@ async def stage_statuses(nc: Client, topology: Topology) -> list[StageStatus]:
 
 
 async def dead_letter_counts(nc: Client, topology: Topology) -> dict[str, int]:
-    """Dead letters per stage."""
+    """Dead letters per stage (the operator's view: every tenant's)."""
     try:
         info = await nc.jetstream().stream_info(
             topology.dead_letter_stream.name, subjects_filter=topology.dead_letters
         )
     except NotFoundError:
         return {}
-    prefix = topology.dead_letter("")
-    return {
-        subject.removeprefix(prefix): int(count)
-        for subject, count in (info.state.subjects or {}).items()
-    }
+    counts: dict[str, int] = {}
+    for subject, count in (info.state.subjects or {}).items():
+        tokens = subject.split(".")[1 if topology.prefix else 0 :]  # deadletter.{stage}...
+        stage = tokens[1] if len(tokens) > 1 else ""
+        counts[stage] = counts.get(stage, 0) + int(count)
+    return counts
 
 
 @dataclass(frozen=True)
@@ -87,35 +88,36 @@ class StoredLetter:
 
 
 async def list_dead_letters(
-    nc: Client, topology: Topology, limit: int = 1_000
+    nc: Client, topology: Topology, tenant: str | None = None, limit: int = 1_000
 ) -> list[StoredLetter]:
-    """The dead letters in the stream, oldest first."""
+    """The dead letters in the stream, oldest first: every tenant's (an operator's view), or
+    one tenant's (what its credential may read)."""
     js = nc.jetstream()
+    subject = topology.dead_letters_of(tenant) if tenant else topology.dead_letters
+    config = ConsumerConfig(
+        name=f"kbus-dlq-{nc.new_inbox().rsplit('.', 1)[-1]}",
+        deliver_policy=DeliverPolicy.ALL,
+        ack_policy=AckPolicy.NONE,
+        inactive_threshold=60.0,
+    )
     try:
-        info = await js.stream_info(topology.dead_letter_stream.name)
+        sub = await js.subscribe(subject, stream=topology.dead_letter_stream.name, config=config)
     except NotFoundError:
         return []
-    total = int(info.state.messages or 0)
-    if total == 0:
-        return []
-    sub = await js.subscribe(
-        topology.dead_letters,
-        ordered_consumer=True,
-        config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
-    )
     out: list[StoredLetter] = []
     try:
-        while len(out) < min(total, limit):
+        info = await sub.consumer_info()
+        # Pending now, and what was delivered before the count was taken.
+        delivered = int(info.delivered.consumer_seq or 0) if info.delivered else 0
+        total = min(limit, int(info.num_pending or 0) + delivered)
+        while len(out) < total:
             try:
                 msg = await sub.next_msg(timeout=5)
             except TimeoutError:
                 break
             with contextlib.suppress(ValidationError):
-                out.append(
-                    StoredLetter(
-                        int(msg.metadata.sequence.stream), DeadLetter.model_validate_json(msg.data)
-                    )
-                )
+                letter = DeadLetter.model_validate_json(msg.data)
+                out.append(StoredLetter(int(msg.metadata.sequence.stream), letter))
     finally:
         await sub.unsubscribe()
     return out
@@ -125,8 +127,12 @@ class ReplayError(Exception):
     """A dead letter that cannot be replayed as it was."""
 
 
-async def replay(nc: Client, topology: Topology, stored: StoredLetter) -> None:
-    """Publish the original message again on its subject, then remove the dead letter."""
+async def replay(
+    nc: Client, topology: Topology, stored: StoredLetter, *, remove: bool = True
+) -> None:
+    """Publish the original message again on its subject (where the credential may publish:
+    its own tenant's), then remove the dead letter (an operator may; a tenant's credential
+    leaves it to the stream's age limit)."""
     letter = stored.letter
     body = letter.original.encode("utf-8")
     if letter.original_size > ORIGINAL_LIMIT or len(body) != letter.original_size:
@@ -136,4 +142,5 @@ async def replay(nc: Client, topology: Topology, stored: StoredLetter) -> None:
         )
     js = nc.jetstream()
     await js.publish(letter.subject, body, headers={"content-type": "application/json"})
-    await js.delete_msg(topology.dead_letter_stream.name, stored.sequence)
+    if remove:
+        await js.delete_msg(topology.dead_letter_stream.name, stored.sequence)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
@@ -21,7 +22,7 @@ from kbus_contract import (
     StatsRequest,
 )
 from kbus_contract.claimcheck import open_bodies, put_body
-from kbus_contract.topology import Topology
+from kbus_contract.topology import Topology, grant_token
 from kbus_contract.wire import describe_validation_error, request
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -53,7 +54,13 @@ class PublishResult:
 
 
 class KbClient:
-    """A connection to one kbus installation (one bus prefix), optionally for one tenant."""
+    """A connection to one kbus installation (one bus prefix), optionally for one tenant.
+
+    ``granted`` names the libraries the credential may reach when it may reach only some of its
+    tenant's (the operator says which, with the credential): searches and statistics go to the
+    grant's subject, receipts are read library by library. Without it the credential reaches
+    the whole tenant.
+    """
 
     def __init__(
         self,
@@ -61,18 +68,21 @@ class KbClient:
         *,
         prefix: str = "",
         tenant: str | None = None,
+        granted: Sequence[str] | None = None,
         timeout_s: float = 30.0,
         claim_check_bytes: int | None = None,
     ) -> None:
         self.nc = nc
         self.topology = Topology(prefix)
         self.tenant = tenant
+        self.granted = tuple(sorted(granted)) if granted is not None else None
+        self.grant = grant_token(self.granted)
         self.timeout_s = timeout_s
         #: Documents whose message would be larger go by claim check (default: the server's
         #: message limit less room for headers).
         self.claim_check_bytes = claim_check_bytes
-        self._bodies: ObjectStore | None = None
-        self._receipts = ReceiptWatcher(nc, self.topology)
+        self._bodies: dict[str, ObjectStore] = {}
+        self._receipts = ReceiptWatcher(nc, self.topology, self.granted)
         # Stream sequences of this client's deletions, by scope: a document deleted and then
         # published again unchanged must not be dropped as a duplicate of its earlier publish.
         self._deletions: dict[tuple[str, str | None, str | None], int] = {}
@@ -84,12 +94,14 @@ class KbClient:
         *,
         prefix: str = "",
         tenant: str | None = None,
+        granted: Sequence[str] | None = None,
         timeout_s: float = 30.0,
         **nats_options: Any,
     ) -> KbClient:
-        """Connect to NATS; ``nats_options`` go to ``nats.connect`` (credentials, TLS, ...)."""
+        """Connect to NATS; ``nats_options`` go to ``nats.connect`` (the credential's user and
+        password and its inbox prefix, TLS, ...)."""
         nc = await nats.connect(url, **nats_options)
-        return cls(nc, prefix=prefix, tenant=tenant, timeout_s=timeout_s)
+        return cls(nc, prefix=prefix, tenant=tenant, granted=granted, timeout_s=timeout_s)
 
     async def close(self) -> None:
         await self._receipts.stop()
@@ -156,13 +168,13 @@ class KbClient:
         key = (doc.tenant, doc.library, doc.document_id)
         future = None
         if wait:
-            await self._receipts.start()
+            await self._receipts.start(doc.tenant)
             future = self._receipts.expect(key, doc.effective_version())
         msg_id = self._msg_id(doc)
         payload = await self._payload(doc, msg_id)
         try:
             ack = await self.nc.jetstream().publish(
-                self.topology.document_added,
+                self.topology.added(doc.tenant, doc.library),
                 payload,
                 headers={"content-type": "application/json", "Nats-Msg-Id": msg_id},
             )
@@ -180,9 +192,13 @@ class KbClient:
         limit = self.claim_check_bytes or max(1, self.nc.max_payload - 16 * 1024)
         if len(payload) <= limit:
             return payload
-        if self._bodies is None:
-            self._bodies = await open_bodies(self.nc.jetstream(), self.topology, create=False)
-        ref = await put_body(self._bodies, self.topology.bodies_bucket, msg_id, doc.text)
+        store = self._bodies.get(doc.tenant)
+        if store is None:
+            js = self.nc.jetstream()
+            store = await open_bodies(js, self.topology, doc.tenant, create=True)
+            self._bodies[doc.tenant] = store
+        bucket = self.topology.bodies_bucket(doc.tenant)
+        ref = await put_body(store, bucket, msg_id, doc.text)
         # The version is fixed from the text, so both forms of a document get the same one.
         claimed = doc.model_copy(
             update={"text": "", "body": ref, "version": doc.effective_version()}
@@ -230,12 +246,11 @@ class KbClient:
             if same and not done.done():
                 done.set_result(receipt)
 
-        sub = (
-            await self.nc.subscribe(self.topology.document_removed, cb=on_removed) if wait else None
-        )
+        removed = self.topology.removed(deletion.tenant, deletion.library)
+        sub = await self.nc.subscribe(removed, cb=on_removed) if wait else None
         try:
             ack = await self.nc.jetstream().publish(
-                self.topology.document_deleted,
+                self.topology.deleted(deletion.tenant, deletion.library),
                 deletion.model_dump_json().encode(),
                 headers={"content-type": "application/json"},
             )
@@ -292,7 +307,7 @@ class KbClient:
             raise ValueError(describe_validation_error(exc)) from exc
         return await request(
             self.nc,
-            self.topology.search,
+            self.topology.search_for(asked.tenant, self.grant),
             asked,
             SearchReply,
             stage="searcher",
@@ -301,10 +316,11 @@ class KbClient:
 
     async def stats(self, *, tenant: str | None = None) -> StatsReply:
         """Documents and chunks per library of a tenant."""
+        chosen = self._tenant(tenant)
         return await request(
             self.nc,
-            self.topology.stats,
-            StatsRequest(tenant=self._tenant(tenant)),
+            self.topology.stats_for(chosen, self.grant),
+            StatsRequest(tenant=chosen),
             StatsReply,
             stage="searcher",
             timeout_s=self.timeout_s,

@@ -4,62 +4,87 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable, Sequence
 
 from kbus_contract import DeadLetter, DocumentIndexed
 from kbus_contract.topology import Topology
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.api import DeliverPolicy
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
 from kbus_client.errors import DocumentRejectedError
 
 Key = tuple[str, str, str]
+#: Seconds before a receipt the client did not acknowledge is delivered again.
+ACK_WAIT_S = 10.0
+#: Seconds a reader outlives the client that made it (the server removes it after).
+INACTIVE_S = 300.0
 
 
 class ReceiptWatcher:
-    """One reader of receipts and dead letters, shared by every waiting publish.
+    """One reader of receipts and dead letters per tenant, shared by every waiting publish.
 
-    Receipts and dead letters are read from their streams with ordered consumers, not from core
-    NATS subscriptions: a reconnect or a slow moment in the client loses no receipt (the
-    consumer resumes at the next stream sequence), so no publish waits for a receipt that went
-    by unseen.
+    Each reader is a consumer of its stream filtered to the tenant's subjects (or to each
+    granted library's), so a credential reads only its own; it is created by name with the
+    filter in the request's subject, which is what NATS permissions can hold a credential to.
+    Receipts are acknowledged one by one: one missed in a reconnect is delivered again, so no
+    publish waits for a receipt that went by unseen.
     """
 
-    def __init__(self, nc: Client, topology: Topology) -> None:
+    def __init__(self, nc: Client, topology: Topology, granted: Sequence[str] | None) -> None:
         self._nc = nc
         self._topology = topology
-        self._subs: list[Subscription] = []
+        self._granted = granted
+        self._subs: dict[str, list[Subscription]] = {}
         self._starting = asyncio.Lock()
         self._waiting: dict[Key, list[tuple[str, asyncio.Future[DocumentIndexed]]]] = {}
 
-    async def start(self) -> None:
+    async def start(self, tenant: str) -> None:
+        """Read the receipts and dead letters of ``tenant`` (once)."""
         async with self._starting:
-            if self._subs:
+            if tenant in self._subs:
                 return
-            js = self._nc.jetstream()
             t = self._topology
-            readers = (
-                (t.document_indexed, t.receipts_stream.name, self._on_indexed),
-                (t.dead_letters, t.dead_letter_stream.name, self._on_dead_letter),
-            )
-            self._subs = [
-                await js.subscribe(
-                    subject,
-                    stream=stream,
-                    cb=callback,
-                    ordered_consumer=True,
-                    deliver_policy=DeliverPolicy.NEW,
+            libraries: Sequence[str | None] = self._granted or [None]
+            subs = []
+            for library in libraries:
+                subs.append(
+                    await self._read(
+                        t.indexed_of(tenant, library), t.receipts_stream.name, self._on_indexed
+                    )
                 )
-                for subject, stream, callback in readers
-            ]
+                subs.append(
+                    await self._read(
+                        t.dead_letters_of(tenant, library),
+                        t.dead_letter_stream.name,
+                        self._on_dead_letter,
+                    )
+                )
+            self._subs[tenant] = subs
+
+    async def _read(
+        self, subject: str, stream: str, callback: Callable[[Msg], Awaitable[None]]
+    ) -> Subscription:
+        js = self._nc.jetstream()
+        config = ConsumerConfig(
+            name=f"kbus-client-{self._nc.new_inbox().rsplit('.', 1)[-1]}",
+            deliver_policy=DeliverPolicy.NEW,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=ACK_WAIT_S,
+            inactive_threshold=INACTIVE_S,
+        )
+        return await js.subscribe(
+            subject, stream=stream, config=config, cb=callback, manual_ack=True
+        )
 
     async def stop(self) -> None:
-        for sub in self._subs:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-        self._subs = []
+        for subs in self._subs.values():
+            for sub in subs:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+        self._subs = {}
 
     def expect(self, key: Key, version: str) -> asyncio.Future[DocumentIndexed]:
         """A future that resolves with the receipt of this version of a document."""
@@ -75,6 +100,7 @@ class ReceiptWatcher:
             self._waiting.pop(key, None)
 
     async def _on_indexed(self, msg: Msg) -> None:
+        await _ack(msg)
         try:
             receipt = DocumentIndexed.model_validate_json(msg.data)
         except ValidationError:
@@ -85,6 +111,7 @@ class ReceiptWatcher:
                 future.set_result(receipt)
 
     async def _on_dead_letter(self, msg: Msg) -> None:
+        await _ack(msg)
         try:
             letter = DeadLetter.model_validate_json(msg.data)
         except ValidationError:
@@ -96,3 +123,8 @@ class ReceiptWatcher:
                 future.set_exception(
                     DocumentRejectedError(letter.reason, code=letter.code, stage=letter.stage)
                 )
+
+
+async def _ack(msg: Msg) -> None:
+    with contextlib.suppress(Exception):
+        await msg.ack()

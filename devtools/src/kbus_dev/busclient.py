@@ -18,11 +18,12 @@ async def connect(url: str) -> Client:
 
 
 async def publish_documents(nc: Client, topology: Topology, docs: Iterable[dict[str, Any]]) -> None:
-    """Publish documents to ``document.added`` and wait for JetStream to store each."""
+    """Publish documents to their tenant's library's ``document.added`` subject and wait for
+    JetStream to store each."""
     js = nc.jetstream()
     for doc in docs:
         await js.publish(
-            topology.document_added,
+            topology.added(doc["tenant"], doc["library"]),
             json.dumps(doc).encode(),
             headers={"content-type": "application/json"},
         )
@@ -36,7 +37,7 @@ class Receipts:
         self._changed = asyncio.Event()
 
     async def subscribe(self, nc: Client, topology: Topology) -> None:
-        await nc.subscribe(topology.document_indexed, cb=self._on_receipt)
+        await nc.subscribe(topology.document_indexed, cb=self._on_receipt)  # every tenant's
 
     async def _on_receipt(self, msg: Msg) -> None:
         data = json.loads(msg.data)
@@ -61,7 +62,8 @@ class Receipts:
 async def search(
     nc: Client, topology: Topology, request: dict[str, Any], timeout_s: float = 30.0
 ) -> dict[str, Any]:
-    """Send a search request and return the decoded reply."""
-    reply = await nc.request(topology.search, json.dumps(request).encode(), timeout=timeout_s)
+    """Send a search request on its tenant's subject and return the decoded reply."""
+    subject = topology.search_for(request["tenant"])
+    reply = await nc.request(subject, json.dumps(request).encode(), timeout=timeout_s)
     result: dict[str, Any] = json.loads(reply.data)
     return result

@@ -1,24 +1,66 @@
-"""Least-privilege NATS users for kbus: a nats-server authorization block and its secret.
+"""Least-privilege NATS users for kbus: a nats-server authorization block, and credentials.
 
 Every service gets its own user that may publish and subscribe only where its stage needs to,
 use only its own durable consumers, and receive replies only on its own inbox prefix
 (``_INBOX_<user>``), so no client can read another's replies. Streams, the tombstone bucket and
 consumers of other stages are out of reach; only the ``admin`` user (the setup job) manages
 streams.
+
+Each tenant credential (``--credential``) reaches its tenant's subjects only, and of those only
+its libraries' when it names some: publishing and deleting documents (unless read-only), its
+grant's search and statistics subjects, consumers of its receipts and dead letters filtered to
+them, and its tenant's store of large texts (docs/security.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbus_contract.catalog import CHANNELS
-from kbus_contract.topology import Topology
+from kbus_contract.topology import Topology, grant_token
 
-USERS = ("admin", "ingestor", "embedder", "searcher", "reranker", "client")
+SERVICES = ("admin", "ingestor", "embedder", "searcher", "reranker")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A tenant's credential: which tenant, which of its libraries (None: all), and whether it
+    may write (publish and delete documents) or only read (search, statistics, receipts)."""
+
+    name: str
+    tenant: str
+    libraries: tuple[str, ...] | None = None
+    write: bool = True
+
+    @classmethod
+    def parse(cls, text: str) -> Credential:
+        """``NAME=TENANT[:LIB+LIB...][:read|write]``, or just ``TENANT`` (named as it, every
+        library, read and write)."""
+        name, _, rest = text.partition("=") if "=" in text else (text, "", text)
+        tenant, *more = rest.split(":")
+        libraries: tuple[str, ...] | None = None
+        write = True
+        for part in more:
+            if part in ("read", "write"):
+                write = part == "write"
+            elif part and part != "*":
+                libraries = tuple(sorted(set(part.split("+"))))
+        for token in (name, tenant, *(libraries or ())):
+            if not _NAME.match(token) or token in SERVICES:
+                raise ValueError(f"{token!r} is not a valid credential, tenant or library name")
+        grant_token(libraries)  # the grant fits in a subject
+        return cls(name, tenant, libraries, write)
+
+    @property
+    def grant(self) -> str:
+        return grant_token(self.libraries)
 
 
 @dataclass
@@ -70,21 +112,23 @@ def _kv(bucket: str) -> list[str]:
     ]
 
 
-def _bodies(t: Topology, *, write: bool) -> list[str]:
-    """The claim-check object store: the client stores texts, the ingestor reads and removes."""
-    stream = f"OBJ_{t.bodies_bucket}"
+def _bodies(t: Topology, tenant: str, *, write: bool) -> list[str]:
+    """A tenant's claim-check object store: its credentials create it and store texts, the
+    ingestor reads and removes them."""
+    bucket = t.bodies_bucket(tenant)
+    stream = f"OBJ_{bucket}"
     rights = [
         f"$JS.API.STREAM.INFO.{stream}",
         f"$JS.API.STREAM.MSG.GET.{stream}",
         f"$JS.API.DIRECT.GET.{stream}.>",
         f"$JS.API.STREAM.PURGE.{stream}",
-        f"$O.{t.bodies_bucket}.M.>",
+        f"$O.{bucket}.M.>",
     ]
     if write:
-        rights.append(f"$O.{t.bodies_bucket}.C.>")
+        rights += [f"$JS.API.STREAM.CREATE.{stream}", f"$O.{bucket}.C.>"]
     else:
         # nats-py reads an object through an ordered consumer found by subject.
-        rights.extend([*_reader(stream), "$JS.API.STREAM.NAMES"])
+        rights += [*_reader(stream), "$JS.API.STREAM.NAMES"]
     return rights
 
 
@@ -107,17 +151,49 @@ def _served(t: Topology, receiver: str) -> list[str]:
     ]
 
 
-def permissions(t: Topology) -> dict[str, Permissions]:
-    """The permissions of every kbus user on one installation (one bus prefix)."""
-    return {
+def _filtered_reader(stream: str, subject: str) -> list[str]:
+    """Create (by name, with its filter in the request's subject), inspect, delete and ack a
+    consumer of ``stream`` that reads ``subject`` only."""
+    return [
+        f"$JS.API.CONSUMER.CREATE.{stream}.*.{subject}",
+        f"$JS.API.CONSUMER.INFO.{stream}.*",
+        f"$JS.API.CONSUMER.DELETE.{stream}.*",
+        f"$JS.ACK.{stream}.>",
+    ]
+
+
+def tenant_permissions(t: Topology, credential: Credential) -> Permissions:
+    """What one tenant's credential may do: its tenant's subjects, only its libraries'."""
+    tenant, libraries = credential.tenant, credential.libraries
+    scopes: list[str | None] = list(libraries) if libraries else [None]
+    publish = [t.search_for(tenant, credential.grant), t.stats_for(tenant, credential.grant)]
+    subscribe = [f"{inbox(credential.name)}.>"]
+    for library in scopes:
+        publish += _filtered_reader(t.receipts_stream.name, t.indexed_of(tenant, library))
+        publish += _filtered_reader(t.dead_letter_stream.name, t.dead_letters_of(tenant, library))
+        if credential.write:
+            publish += [t.added(tenant, library or "*"), t.deleted(tenant, library or "*")]
+        subscribe.append(t.removed(tenant, library or "*"))
+    if credential.write and libraries is None:
+        publish.append(t.deleted(tenant))  # the whole tenant
+        subscribe.append(t.removed(tenant))
+    if credential.write:
+        publish += _bodies(t, tenant, write=True)
+    return Permissions(publish=publish, subscribe=subscribe)
+
+
+def permissions(t: Topology, credentials: Sequence[Credential] = ()) -> dict[str, Permissions]:
+    """The permissions of kbus's services and of every tenant credential on one installation."""
+    tenants = sorted({c.tenant for c in credentials})
+    users = {
         "admin": Permissions(publish=["$JS.API.>", "$KV.>"], subscribe=[f"{inbox('admin')}.>"]),
         "ingestor": Permissions(
             publish=[
                 *_stream_checks(t),
                 *_consumer(t.documents_stream.name, t.ingestor_durable, t.document_added),
                 t.chunks_ready,
-                *_bodies(t, write=False),
-                t.dead_letter("ingestor"),
+                *(right for tenant in tenants for right in _bodies(t, tenant, write=False)),
+                t.dead_letter("ingestor", "*", "*"),
                 t.document_failed,
             ],
             subscribe=[f"{inbox('ingestor')}.>"],
@@ -128,7 +204,7 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 *_consumer(t.chunks_stream.name, t.embedder_durable, t.chunks_ready),
                 t.embeddings_ready,
                 *_kv(t.embed_cache_bucket),
-                t.dead_letter("embedder"),
+                t.dead_letter("embedder", "*", "*"),
                 t.document_failed,
             ],
             subscribe=[f"{inbox('embedder')}.>", *_served(t, "embedder")],
@@ -148,7 +224,6 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 "$JS.API.STREAM.NAMES",
                 t.document_indexed,
                 t.document_removed,
-                t.dead_letter("indexer"),
                 t.document_failed,
                 # The dead-letterer: advisories in, the named message read, recorded, removed.
                 *_consumer(
@@ -156,8 +231,7 @@ def permissions(t: Topology) -> dict[str, Permissions]:
                 ),
                 *(f"$JS.API.STREAM.MSG.GET.{s.name}" for s in t.work_streams),
                 *(f"$JS.API.STREAM.MSG.DELETE.{s.name}" for s in t.work_streams),
-                t.dead_letter("ingestor"),
-                t.dead_letter("embedder"),
+                t.dead_letter("*", "*", "*"),
                 t.embed,
                 t.rerank,
             ],
@@ -169,32 +243,18 @@ def permissions(t: Topology) -> dict[str, Permissions]:
             subscribe=[f"{inbox('reranker')}.>", *_served(t, "reranker")],
             allow_responses=True,
         ),
-        "client": Permissions(
-            publish=[
-                t.document_added,
-                t.document_deleted,
-                t.search,
-                t.stats,
-                *(f"$JS.API.STREAM.INFO.{s.name}" for s in t.streams),
-                # Ordered consumers that read receipts and dead letters (kbus_client).
-                *_reader(t.receipts_stream.name),
-                *_reader(t.dead_letter_stream.name),
-                *_bodies(t, write=True),
-            ],
-            subscribe=[
-                f"{inbox('client')}.>",
-                t.document_indexed,
-                t.document_removed,
-                t.dead_letters,
-            ],
-        ),
     }
+    for credential in credentials:
+        users[credential.name] = tenant_permissions(t, credential)
+    return users
 
 
-def server_config(t: Topology, passwords: dict[str, str]) -> str:
+def server_config(
+    t: Topology, passwords: dict[str, str], credentials: Sequence[Credential] = ()
+) -> str:
     """The ``authorization`` block of nats-server's configuration."""
     users = []
-    for user, perms in permissions(t).items():
+    for user, perms in permissions(t, credentials).items():
         entry = {
             "user": user,
             "password": passwords[user],
@@ -210,34 +270,62 @@ def server_config(t: Topology, passwords: dict[str, str]) -> str:
     return "authorization: " + json.dumps({"users": users}, indent=2) + "\n"
 
 
-def k8s_secret(passwords: dict[str, str]) -> str:
-    """The Kubernetes Secret the Deployments read their passwords from."""
-    lines = [
-        "apiVersion: v1",
-        "kind: Secret",
-        "metadata:",
-        "  name: kbus-nats-users",
-        "type: Opaque",
-        "stringData:",
-    ]
-    lines += [f"  {user}: {json.dumps(password)}" for user, password in passwords.items()]
+def k8s_secret(name: str, values: dict[str, str]) -> str:
+    """A Kubernetes Secret holding ``values``."""
+    lines = ["apiVersion: v1", "kind: Secret", "metadata:", f"  name: {name}", "type: Opaque"]
+    lines += ["stringData:", *(f"  {key}: {json.dumps(value)}" for key, value in values.items())]
     return "\n".join(lines) + "\n"
 
 
-def generate_passwords() -> dict[str, str]:
-    return {user: secrets.token_urlsafe(24) for user in USERS}
+def credential_file(credential: Credential, password: str, prefix: str) -> dict[str, object]:
+    """What the holder of a credential connects with (KbClient, the CLI, the MCP server)."""
+    return {
+        "user": credential.name,
+        "password": password,
+        "inbox_prefix": inbox(credential.name),
+        "tenant": credential.tenant,
+        "libraries": list(credential.libraries) if credential.libraries else None,
+        "rights": "write" if credential.write else "read",
+        "bus_prefix": prefix,
+    }
+
+
+def generate_passwords(credentials: Sequence[Credential] = ()) -> dict[str, str]:
+    names = [*SERVICES, *(c.name for c in credentials)]
+    return {name: secrets.token_urlsafe(24) for name in names}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kbus_dev nats-auth")
+    parser = argparse.ArgumentParser(prog="python -m kbus_dev nats-auth", description=__doc__)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--prefix", default="", help="bus prefix of the installation")
+    parser.add_argument(
+        "--credential",
+        action="append",
+        default=[],
+        metavar="NAME=TENANT[:LIB+LIB][:read|write]",
+        help="a tenant's credential (repeat); just TENANT: every library, read and write",
+    )
     args = parser.parse_args(argv)
-    passwords = generate_passwords()
+    credentials = [Credential.parse(text) for text in args.credential]
+    passwords = generate_passwords(credentials)
+    topology = Topology(args.prefix)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "auth.conf").write_text(server_config(Topology(args.prefix), passwords))
-    (args.out / "nats-users-secret.yaml").write_text(k8s_secret(passwords))
-    for path in (args.out / "auth.conf", args.out / "nats-users-secret.yaml"):
+    written = {
+        "auth.conf": server_config(topology, passwords, credentials),
+        "nats-users-secret.yaml": k8s_secret(
+            "kbus-nats-users", {name: passwords[name] for name in SERVICES}
+        ),
+    }
+    for credential in credentials:
+        held = credential_file(credential, passwords[credential.name], args.prefix)
+        written[f"credential-{credential.name}.json"] = json.dumps(held, indent=2) + "\n"
+        written[f"credential-{credential.name}-secret.yaml"] = k8s_secret(
+            f"kbus-credential-{credential.name}", {"credential.json": json.dumps(held)}
+        )
+    for name, text in written.items():
+        path = args.out / name
+        path.write_text(text)
         path.chmod(0o600)
-    print(f"wrote {args.out}/auth.conf and {args.out}/nats-users-secret.yaml (keep them secret)")
+    print(f"wrote {', '.join(sorted(written))} to {args.out} (keep them secret)")
     return 0

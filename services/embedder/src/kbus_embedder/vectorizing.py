@@ -127,7 +127,7 @@ class Vectorizer:
         self.cached.labels(model).inc(len(texts) - len(missing))
         return out
 
-    async def answer(self, body: bytes) -> EmbedReply | ErrorReply:
+    async def answer(self, body: bytes, subject: str = "") -> EmbedReply | ErrorReply:
         """Answer one ``kb.embed`` request."""
         return await self.stage.answer(body, EmbedRequest, self.embed_request)
 

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from faststream.asgi import AsgiFastStream
-from kbus_contract.claimcheck import open_bodies
 from kbus_runtime.service import Service
 
 from kbus_ingestor.chunking import ChunkingConfig
@@ -29,11 +25,4 @@ def create_app(settings: IngestorSettings | None = None) -> AsgiFastStream:
         part_chunks=settings.part_chunks,
     )
     register(service, ingestor, settings)
-
-    @asynccontextmanager
-    async def start_up() -> AsyncIterator[None]:
-        js = service.broker.connection.jetstream()
-        ingestor.bodies = await open_bodies(js, service.topology, create=service.topology.declare)
-        yield
-
-    return service.app(start_up)
+    return service.app()

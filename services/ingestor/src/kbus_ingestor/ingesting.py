@@ -16,11 +16,13 @@ from kbus_contract import (
     DocumentAdded,
     DocumentRef,
 )
-from kbus_contract.claimcheck import fetch_body
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.claimcheck import fetch_body, open_bodies
+from kbus_contract.errors import PermanentError
 from kbus_contract.identifiers import chunk_id
+from kbus_contract.tenancy import require_library
 from kbus_runtime.analysis import TermIndex, analyze_terms, window_span
 from kbus_runtime.stage import Stage, stream_sequence
+from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.object_store import ObjectStore
 from prometheus_client import CollectorRegistry, Counter
 
@@ -148,8 +150,8 @@ class Ingestor:
         self.max_document_bytes = max_document_bytes
         self.max_chunks = max_chunks
         self.chunks_made = Counter("kbus_ingestor_chunks", "Chunks produced", registry=registry)
-        #: The object store of claim-checked texts (opened in the app's lifespan).
-        self.bodies: ObjectStore | None = None
+        #: Each tenant's object store of claim-checked texts, opened when first needed.
+        self._bodies: dict[str, ObjectStore] = {}
 
     async def handle(self, message: NatsMessage) -> None:
         """Settle one ``document.added`` message."""
@@ -158,18 +160,20 @@ class Ingestor:
             await self.stage.settle(message, DocumentAdded, self._too_large(len(message.body)))
             return
         sequence = stream_sequence(message) or 0
-        claimed: list[BodyRef] = []
+        sent = self.stage.topology.identity(message.raw_message.subject)
+        claimed: list[tuple[str, BodyRef]] = []
 
         async def work(doc: DocumentAdded) -> None:
+            require_library(sent, doc.tenant, doc.library)
             if doc.body is not None:
-                claimed.append(doc.body)
+                claimed.append((doc.tenant, doc.body))
             await self.ingest(doc, sequence)
 
         await self.stage.settle(message, DocumentAdded, work)
         # Done with (indexed, or dead-lettered for a fault of its own): the text can go. A
         # nacked message keeps it for the next delivery.
         if claimed and message.committed in (AckStatus.ACKED, AckStatus.REJECTED):
-            await self._discard(claimed[0])
+            await self._discard(*claimed[0])
 
     async def ingest(self, doc: DocumentAdded, sequence: int = 0) -> None:
         """Chunk a document (fetching a claim-checked text first) and publish its chunks."""
@@ -191,20 +195,35 @@ class Ingestor:
                 f"the document is {doc.body.size} bytes; the limit is {self.max_document_bytes}",
                 code="too_large",
             )
-        if self.bodies is None:
-            raise TransientError("the object store is not open yet", code="not_ready")
-        text = await fetch_body(self.bodies, doc.body)
+        store = await self._store(doc.tenant)
+        text = await fetch_body(store, self.stage.topology.bodies_bucket(doc.tenant), doc.body)
         # The version stays what the reference gave, so every redelivery yields the same ids.
         return doc.model_copy(
             update={"text": text, "body": None, "version": doc.effective_version()}
         )
 
-    async def _discard(self, ref: BodyRef) -> None:
+    async def _store(self, tenant: str) -> ObjectStore:
+        if tenant not in self._bodies:
+            js = self.stage.broker.connection.jetstream()
+            try:
+                self._bodies[tenant] = await open_bodies(
+                    js, self.stage.topology, tenant, create=False
+                )
+            except (BucketNotFoundError, NotFoundError) as exc:
+                raise PermanentError(
+                    f"tenant {tenant!r} has no store of large texts: the claim check names "
+                    "nothing that exists",
+                    code="body_missing",
+                ) from exc
+        return self._bodies[tenant]
+
+    async def _discard(self, tenant: str, ref: BodyRef) -> None:
         # After the ack: a crash before this line leaves an object the store's TTL removes.
-        if self.bodies is None:
+        store = self._bodies.get(tenant)
+        if store is None:
             return
         try:
-            await self.bodies.delete(ref.name)
+            await store.delete(ref.name)
         except Exception as exc:
             log.warning("could not remove claim-checked text %s: %s", ref.name, exc)
 

@@ -53,7 +53,7 @@ class Reranker:
         name = self.scorer.name
         return f"{name}+prior({self.prior_weight:g})" if self.prior_weight else name
 
-    async def answer(self, body: bytes) -> RerankReply | ErrorReply:
+    async def answer(self, body: bytes, subject: str = "") -> RerankReply | ErrorReply:
         """Answer one ``kb.rerank`` request."""
         return await self.stage.answer(body, RerankRequest, self.rerank)
 

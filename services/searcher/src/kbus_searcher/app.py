@@ -12,6 +12,7 @@ from kbus_runtime.store import weaviate_client
 
 from kbus_searcher.handlers import register
 from kbus_searcher.indexing import Indexer
+from kbus_searcher.quotas import Quotas
 from kbus_searcher.rewriting import create_rewriter
 from kbus_searcher.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
@@ -27,6 +28,9 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
     topology = service.topology
     client = weaviate_client(settings.store)
     store = ChunkStore.configured(client, settings)
+    quotas = Quotas(
+        settings.tenant_limits, settings.default_tenant_limit, store.queries.count_chunks
+    )
     tombstones = Tombstones(topology.tombstones_kv)
     versions = Versions(topology.versions_kv)
     indexing = (
@@ -39,6 +43,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
                 service.registry,
                 max_batch=settings.index_concurrency,
                 linger_s=settings.index_linger_ms / 1000,
+                quotas=quotas,
             ),
             MaxDeliveries(service.stage("deadletterer")),
         )
@@ -53,6 +58,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
             service.registry,
             versions,
             create_rewriter(settings.rewriter, settings.cohere),
+            quotas,
         )
         if settings.serve
         else None

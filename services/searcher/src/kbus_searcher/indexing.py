@@ -8,11 +8,13 @@ import logging
 from faststream.nats.message import NatsMessage
 from kbus_contract import DocumentDeleted, DocumentIndexed, DocumentRemoved, EmbeddingsReady
 from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.tenancy import require_library
 from kbus_runtime.batching import Batcher
 from kbus_runtime.stage import Stage, stream_sequence
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
+from kbus_searcher.quotas import Quotas
 from kbus_searcher.store import ChunkWriter, DocumentKey, doc_key
 from kbus_searcher.tombstones import Tombstones
 from kbus_searcher.versions import Versions
@@ -38,13 +40,24 @@ class Indexer:
         *,
         max_batch: int = 16,
         linger_s: float = 0.0,
+        quotas: Quotas | None = None,
     ) -> None:
         self.stage = stage
         self.store = store
         self.tombstones = tombstones
         self.versions = versions
+        self.quotas = quotas or Quotas({})
         self.chunks_indexed = Counter(
-            "kbus_indexer_chunks", "Chunks written to the store", registry=registry
+            "kbus_indexer_chunks",
+            "Chunks written to the store, by tenant",
+            ["tenant"],
+            registry=registry,
+        )
+        self.documents_indexed = Counter(
+            "kbus_indexer_documents",
+            "Documents made searchable (receipts sent), by tenant",
+            ["tenant"],
+            registry=registry,
         )
         self.skipped = Counter(
             "kbus_indexer_skipped",
@@ -67,9 +80,15 @@ class Indexer:
         await self.stage.settle(message, EmbeddingsReady, self.index)
 
     async def handle_deletion(self, message: NatsMessage) -> None:
-        """Settle one ``document.deleted`` message."""
+        """Settle one ``document.deleted`` message, for the tenant and library of its subject."""
         sequence = stream_sequence(message) or 0
-        await self.stage.settle(message, DocumentDeleted, lambda d: self.delete(d, sequence))
+        sent = self.stage.topology.identity(message.raw_message.subject)
+
+        async def work(deletion: DocumentDeleted) -> None:
+            require_library(sent, deletion.tenant, deletion.library)
+            await self.delete(deletion, sequence)
+
+        await self.stage.settle(message, DocumentDeleted, work)
 
     async def index(self, ready: EmbeddingsReady) -> None:
         """Index a part of a document, in one batch with what other handlers hand in meanwhile.
@@ -111,7 +130,7 @@ class Indexer:
         a search sees the old version or the new one, never neither.
         """
         outcomes: list[Exception | None] = [None] * len(readies)
-        live = await self._not_superseded(readies)
+        live = await self._admitted(readies, await self._not_superseded(readies), outcomes)
         if not live:
             return outcomes
         errors = await self.store.write([readies[i] for i in live])
@@ -120,7 +139,7 @@ class Indexer:
             outcomes[i] = error
             if error is None:
                 written.append(i)
-                self.chunks_indexed.inc(len(readies[i].chunks))
+                self.chunks_indexed.labels(readies[i].document.tenant).inc(len(readies[i].chunks))
         complete = await self._complete(readies, written)
         if not complete:
             return outcomes
@@ -164,6 +183,22 @@ class Indexer:
         live = [i for i in kept if newest[doc_key(readies[i])] <= readies[i].document.sequence]
         self.skipped.labels("superseded").inc(len(kept) - len(live))
         return live
+
+    async def _admitted(
+        self, readies: list[EmbeddingsReady], live: list[int], outcomes: list[Exception | None]
+    ) -> list[int]:
+        """The publishes whose chunks their tenant's limit leaves room for; the others end
+        with ``quota_exceeded``."""
+        admitted = []
+        for i in live:
+            doc = readies[i].document
+            try:
+                await self.quotas.admit_chunks(doc.tenant, len(readies[i].chunks))
+            except PermanentError as exc:
+                outcomes[i] = exc
+            else:
+                admitted.append(i)
+        return admitted
 
     async def _complete(self, readies: list[EmbeddingsReady], written: list[int]) -> list[int]:
         """The written publishes whose every part is stored."""
@@ -212,10 +247,11 @@ class Indexer:
             model=ready.model,
         )
         topology = self.stage.topology
+        self.documents_indexed.labels(doc.tenant).inc()
         # Parts finishing together may each see the document complete: one receipt is kept.
         await self.stage.publish(
             receipt,
-            topology.document_indexed,
+            topology.indexed(doc.tenant, doc.library),
             stream=topology.receipts_stream.name,
             msg_id=f"indexed:{doc.tenant}:{doc.library}:{doc.document_id}:{doc.sequence}",
         )
@@ -235,7 +271,7 @@ class Indexer:
                 document_id=deletion.document_id,
                 chunks_deleted=removed,
             ),
-            topology.document_removed,
+            topology.removed(deletion.tenant, deletion.library),
             stream=topology.receipts_stream.name,
             msg_id=f"removed:{sequence}",
         )

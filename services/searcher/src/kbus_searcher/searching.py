@@ -27,12 +27,15 @@ from kbus_contract import (
     StatsRequest,
 )
 from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.tenancy import require_granted, require_tenant
+from kbus_contract.topology import Identity
 from kbus_runtime.stage import Stage
 from nats.errors import Error as NatsError
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.baseline import Baselines
+from kbus_searcher.quotas import Quotas
 from kbus_searcher.ranking import (
     best_per_document,
     first_stage,
@@ -86,12 +89,17 @@ class Searcher:
         registry: CollectorRegistry,
         versions: Versions,
         rewriter: QueryRewriter | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         self.stage = stage
         self.store = store
         self.versions = versions
         self.settings = settings
         self.rewriter = rewriter
+        self.quotas = quotas or Quotas({})
+        self.searches = Counter(
+            "kbus_tenant_searches", "Searches answered, by tenant", ["tenant"], registry=registry
+        )
         self.baselines = Baselines(self._embed_probes, store.queries.best_cosine)
         self.relevance = Relevance(
             settings.min_evidence,
@@ -108,16 +116,24 @@ class Searcher:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
 
-    async def answer_search(self, body: bytes) -> SearchReply | ErrorReply:
-        """Answer one ``kb.search`` request."""
-        return await self.stage.answer(body, SearchRequest, self.search)
+    async def answer_search(self, body: bytes, subject: str) -> SearchReply | ErrorReply:
+        """Answer one ``kb.search.{tenant}.{grant}`` request."""
+        sent = self.stage.topology.identity(subject)
+        return await self.stage.answer(
+            body, SearchRequest, lambda req: self.search(req, sent), sent.tenant
+        )
 
-    async def answer_stats(self, body: bytes) -> StatsReply | ErrorReply:
-        """Answer one ``kb.stats`` request."""
-        return await self.stage.answer(body, StatsRequest, self.stats)
+    async def answer_stats(self, body: bytes, subject: str) -> StatsReply | ErrorReply:
+        """Answer one ``kb.stats.{tenant}.{grant}`` request."""
+        sent = self.stage.topology.identity(subject)
+        return await self.stage.answer(
+            body, StatsRequest, lambda req: self.stats(req, sent), sent.tenant
+        )
 
-    async def stats(self, req: StatsRequest) -> StatsReply:
-        """Documents and chunks per library of a tenant."""
+    async def stats(self, req: StatsRequest, sent: Identity) -> StatsReply:
+        """Documents and chunks per library of a tenant (those its grant reaches)."""
+        require_tenant(sent, req.tenant)
+        granted = sent.libraries()
         try:
             rows = await self.store.queries.library_stats(req.tenant)
         except WeaviateBaseError as exc:
@@ -127,11 +143,16 @@ class Searcher:
             libraries=tuple(
                 LibraryStats(library=lib, documents=docs, chunks=chunks)
                 for lib, docs, chunks in rows
+                if granted is None or lib in granted
             ),
         )
 
-    async def search(self, req: SearchRequest) -> SearchReply:
-        """Run a search request through every stage."""
+    async def search(self, req: SearchRequest, sent: Identity) -> SearchReply:
+        """Run a search request through every stage, for the tenant and grant of its subject."""
+        require_tenant(sent, req.tenant)
+        require_granted(sent, req.libraries)
+        self.quotas.take_search(req.tenant)
+        self.searches.labels(req.tenant).inc()
         run = _Run.start(req, self.settings)
         if not req.libraries:
             return self._reply(run, searched=False)

@@ -9,6 +9,8 @@ from kbus_runtime.settings import CohereSettings, ServiceSettings, StoreSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from kbus_searcher.quotas import TenantLimit
+
 
 class SearcherSettings(ServiceSettings):
     """Search defaults, the store, and the timeouts of the stages the searcher calls."""
@@ -106,3 +108,12 @@ class SearcherSettings(ServiceSettings):
         "HNSW graph is walked. Why 10,000: docs/tuning.md#kbus_searcher_flat_search_cutoff.",
     )
     serve: bool = Field(default=True, description="Answer search requests in this process.")
+    tenant_limits: dict[str, TenantLimit] = Field(
+        default_factory=dict,
+        description='Per tenant, as JSON: {"acme": {"searches_per_second": 5, "chunks": '
+        "100000}} (0: no limit). Over a limit: quota_exceeded. Rates are per searcher replica.",
+    )
+    default_tenant_limit: TenantLimit = Field(
+        default_factory=TenantLimit,
+        description="The limits of a tenant tenant_limits does not name (as JSON).",
+    )

@@ -1,4 +1,4 @@
-"""One-shot set-up: streams, key-value buckets, the object store, and the index's settings.
+"""One-shot set-up: streams, key-value buckets and the index's settings.
 
 ``python -m kbus_searcher.setup`` runs with rights the services need not have (creating streams
 and collections), so that services can run with ``KBUS_DECLARE_STREAMS=false`` and
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kbus_contract.claimcheck import open_bodies
 from kbus_runtime.bus import connect_nats
 from kbus_runtime.declaring import declare_streams, open_bucket
 from kbus_runtime.logs import configure_logging
@@ -34,7 +33,6 @@ async def setup(settings: SearcherSettings) -> None:
         await declare_streams(js, topology)
         for bucket in topology.buckets:
             await open_bucket(js, bucket, create=True)
-        await open_bodies(js, topology, create=True)
     finally:
         await nc.close()
     client = weaviate_client(settings.store)

@@ -61,14 +61,16 @@ CHANNELS: tuple[Channel, ...] = (
         "document.added",
         lambda t: t.document_added,
         c.DocumentAdded,
-        description="A document to index (JetStream, stream DOCUMENTS).",
+        description="A document to index: document.added.{tenant}.{library} (JetStream, stream "
+        "DOCUMENTS).",
         senders=("client",),
     ),
     Channel(
         "document.deleted",
         lambda t: t.document_deleted,
         c.DocumentDeleted,
-        description="Delete a document, a library or a tenant (stream DOCUMENTS).",
+        description="Delete a document or a library (document.deleted.{tenant}.{library}) or a "
+        "tenant (document.deleted.{tenant}) (stream DOCUMENTS).",
         senders=("client",),
     ),
     Channel(
@@ -89,29 +91,33 @@ CHANNELS: tuple[Channel, ...] = (
         "document.indexed",
         lambda t: t.document_indexed,
         c.DocumentIndexed,
-        description="Receipt: a document's version is searchable (stream RECEIPTS).",
+        description="Receipt: a document's version is searchable, on "
+        "document.indexed.{tenant}.{library} (stream RECEIPTS).",
         senders=("indexer",),
     ),
     Channel(
         "document.removed",
         lambda t: t.document_removed,
         c.DocumentRemoved,
-        description="Receipt: what a deletion removed (stream RECEIPTS).",
+        description="Receipt: what a deletion removed, on the deletion's own tenant and library "
+        "tokens (stream RECEIPTS).",
         senders=("indexer",),
     ),
     Channel(
         "document.failed",
         lambda t: t.document_failed,
         c.DocumentFailed,
-        description="Receipt: a document will not be indexed, with the stage and reason "
-        "(stream RECEIPTS; the dead letter holds the original).",
+        description="Receipt: a document will not be indexed, with the stage and reason, on "
+        "document.failed.{tenant}.{library} (stream RECEIPTS; the dead letter holds the "
+        "original).",
         senders=("ingestor", "embedder", "indexer"),
     ),
     Channel(
-        "deadletter.{stage}",
-        lambda t: t.dead_letter("{stage}"),
+        "deadletter.{stage}.{tenant}.{library}",
+        lambda t: t.dead_letters,
         c.DeadLetter,
-        description="A message a stage could not process, with why (stream DEADLETTER).",
+        description="A message a stage could not process, with why, under its tenant and "
+        "library (_ where not known) (stream DEADLETTER).",
         senders=("ingestor", "embedder", "indexer"),
     ),
     Channel(
@@ -127,7 +133,9 @@ CHANNELS: tuple[Channel, ...] = (
         lambda t: t.search,
         c.SearchRequest,
         c.SearchReply,
-        description="Search: the top k chunks with their scores (request-reply).",
+        description="Search: the top k chunks with their scores (request-reply), on "
+        "kb.search.{tenant}.{grant}: the grant is _all or the libraries the sender may read, "
+        "sorted and joined by +.",
         senders=("client",),
         receiver="searcher",
         micro="kbus-search",
@@ -137,7 +145,8 @@ CHANNELS: tuple[Channel, ...] = (
         lambda t: t.stats,
         c.StatsRequest,
         c.StatsReply,
-        description="Documents and chunks per library of a tenant (request-reply).",
+        description="Documents and chunks per library of a tenant (request-reply), on "
+        "kb.stats.{tenant}.{grant}.",
         senders=("client",),
         receiver="searcher",
         micro="kbus-search",

@@ -1,8 +1,9 @@
 """The claim check: the text of a document too large for one message waits in an object store.
 
-The publisher stores the text and sends ``document.added`` with a :class:`BodyRef`; the ingestor
-fetches and verifies it, and removes the object once the message is acknowledged. The store's
-TTL bounds whatever a crash leaves behind.
+The publisher stores the text in its tenant's object store and sends ``document.added`` with a
+:class:`BodyRef`; the ingestor fetches it from the store of the tenant the subject names (a
+reference to another bucket is refused), verifies it, and removes the object once the message
+is acknowledged. The store's TTL bounds whatever a crash leaves behind.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError, ObjectNotFoundError
+from nats.js.errors import BucketNotFoundError, NotFoundError, ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 
 from kbus_contract.documents import BodyRef
@@ -18,12 +19,18 @@ from kbus_contract.errors import PermanentError
 from kbus_contract.topology import Topology
 
 
-async def open_bodies(js: JetStreamContext, topology: Topology, *, create: bool) -> ObjectStore:
-    """The object store of large documents' text."""
-    if create:
-        # nats-py takes the bucket name from its own argument, not from the config.
-        return await js.create_object_store(topology.bodies_bucket, config=topology.bodies_store)
-    return await js.object_store(topology.bodies_bucket)
+async def open_bodies(
+    js: JetStreamContext, topology: Topology, tenant: str, *, create: bool
+) -> ObjectStore:
+    """The object store of a tenant's large documents' text, created if asked and missing."""
+    bucket = topology.bodies_bucket(tenant)
+    try:
+        return await js.object_store(bucket)
+    except (BucketNotFoundError, NotFoundError):
+        if not create:
+            raise
+    # nats-py takes the bucket name from its own argument, not from the config.
+    return await js.create_object_store(bucket, config=topology.bodies_store(tenant))
 
 
 async def put_body(store: ObjectStore, bucket: str, key: str, text: str) -> BodyRef:
@@ -36,12 +43,19 @@ async def put_body(store: ObjectStore, bucket: str, key: str, text: str) -> Body
     )
 
 
-async def fetch_body(store: ObjectStore, ref: BodyRef) -> str:
-    """The text a reference names, verified against its size and hash.
+async def fetch_body(store: ObjectStore, bucket: str, ref: BodyRef) -> str:
+    """The text a reference names, from ``store`` (the bucket ``bucket`` of the tenant the
+    message's subject names), verified against its size and hash.
 
     Raises:
-        PermanentError: the object is missing, altered, or not UTF-8.
+        PermanentError: the reference names another bucket; the object is missing, altered,
+            or not UTF-8.
     """
+    if ref.bucket != bucket:
+        raise PermanentError(
+            f"the claim check names bucket {ref.bucket!r}, not the tenant's own ({bucket})",
+            code="tenant_mismatch",
+        )
     try:
         result = await store.get(ref.name)
     except (ObjectNotFoundError, NotFoundError) as exc:

@@ -6,6 +6,7 @@ server without seeing each other's messages.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -23,6 +24,49 @@ from nats.js.api import (
 
 DAY = 24 * 60 * 60.0
 DEDUPE_WINDOW_S = 2 * 60.0
+#: The grant token of a credential that may read every library of its tenant.
+GRANT_ALL = "_all"
+#: The token of a tenant or library a dead letter's message did not name.
+UNKNOWN = "_"
+#: The most libraries a grant names (a longer list would make a very long subject).
+MAX_GRANT_LIBRARIES = 32
+_LIBRARY_SUBJECTS = (
+    "document.added",
+    "document.deleted",
+    "document.indexed",
+    "document.removed",
+    "document.failed",
+)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a message acts for, as its subject says: NATS let it through to that subject only if
+    the sender's credential may publish there."""
+
+    tenant: str | None = None
+    library: str | None = None
+    grant: str | None = None
+
+    def libraries(self) -> frozenset[str] | None:
+        """The libraries the grant reaches (None: all of the tenant's)."""
+        if self.grant is None or self.grant == GRANT_ALL:
+            return None
+        return frozenset(self.grant.split("+"))
+
+
+def grant_token(libraries: Iterable[str] | None) -> str:
+    """The subject token of a grant: ``_all``, or the libraries sorted and joined by ``+``."""
+    if libraries is None:
+        return GRANT_ALL
+    names = sorted(set(libraries))
+    if not names or len(names) > MAX_GRANT_LIBRARIES:
+        raise ValueError(f"a grant names 1 to {MAX_GRANT_LIBRARIES} libraries")
+    return "+".join(names)
+
+
+def _known(token: str) -> str | None:
+    return None if token == UNKNOWN else token
 
 
 @dataclass(frozen=True)
@@ -74,27 +118,91 @@ class Topology:
         stem = f"{self.prefix}_{name}" if self.prefix else f"KBUS_{name}"
         return stem.upper().replace(".", "_").replace("-", "_")
 
-    # -- subjects ------------------------------------------------------------------------------
+    # -- subjects: a tenant's messages carry it (and their library) as tokens ------------------
+    #
+    # NATS permissions can then say which tenant and which libraries a credential reaches, and
+    # the services take the tenant from the subject the server let through (Identity), never
+    # from the body alone.
+
+    def added(self, tenant: str, library: str) -> str:
+        """Where a document of a tenant's library is published."""
+        return self._subject(f"document.added.{tenant}.{library}")
+
+    def deleted(self, tenant: str, library: str | None = None) -> str:
+        """Where a deletion in a library (or of a whole tenant, without one) is published."""
+        return self._scoped("document.deleted", tenant, library)
+
+    def indexed(self, tenant: str, library: str) -> str:
+        """Receipt: a document of this library is searchable."""
+        return self._subject(f"document.indexed.{tenant}.{library}")
+
+    def removed(self, tenant: str, library: str | None = None) -> str:
+        """Receipt: what a deletion removed."""
+        return self._scoped("document.removed", tenant, library)
+
+    def failed(self, tenant: str, library: str) -> str:
+        """Receipt: a document will not be indexed."""
+        return self._subject(f"document.failed.{tenant}.{library}")
+
+    def dead_letter(self, stage: str, tenant: str | None = None, library: str | None = None) -> str:
+        """A dead letter of a stage, under the tenant and library of its message (``_`` where
+        they are not known)."""
+        return self._subject(f"deadletter.{stage}.{tenant or UNKNOWN}.{library or UNKNOWN}")
+
+    def indexed_of(self, tenant: str, library: str | None = None) -> str:
+        """The receipts of a tenant's library (all its libraries without one)."""
+        return self._subject(f"document.indexed.{tenant}.{library or '*'}")
+
+    def dead_letters_of(self, tenant: str, library: str | None = None) -> str:
+        """The dead letters of a tenant's library (all its libraries without one), any stage."""
+        return self._subject(f"deadletter.*.{tenant}.{library or '*'}")
+
+    def search_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
+        """A tenant's searches, within a grant (:func:`grant_token`)."""
+        return self._subject(f"kb.search.{tenant}.{grant}")
+
+    def stats_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
+        """A tenant's statistics, within a grant."""
+        return self._subject(f"kb.stats.{tenant}.{grant}")
+
+    def _scoped(self, name: str, tenant: str, library: str | None) -> str:
+        return self._subject(f"{name}.{tenant}" + (f".{library}" if library else ""))
+
+    # -- every tenant's (what streams capture and services subscribe to) -----------------------
 
     @property
     def document_added(self) -> str:
-        return self._subject("document.added")
+        return self._subject("document.added.>")
 
     @property
     def document_deleted(self) -> str:
-        return self._subject("document.deleted")
+        return self._subject("document.deleted.>")
 
     @property
     def document_removed(self) -> str:
-        return self._subject("document.removed")
+        return self._subject("document.removed.>")
 
     @property
     def document_indexed(self) -> str:
-        return self._subject("document.indexed")
+        return self._subject("document.indexed.>")
 
     @property
     def document_failed(self) -> str:
-        return self._subject("document.failed")
+        return self._subject("document.failed.>")
+
+    @property
+    def dead_letters(self) -> str:
+        return self._subject("deadletter.>")
+
+    @property
+    def search(self) -> str:
+        return self._subject("kb.search.*.*")
+
+    @property
+    def stats(self) -> str:
+        return self._subject("kb.stats.*.*")
+
+    # -- between the services only -------------------------------------------------------------
 
     @property
     def chunks_ready(self) -> str:
@@ -104,21 +212,6 @@ class Topology:
     def embeddings_ready(self) -> str:
         return self._subject("embeddings.ready")
 
-    def dead_letter(self, stage: str) -> str:
-        return self._subject(f"deadletter.{stage}")
-
-    @property
-    def dead_letters(self) -> str:
-        return self._subject("deadletter.>")
-
-    @property
-    def search(self) -> str:
-        return self._subject("kb.search")
-
-    @property
-    def stats(self) -> str:
-        return self._subject("kb.stats")
-
     @property
     def embed(self) -> str:
         return self._subject("kb.embed")
@@ -126,6 +219,29 @@ class Topology:
     @property
     def rerank(self) -> str:
         return self._subject("kb.rerank")
+
+    def names_tenant(self, subject: str) -> bool:
+        """Whether ``subject`` is of a kind that carries a tenant (malformed or not)."""
+        tokens = subject.split(".")
+        if self.prefix:
+            tokens = tokens[1:] if tokens[:1] == [self.prefix] else []
+        return ".".join(tokens[:2]) in (*_LIBRARY_SUBJECTS, "kb.search", "kb.stats")
+
+    def identity(self, subject: str) -> Identity:
+        """The tenant, library and grant a tenant's subject names (empty for other subjects)."""
+        tokens = subject.split(".")
+        if self.prefix:
+            if tokens[:1] != [self.prefix]:
+                return Identity()
+            tokens = tokens[1:]
+        kind = ".".join(tokens[:2])
+        if kind in _LIBRARY_SUBJECTS and len(tokens) in (3, 4):
+            return Identity(tokens[2], tokens[3] if len(tokens) == 4 else None)
+        if kind in ("kb.search", "kb.stats") and len(tokens) == 4:
+            return Identity(tokens[2], grant=tokens[3])
+        if tokens[:1] == ["deadletter"] and len(tokens) == 4:
+            return Identity(_known(tokens[2]), _known(tokens[3]))
+        return Identity()
 
     # -- durable consumers (shared names: N replicas split the work) ---------------------------
 
@@ -236,17 +352,16 @@ class Topology:
         """KV bucket of each document's searchable version (the newest complete one)."""
         return self._name("versions")
 
-    @property
-    def bodies_bucket(self) -> str:
-        """Object store of large documents' text (the claim check)."""
-        return self._name("bodies")
+    def bodies_bucket(self, tenant: str) -> str:
+        """Object store of a tenant's large documents' text (the claim check): one per tenant,
+        so a tenant's credential reaches its own texts only."""
+        return f"{self._name('bodies')}_{tenant}"
 
-    @property
-    def bodies_store(self) -> ObjectStoreConfig:
+    def bodies_store(self, tenant: str) -> ObjectStoreConfig:
         # Objects are removed once ingested; the TTL only bounds what a crash leaves behind.
         return ObjectStoreConfig(
-            bucket=self.bodies_bucket,
-            description="kbus: text of documents larger than one message",
+            bucket=self.bodies_bucket(tenant),
+            description=f"kbus: text of {tenant}'s documents larger than one message",
             ttl=7 * DAY,
             max_bytes=self.stream_max_bytes,
             storage=StorageType.FILE,

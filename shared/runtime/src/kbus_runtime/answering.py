@@ -23,8 +23,9 @@ from pydantic import BaseModel
 
 log = logging.getLogger("kbus")
 
-#: Answers one request's body with a reply model (an error reply for any failure).
-Answer = Callable[[bytes], Awaitable[BaseModel]]
+#: Answers one request (its body and the subject it came on) with a reply model (an error reply
+#: for any failure).
+Answer = Callable[[bytes, str], Awaitable[BaseModel]]
 
 
 class Answering:
@@ -53,7 +54,7 @@ class Answering:
 
     async def _respond(self, answer: Answer, request: Request) -> None:
         try:
-            reply = await answer(request.data)
+            reply = await answer(request.data, request.subject)
             # No headers: the subject's contract says JSON, and nats-py parses any header
             # block with the email package on every message it receives.
             await request.respond(reply.model_dump_json().encode())

@@ -12,7 +12,7 @@ from faststream._internal.context import Context
 from faststream.nats import JStream, NatsBroker, PullSub
 from faststream.nats.message import NatsMessage
 from faststream.nats.prometheus import NatsPrometheusMiddleware
-from faststream.security import SASLPlaintext
+from faststream.security import BaseSecurity, SASLPlaintext
 from kbus_contract.topology import Stream, Topology, work_consumer
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
@@ -52,10 +52,13 @@ def make_broker(
     Args:
         log_level: The service's log level; FastStream's line per message shows at DEBUG.
     """
-    security = None
+    security: BaseSecurity | None = None
+    tls = settings.tls_context()
     if settings.nats_user:
         password = settings.nats_password.get_secret_value() if settings.nats_password else ""
-        security = SASLPlaintext(username=settings.nats_user, password=password)
+        security = SASLPlaintext(username=settings.nats_user, password=password, ssl_context=tls)
+    elif tls is not None:
+        security = BaseSecurity(ssl_context=tls)
     broker = NatsBroker(
         settings.nats_url,
         security=security,
@@ -78,6 +81,9 @@ def make_broker(
 async def connect_nats(bus: BusSettings) -> Client:
     """A plain NATS connection with the service's credentials and inbox prefix (for jobs)."""
     options: dict[str, Any] = {"inbox_prefix": bus.inbox_prefix}
+    tls = bus.tls_context()
+    if tls is not None:
+        options["tls"] = tls
     if bus.nats_user:
         options["user"] = bus.nats_user
         options["password"] = bus.nats_password.get_secret_value() if bus.nats_password else ""

@@ -7,6 +7,7 @@ environment configures all four services; service settings from ``KBUS_<SERVICE>
 from __future__ import annotations
 
 import os
+import ssl
 from typing import Any
 
 from kbus_contract.topology import Topology
@@ -27,6 +28,13 @@ class BusSettings(BaseSettings):
     )
     nats_user: str | None = Field(default=None, description="NATS user name.")
     nats_password: SecretStr | None = Field(default=None, description="NATS password (secret).")
+    nats_tls_ca: str | None = Field(
+        default=None, description="CA file that signed the NATS server's certificate (TLS)."
+    )
+    nats_tls_cert: str | None = Field(
+        default=None, description="Client certificate file, where the server asks for one."
+    )
+    nats_tls_key: str | None = Field(default=None, description="The client certificate's key.")
     stream_max_bytes: int = Field(
         default=1024**3, gt=0, description="Bytes each stream may hold (reserved on the server)."
     )
@@ -63,6 +71,15 @@ class BusSettings(BaseSettings):
         description="Fault injection for the chaos test's negative control: ack before "
         "processing, so a crash loses messages. Never enable it in a real installation.",
     )
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The TLS context of NATS connections (None: plain connections)."""
+        if self.nats_tls_ca is None and self.nats_tls_cert is None:
+            return None
+        context = ssl.create_default_context(cafile=self.nats_tls_ca)
+        if self.nats_tls_cert is not None:
+            context.load_cert_chain(self.nats_tls_cert, self.nats_tls_key)
+        return context
 
     @property
     def topology(self) -> Topology:

@@ -30,6 +30,10 @@ log = logging.getLogger("kbus")
 
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 60.0
+#: Codes that refuse what a tenant may not do; counted per tenant.
+REFUSALS = frozenset(
+    {"tenant_mismatch", "library_mismatch", "library_not_granted", "quota_exceeded"}
+)
 
 
 class Message(Protocol):
@@ -119,6 +123,16 @@ class StageMetrics:
         )
 
     @cached_property
+    def refusals(self) -> Counter:
+        return Counter(
+            "kbus_tenant_refusals",
+            "Messages and requests refused for what a tenant may do: a body naming another "
+            "tenant or library than its subject, a library outside the grant, a quota",
+            ["stage", "tenant", "code"],
+            registry=self.registry,
+        )
+
+    @cached_property
     def answered(self) -> Counter:
         return Counter(
             "kbus_requests",
@@ -175,9 +189,14 @@ class Stage:
             log.exception("%s: failed after acking; the message is lost", self.name)
 
     async def answer(
-        self, body: bytes, model: type[M], work: Callable[[M], Awaitable[R]]
+        self,
+        body: bytes,
+        model: type[M],
+        work: Callable[[M], Awaitable[R]],
+        tenant: str | None = None,
     ) -> R | ErrorReply:
-        """Decode and answer one request; every failure becomes a typed error reply."""
+        """Decode and answer one request (for ``tenant``, where its subject names one); every
+        failure becomes a typed error reply."""
         try:
             reply: R | ErrorReply = await work(decode(body, model))
         except (PermanentError, TransientError) as exc:
@@ -187,7 +206,12 @@ class Stage:
             reply = self.error_reply("internal", f"{type(exc).__name__}: {exc}", retryable=True)
         outcome = reply.error.code if isinstance(reply, ErrorReply) else "ok"
         self.metrics.answered.labels(self.name, outcome).inc()
+        self._count_refusal(tenant, outcome)
         return reply
+
+    def _count_refusal(self, tenant: str | None, code: str) -> None:
+        if code in REFUSALS:
+            self.metrics.refusals.labels(self.name, tenant or "_", code).inc()
 
     def _relayed(self, exc: PermanentError | TransientError) -> str:
         # An error another stage replied with keeps its origin in the message.
@@ -279,7 +303,9 @@ class Stage:
         deliveries: int,
         body: bytes,
     ) -> None:
-        """Publish a message's dead letter and, for a document, its ``document.failed``.
+        """Publish a message's dead letter and, for a document, its ``document.failed``, under
+        the tenant and library its subject names (a message between the services, whose subject
+        names none, carries them in its body: the services wrote it).
 
         Raises whatever the publish raises: the caller must keep the message in that case.
         """
@@ -292,18 +318,19 @@ class Stage:
             deliveries=deliveries,
             original=body[:ORIGINAL_LIMIT].decode("utf-8", errors="replace"),
             original_size=len(body),
-            **identity_of(body),
+            **self._identity(subject, body),
         )
         log.warning("%s: dead-lettering (%s): %s", stage, code, reason)
+        self._count_refusal(letter.tenant, code)
         # Ids make a retry after a half-done attempt harmless: JetStream drops the repeat.
         msg_id = f"{stage}/{letter.subject}/{letter.stream_sequence}"
         await self.publish(
             letter,
-            self.topology.dead_letter(stage),
+            self.topology.dead_letter(stage, letter.tenant, letter.library),
             stream=self.topology.dead_letter_stream.name,
             msg_id=msg_id,
         )
-        is_document = letter.subject != self.topology.document_deleted
+        is_document = not subject.startswith(self.topology.document_deleted[:-1])
         if is_document and letter.tenant and letter.library and letter.document_id:
             failed = DocumentFailed(
                 tenant=letter.tenant,
@@ -315,10 +342,21 @@ class Stage:
             )
             await self.publish(
                 failed,
-                self.topology.document_failed,
+                self.topology.failed(failed.tenant, failed.library),
                 stream=self.topology.receipts_stream.name,
                 msg_id=msg_id,
             )
+
+    def _identity(self, subject: str, body: bytes) -> dict[str, str | None]:
+        named: dict[str, str | None] = dict(identity_of(body))
+        if not self.topology.names_tenant(subject):
+            return named  # between the services: they wrote the body
+        sent = self.topology.identity(subject)
+        return {
+            "tenant": sent.tenant,
+            "library": sent.library,
+            "document_id": named.get("document_id"),
+        }
 
     @contextlib.asynccontextmanager
     async def _keep_alive(self, message: Message) -> AsyncIterator[None]:

@@ -204,6 +204,14 @@ class ChunkQueries:
         )
         return {str(o.uuid): str(o.properties.get("keywords") or "") for o in res.objects}
 
+    async def count_chunks(self, tenant: str) -> int:
+        """How many chunks a tenant stores (in the collection searches read)."""
+        name = await self.collections.active()
+        if name is None or not await self.collections.tenant_exists(tenant, name):
+            return 0
+        result = await self.collections.use(name, tenant).aggregate.over_all(total_count=True)
+        return int(result.total_count or 0)
+
     async def library_stats(self, tenant: str) -> list[tuple[str, int, int]]:
         """(library, documents, chunks) for every library of a tenant."""
         name = await self.collections.active()

@@ -1,0 +1,415 @@
+"""A tenant's credential reaches that tenant only, and of it only its libraries.
+
+Every refusal is checked for its reason: the server's permissions violation naming the subject,
+or kbus's error reply (tenant_mismatch, library_not_granted, quota_exceeded). Every grant is
+checked too, with the same operations on a credential's own tenant and libraries, so the
+refusals cannot pass for a test that refuses everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kbus_client import KbError
+from kbus_contract.topology import GRANT_ALL
+from kbus_dev.natsauth import Credential
+from nats.aio.client import Client
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from tests.security.conftest import (
+    CREDENTIALS,
+    LIBRARIES,
+    LIMITED,
+    RATE,
+    TENANTS,
+    TOPOLOGY,
+    Locked,
+    client_for,
+    connect,
+    credential,
+)
+
+T = TOPOLOGY
+OPERATIONS = (
+    "search",
+    "search-subject",
+    "stats-subject",
+    "publish",
+    "delete",
+    "receipts",
+    "dead-letters",
+    "bodies",
+)
+
+
+def marker(tenant: str, library: str) -> str:
+    """A word only this tenant's library holds."""
+    return f"marker{tenant}{library.replace('-', '')}"
+
+
+@pytest.fixture(scope="module")
+async def seeded(locked: Locked) -> Locked:
+    """Every tenant's libraries hold a document with their own marker word (and each tenant's
+    store of large texts exists: one document of each tenant goes by claim check)."""
+    for tenant in TENANTS:
+        kb = await client_for(locked, f"{tenant}-all")
+        async with kb:
+            for library in LIBRARIES:
+                kb.claim_check_bytes = 200 if library == "lib-a" else None
+                word = marker(tenant, library)
+                await kb.publish_document(
+                    library=library,
+                    document_id=f"seed-{library}",
+                    title=f"{tenant} {library}",
+                    text=f"The {word} is kept here. " * (12 if library == "lib-a" else 1),
+                    wait=True,
+                    timeout_s=120,
+                )
+    return locked
+
+
+@dataclass
+class Attempt:
+    credential: Credential
+    operation: str
+    tenant: str
+    library: str
+    number: int
+
+    @property
+    def readable(self) -> bool:
+        c = self.credential
+        return self.tenant == c.tenant and (c.libraries is None or self.library in c.libraries)
+
+    @property
+    def allowed(self) -> bool:
+        c = self.credential
+        if self.operation in ("publish", "delete"):
+            return c.write and self.readable
+        if self.operation == "bodies":
+            return c.write and self.tenant == c.tenant
+        if self.operation in ("search-subject", "stats-subject"):
+            return self.tenant == c.tenant and c.libraries is None  # the whole tenant's grant
+        return self.readable
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    reason: str = ""
+    foreign_hits: int = 0
+
+
+class Connections:
+    """One connection per credential, and the permission errors the server sent it."""
+
+    def __init__(self, locked: Locked) -> None:
+        self.locked = locked
+        self.clients: dict[str, Client] = {}
+        self.errors: dict[str, list[str]] = {}
+        self._opening = asyncio.Lock()
+
+    async def of(self, name: str) -> Client:
+        async with self._opening:  # one connection per credential, however many ask at once
+            if name not in self.clients:
+                self.errors[name] = []
+                self.clients[name] = await connect(self.locked, name, self.errors[name])
+        return self.clients[name]
+
+    async def violation(self, name: str, subject: str) -> str:
+        for _ in range(40):
+            # nats-py reports the server's error in lower case.
+            found = [e for e in self.errors[name] if subject.lower() in e.lower()]
+            if found:
+                return found[0]
+            await asyncio.sleep(0.05)
+        return ""
+
+    async def close(self) -> None:
+        for nc in self.clients.values():
+            await nc.close()
+
+
+async def _request(nc: Client, subject: str, body: dict[str, Any]) -> dict[str, Any]:
+    reply = await nc.request(subject, json.dumps(body).encode(), timeout=2)
+    result: dict[str, Any] = json.loads(reply.data)
+    return result
+
+
+async def _search(nc: Client, a: Attempt, subject: str) -> Outcome:
+    body = {
+        "tenant": a.tenant,
+        "libraries": [a.library],
+        "query": marker(a.tenant, a.library),
+        "search_type": "keyword",
+        "rerank": False,
+        "k": 20,
+    }
+    reply = await _request(nc, subject, body)
+    if reply["kind"] == "error":
+        return Outcome(False, f"{reply['error']['code']}: {reply['error']['message']}")
+    own = {marker(a.credential.tenant, lib) for lib in LIBRARIES}
+    foreign = sum(1 for hit in reply["results"] if not any(m in hit["text"] for m in own))
+    return Outcome(True, foreign_hits=foreign)
+
+
+async def _read(nc: Client, stream: str, subject: str) -> Outcome:
+    config = ConsumerConfig(
+        name=f"probe-{nc.new_inbox().rsplit('.', 1)[-1]}",
+        deliver_policy=DeliverPolicy.NEW,
+        ack_policy=AckPolicy.NONE,
+        inactive_threshold=10.0,
+    )
+    sub = await nc.jetstream(timeout=2).subscribe(subject, stream=stream, config=config)
+    await sub.unsubscribe()
+    return Outcome(True)
+
+
+async def _run(nc: Client, a: Attempt) -> Outcome:
+    c = a.credential
+    js = nc.jetstream(timeout=2)
+    if a.operation == "search":  # on its own subject, naming the target in the body
+        return await _search(nc, a, T.search_for(c.tenant, c.grant))
+    if a.operation == "search-subject":  # claiming the target's whole-tenant subject
+        return await _search(nc, a, T.search_for(a.tenant, GRANT_ALL))
+    if a.operation == "stats-subject":
+        reply = await _request(nc, T.stats_for(a.tenant, GRANT_ALL), {"tenant": a.tenant})
+        return Outcome(reply["kind"] == "stats", reply.get("error", {}).get("code", ""))
+    if a.operation == "publish":
+        doc = {
+            "tenant": a.tenant,
+            "library": a.library,
+            "document_id": f"written-{a.number}",
+            "title": "x",
+            "text": f"rndmark written by {c.name}",
+        }
+        await js.publish(T.added(a.tenant, a.library), json.dumps(doc).encode())
+        return Outcome(True)
+    if a.operation == "delete":
+        # A refused deletion aims at the target's seed document; an allowed one at nothing.
+        target = f"ghost-{a.number}" if a.allowed else f"seed-{a.library}"
+        deletion = {"tenant": a.tenant, "library": a.library, "document_id": target}
+        await js.publish(T.deleted(a.tenant, a.library), json.dumps(deletion).encode())
+        return Outcome(True)
+    if a.operation == "receipts":
+        return await _read(nc, T.receipts_stream.name, T.indexed_of(a.tenant, a.library))
+    if a.operation == "dead-letters":
+        stream = T.dead_letter_stream.name
+        return await _read(nc, stream, T.dead_letters_of(a.tenant, a.library))
+    await js.object_store(T.bodies_bucket(a.tenant))
+    return Outcome(True)
+
+
+async def attempt(connections: Connections, a: Attempt) -> Outcome:
+    nc = await connections.of(a.credential.name)
+    try:
+        return await _run(nc, a)
+    except Exception as exc:
+        reason = await connections.violation(a.credential.name, _subject_of(a))
+        return Outcome(False, reason or f"{type(exc).__name__}: {exc}")
+
+
+def _subject_of(a: Attempt) -> str:
+    """The subject the server refuses, as its permissions violation names it."""
+    return {
+        "search-subject": T.search_for(a.tenant, GRANT_ALL),
+        "stats-subject": T.stats_for(a.tenant, GRANT_ALL),
+        "publish": T.added(a.tenant, a.library),
+        "delete": T.deleted(a.tenant, a.library),
+        "receipts": T.indexed_of(a.tenant, a.library),
+        "dead-letters": T.dead_letters_of(a.tenant, a.library),
+        "bodies": f"OBJ_{T.bodies_bucket(a.tenant)}",
+    }.get(a.operation, "")
+
+
+def _expected_reason(outcome: Outcome) -> bool:
+    known = ("permissions violation", "tenant_mismatch", "library_not_granted")
+    return any(k in outcome.reason.lower() for k in known)
+
+
+async def test_every_operation_on_another_tenant_is_refused_and_on_its_own_granted(
+    seeded: Locked,
+) -> None:
+    connections = Connections(seeded)
+    a, b = credential("t1-all"), credential("t2-all")
+    try:
+        for operation in OPERATIONS:
+            foreign = await attempt(connections, Attempt(a, operation, "t2", "lib-a", 1))
+            assert not foreign.ok, operation
+            assert _expected_reason(foreign), (operation, foreign.reason)
+            own = await attempt(connections, Attempt(b, operation, "t2", "lib-a", 2))
+            assert own.ok, (operation, own.reason)
+            assert own.foreign_hits == 0
+    finally:
+        await connections.close()
+
+
+async def test_a_library_credential_reaches_its_library_only(seeded: Locked) -> None:
+    connections = Connections(seeded)
+    limited = credential("t1-a")
+    try:
+        for operation in ("search", "publish", "delete", "receipts", "dead-letters"):
+            other = await attempt(connections, Attempt(limited, operation, "t1", "lib-b", 3))
+            assert not other.ok, operation
+            assert _expected_reason(other), (operation, other.reason)
+            own = await attempt(connections, Attempt(limited, operation, "t1", "lib-a", 4))
+            assert own.ok, (operation, own.reason)
+        refused = await attempt(connections, Attempt(limited, "search", "t1", "lib-b", 5))
+        assert "library_not_granted" in refused.reason
+        assert "'lib-b'" in refused.reason  # the library is named, not silently left out
+    finally:
+        await connections.close()
+
+
+async def test_a_thousand_random_attempts_reach_nothing_of_another_tenant(
+    seeded: Locked,
+) -> None:
+    rng = random.Random(27)
+    attempts = []
+    # The limited tenant's credentials are left out: their searches may meet its quota.
+    holders = [c for c in CREDENTIALS if c.tenant != LIMITED]
+    for number in range(1_000):
+        held = rng.choice(holders)
+        tenant = held.tenant if rng.random() < 0.4 else rng.choice(TENANTS)
+        attempts.append(
+            Attempt(held, rng.choice(OPERATIONS), tenant, rng.choice(LIBRARIES), 1_000 + number)
+        )
+    connections = Connections(seeded)
+    limit = asyncio.Semaphore(32)
+
+    async def one(a: Attempt) -> Outcome:
+        async with limit:
+            return await attempt(connections, a)
+
+    try:
+        outcomes = await asyncio.gather(*(one(a) for a in attempts))
+    finally:
+        await connections.close()
+    tally = Counter((a.allowed, o.ok) for a, o in zip(attempts, outcomes, strict=True))
+    print(f"\n1,000 attempts: {dict(tally)}")
+    assert tally[(True, False)] == 0, [
+        (a, o) for a, o in zip(attempts, outcomes, strict=True) if a.allowed and not o.ok
+    ][:5]
+    assert tally[(False, True)] == 0
+    assert tally[(False, False)] > 300  # both kinds were tried
+    assert tally[(True, True)] > 200
+    unexplained = [
+        (a.operation, o.reason)
+        for a, o in zip(attempts, outcomes, strict=True)
+        if not o.ok and not _expected_reason(o)
+    ]
+    assert not unexplained, unexplained[:5]
+    assert sum(o.foreign_hits for o in outcomes) == 0
+    await _nothing_foreign_was_written_or_deleted(seeded, attempts)
+
+
+async def _nothing_foreign_was_written_or_deleted(locked: Locked, attempts: list[Attempt]) -> None:
+    written = {
+        (a.tenant, a.library, f"written-{a.number}")
+        for a in attempts
+        if a.operation == "publish" and a.allowed
+    }
+    for tenant in TENANTS:
+        kb = await client_for(locked, f"{tenant}-all")
+        async with kb:
+            for library in LIBRARIES:
+                expected = {doc for t, lib, doc in written if (t, lib) == (tenant, library)}
+                found = await _documents(kb, library, expected)
+                # (Documents the other tests wrote have numbers under 1,000.)
+                ours = {d for d in found if d.startswith("seed-") or int(d.split("-")[1]) >= 1_000}
+                assert ours == expected | {f"seed-{library}"}, (tenant, library)
+
+
+async def _documents(kb: Any, library: str, expected: set[str]) -> set[str]:
+    """The documents of a library that hold the random run's word, and its seed (waiting a
+    while for the allowed publishes to be indexed)."""
+    found: set[str] = set()
+    for _ in range(60):
+        try:
+            reply = await kb.search(
+                "rndmark", libraries=[library], search_type="keyword", k=100, group_by_document=True
+            )
+            seed = await kb.search(
+                marker(kb.tenant, library), libraries=[library], search_type="keyword", k=5
+            )
+        except KbError as exc:  # the limited tenant's rate: ask again in a second
+            if exc.code != "quota_exceeded":
+                raise
+        else:
+            found = {h.document_id for h in (*reply.results, *seed.results)}
+            if expected <= found:
+                return found
+        await asyncio.sleep(1)
+    return found
+
+
+async def test_a_body_naming_another_tenant_than_its_subject_is_dead_lettered(
+    seeded: Locked,
+) -> None:
+    kb = await client_for(seeded, "t1-all")
+    nc = kb.nc
+    async with kb:
+        body = {
+            "tenant": "t2",
+            "library": "lib-a",
+            "document_id": "smuggled",
+            "title": "x",
+            "text": "smuggledword in t2's library",
+        }
+        await nc.jetstream().publish(T.added("t1", "lib-a"), json.dumps(body).encode())
+        letter = await _dead_letter(nc, "t1", "smuggled")
+        assert letter["code"] == "tenant_mismatch"
+        assert (letter["tenant"], letter["library"]) == ("t1", "lib-a")  # the subject's
+    other = await client_for(seeded, "t2-all")
+    async with other:
+        reply = await other.search("smuggledword", libraries=["lib-a"], search_type="keyword")
+        assert reply.results == ()
+
+
+async def _dead_letter(nc: Client, tenant: str, document_id: str) -> dict[str, Any]:
+    config = ConsumerConfig(
+        name=f"find-{nc.new_inbox().rsplit('.', 1)[-1]}",
+        deliver_policy=DeliverPolicy.ALL,
+        ack_policy=AckPolicy.NONE,
+        inactive_threshold=10.0,
+    )
+    sub = await nc.jetstream().subscribe(
+        T.dead_letters_of(tenant), stream=T.dead_letter_stream.name, config=config
+    )
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                letter: dict[str, Any] = json.loads((await sub.next_msg(timeout=30)).data)
+                if letter.get("document_id") == document_id:
+                    return letter
+    finally:
+        await sub.unsubscribe()
+
+
+async def test_a_burst_over_one_tenant_s_search_limit_leaves_the_others_answered(
+    seeded: Locked,
+) -> None:
+    limited = await client_for(seeded, f"{LIMITED}-all")
+    other = await client_for(seeded, "t0-all")
+
+    async def search(kb: Any, tenant: str) -> str:
+        try:
+            await kb.search(
+                marker(tenant, "lib-b"), libraries=["lib-b"], search_type="keyword", rerank=False
+            )
+        except KbError as exc:
+            return exc.code
+        return "ok"
+
+    async with limited, other:
+        burst = await asyncio.gather(*(search(limited, LIMITED) for _ in range(4 * RATE)))
+        others = await asyncio.gather(*(search(other, "t0") for _ in range(4 * RATE)))
+    assert burst.count("quota_exceeded") >= 2 * RATE
+    assert set(burst) <= {"ok", "quota_exceeded"}
+    assert others == ["ok"] * (4 * RATE)
