@@ -408,8 +408,11 @@ async def test_a_burst_over_one_tenant_s_search_limit_leaves_the_others_answered
         return "ok"
 
     async with limited, other:
+        await asyncio.sleep(1.5)  # a full second's searches since the tenant's last ones
         burst = await asyncio.gather(*(search(limited, LIMITED) for _ in range(4 * RATE)))
         others = await asyncio.gather(*(search(other, "t0") for _ in range(4 * RATE)))
+    print(f"\nburst of {len(burst)}: {Counter(burst)}; the other tenant's: {Counter(others)}")
     assert burst.count("quota_exceeded") >= 2 * RATE
+    assert burst.count("ok") >= 1  # the limit is a rate, not a ban
     assert set(burst) <= {"ok", "quota_exceeded"}
     assert others == ["ok"] * (4 * RATE)

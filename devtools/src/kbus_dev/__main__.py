@@ -18,6 +18,10 @@ def main() -> None:
         from kbus_dev.natsauth import main as nats_auth
 
         raise SystemExit(nats_auth(sys.argv[2:]))
+    if sys.argv[1:2] == ["certs"]:
+        from kbus_dev.certs import main as certs
+
+        raise SystemExit(certs(sys.argv[2:]))
     if sys.argv[1:2] == ["k8s"]:
         from kbus_dev.k8s import main as k8s
 
