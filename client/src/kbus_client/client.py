@@ -23,7 +23,7 @@ from kbus_contract import (
 )
 from kbus_contract.claimcheck import open_bodies, put_body
 from kbus_contract.topology import Topology, grant_token
-from kbus_contract.wire import describe_validation_error, request
+from kbus_contract.wire import DEFAULT_WAIT_S, budget_ms, describe_validation_error, request
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.object_store import ObjectStore
@@ -69,7 +69,7 @@ class KbClient:
         prefix: str = "",
         tenant: str | None = None,
         granted: Sequence[str] | None = None,
-        timeout_s: float = 30.0,
+        timeout_s: float = DEFAULT_WAIT_S,
         claim_check_bytes: int | None = None,
     ) -> None:
         self.nc = nc
@@ -95,7 +95,7 @@ class KbClient:
         prefix: str = "",
         tenant: str | None = None,
         granted: Sequence[str] | None = None,
-        timeout_s: float = 30.0,
+        timeout_s: float = DEFAULT_WAIT_S,
         **nats_options: Any,
     ) -> KbClient:
         """Connect to NATS; ``nats_options`` go to ``nats.connect`` (the credential's user and
@@ -283,8 +283,11 @@ class KbClient:
     ) -> SearchReply:
         """Search and return the typed reply; an error reply raises :class:`KbError`.
 
-        ``k`` and the other unset choices are the server's defaults.
+        ``k`` and the other unset choices are the server's defaults. The search is given
+        ``timeout_s`` (the client's default wait if unset) less the time its reply takes to
+        come back: the searcher stops, or answers degraded, within it.
         """
+        wait_s = timeout_s or self.timeout_s
         try:
             asked = SearchRequest(
                 tenant=self._tenant(tenant),
@@ -302,6 +305,7 @@ class KbClient:
                 filters=filters or {},
                 group_by_document=group_by_document,
                 exclude_documents=exclude_documents,
+                budget_ms=budget_ms(wait_s),
             )
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
@@ -311,7 +315,7 @@ class KbClient:
             asked,
             SearchReply,
             stage="searcher",
-            timeout_s=timeout_s or self.timeout_s,
+            timeout_s=wait_s,
         )
 
     async def stats(self, *, tenant: str | None = None) -> StatsReply:

@@ -17,6 +17,8 @@ from kbus_contract import (
     InputType,
 )
 from kbus_contract.errors import TransientError
+from kbus_runtime.answering import Inbound
+from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -127,12 +129,20 @@ class Vectorizer:
         self.cached.labels(model).inc(len(texts) - len(missing))
         return out
 
-    async def answer(self, body: bytes, subject: str = "") -> EmbedReply | ErrorReply:
+    async def answer(self, inbound: Inbound) -> EmbedReply | ErrorReply:
         """Answer one ``kb.embed`` request."""
-        return await self.stage.answer(body, EmbedRequest, self.embed_request)
+        return await self.stage.answer(
+            inbound.body,
+            EmbedRequest,
+            lambda request: self.embed_request(request, inbound.deadline(request.budget_ms)),
+        )
 
-    async def embed_request(self, request: EmbedRequest) -> EmbedReply:
-        """Vectors for the texts of a request."""
+    async def embed_request(
+        self, request: EmbedRequest, deadline: Deadline | None = None
+    ) -> EmbedReply:
+        """Vectors for the texts of a request (none once ``deadline`` has passed)."""
+        if deadline is not None:
+            deadline.check("waiting for the embedder")
         started = time.perf_counter()
         vectors = await self.embedder.embed(request.texts, request.input_type)
         self.seconds.labels("request").observe(time.perf_counter() - started)

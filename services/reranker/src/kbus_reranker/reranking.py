@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from kbus_contract import ErrorReply, RerankCandidate, RerankReply, RerankRequest
 from kbus_contract.errors import PermanentError, TransientError
+from kbus_runtime.answering import Inbound
+from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
 from prometheus_client import CollectorRegistry, Histogram
 
@@ -53,12 +55,16 @@ class Reranker:
         name = self.scorer.name
         return f"{name}+prior({self.prior_weight:g})" if self.prior_weight else name
 
-    async def answer(self, body: bytes, subject: str = "") -> RerankReply | ErrorReply:
+    async def answer(self, inbound: Inbound) -> RerankReply | ErrorReply:
         """Answer one ``kb.rerank`` request."""
-        return await self.stage.answer(body, RerankRequest, self.rerank)
+        return await self.stage.answer(
+            inbound.body,
+            RerankRequest,
+            lambda request: self.rerank(request, inbound.deadline(request.budget_ms)),
+        )
 
-    async def rerank(self, request: RerankRequest) -> RerankReply:
-        """Scores in the request's order."""
+    async def rerank(self, request: RerankRequest, deadline: Deadline | None = None) -> RerankReply:
+        """Scores in the request's order (none once ``deadline`` has passed)."""
         if len(request.candidates) > self.max_candidates:
             raise PermanentError(
                 f"{len(request.candidates)} candidates; the limit is {self.max_candidates}",
@@ -68,7 +74,7 @@ class Reranker:
             return RerankReply(model=self.model_name, scores=())
         started = time.perf_counter()
         scores = await score_async(
-            self.scorer, self._lock, request.query, [c.text for c in request.candidates]
+            self.scorer, self._lock, request.query, [c.text for c in request.candidates], deadline
         )
         self.seconds.observe(time.perf_counter() - started)
         return RerankReply(

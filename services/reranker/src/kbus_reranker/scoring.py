@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from kbus_contract.errors import PermanentError, TransientError
+from kbus_runtime.deadlines import Deadline
 from kbus_runtime.settings import CohereSettings
 
 from kbus_reranker.settings import RerankerSettings
@@ -190,8 +191,18 @@ def create_scorer(settings: RerankerSettings) -> Scorer:
 
 
 async def score_async(
-    scorer: Scorer, lock: asyncio.Lock, query: str, passages: Sequence[str]
+    scorer: Scorer,
+    lock: asyncio.Lock,
+    query: str,
+    passages: Sequence[str],
+    deadline: Deadline | None = None,
 ) -> np.ndarray:
-    """Run a scorer in a worker thread; a local scorer's calls one at a time."""
+    """Run a scorer in a worker thread; a local scorer's calls one at a time.
+
+    A request whose caller stopped waiting while it queued for the model is not scored: the
+    turn goes to the requests behind it.
+    """
     async with lock if scorer.local else contextlib.nullcontext():
+        if deadline is not None:
+            deadline.check("waiting for the reranker's model")
         return await asyncio.to_thread(scorer.score, query, passages)

@@ -8,6 +8,7 @@ comes back empty is not an error for the caller: the original query is searched,
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Protocol
 
@@ -57,17 +58,19 @@ class CohereRewriter:
         return "".join(getattr(p, "text", "") for p in parts).strip()
 
 
-async def rewrite_or_keep(rewriter: QueryRewriter, query: str) -> str:
-    """The rewritten query, or the original when rewriting fails or returns nothing usable."""
+async def rewrite_or_none(rewriter: QueryRewriter, query: str, timeout_s: float) -> str | None:
+    """The rewritten query; None when rewriting fails, takes longer than ``timeout_s`` or
+    returns nothing usable (the search then runs on the query as given)."""
     try:
-        text = (await rewriter.rewrite(query)).strip().strip('"').strip()
+        async with asyncio.timeout(timeout_s):
+            text = (await rewriter.rewrite(query)).strip().strip('"').strip()
     except Exception as exc:  # a rewrite is an improvement, never a reason to fail a search
         log.warning(
             "query rewriting failed (%s: %s); searching the query as given", type(exc).__name__, exc
         )
-        return query
+        return None
     if not text or len(text) > MAX_REWRITE_CHARS:
-        return query
+        return None
     return text
 
 

@@ -6,29 +6,25 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from kbus_contract import (
+    DegradedReason,
     EmbedReply,
     EmbedRequest,
     ErrorReply,
     InputType,
     LibraryStats,
-    NoMatchReason,
-    RerankCandidate,
-    RerankReply,
-    RerankRequest,
-    SearchHit,
     SearchReply,
     SearchRequest,
     SearchType,
-    StageTimings,
     StatsReply,
     StatsRequest,
 )
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.tenancy import require_granted, require_tenant
 from kbus_contract.topology import Identity
+from kbus_runtime.answering import Inbound
+from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
 from nats.errors import Error as NatsError
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -40,12 +36,12 @@ from kbus_searcher.ranking import (
     best_per_document,
     first_stage,
     order,
-    passage,
     rank,
-    score_kind,
 )
 from kbus_searcher.relevance import Relevance, Verdict
-from kbus_searcher.rewriting import QueryRewriter, rewrite_or_keep
+from kbus_searcher.rewriting import QueryRewriter, rewrite_or_none
+from kbus_searcher.runs import SearchRun
+from kbus_searcher.second_stage import SecondStage
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate, ChunkStore, DocumentKey, Query
 from kbus_searcher.store.queries import MAX_RESULT_WINDOW
@@ -97,6 +93,7 @@ class Searcher:
         self.settings = settings
         self.rewriter = rewriter
         self.quotas = quotas or Quotas({})
+        self.second_stage = SecondStage(stage, settings)
         self.searches = Counter(
             "kbus_tenant_searches", "Searches answered, by tenant", ["tenant"], registry=registry
         )
@@ -116,18 +113,21 @@ class Searcher:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
 
-    async def answer_search(self, body: bytes, subject: str) -> SearchReply | ErrorReply:
+    async def answer_search(self, inbound: Inbound) -> SearchReply | ErrorReply:
         """Answer one ``kb.search.{tenant}.{grant}`` request."""
-        sent = self.stage.topology.identity(subject)
-        return await self.stage.answer(
-            body, SearchRequest, lambda req: self.search(req, sent), sent.tenant
-        )
+        sent = self.stage.topology.identity(inbound.subject)
 
-    async def answer_stats(self, body: bytes, subject: str) -> StatsReply | ErrorReply:
+        async def search(req: SearchRequest) -> SearchReply:
+            deadline = Deadline.after(req.budget_ms or self.settings.budget_ms, inbound.received)
+            return await self.search(req, sent, deadline)
+
+        return await self.stage.answer(inbound.body, SearchRequest, search, sent.tenant)
+
+    async def answer_stats(self, inbound: Inbound) -> StatsReply | ErrorReply:
         """Answer one ``kb.stats.{tenant}.{grant}`` request."""
-        sent = self.stage.topology.identity(subject)
+        sent = self.stage.topology.identity(inbound.subject)
         return await self.stage.answer(
-            body, StatsRequest, lambda req: self.stats(req, sent), sent.tenant
+            inbound.body, StatsRequest, lambda req: self.stats(req, sent), sent.tenant
         )
 
     async def stats(self, req: StatsRequest, sent: Identity) -> StatsReply:
@@ -147,17 +147,26 @@ class Searcher:
             ),
         )
 
-    async def search(self, req: SearchRequest, sent: Identity) -> SearchReply:
-        """Run a search request through every stage, for the tenant and grant of its subject."""
+    async def search(
+        self, req: SearchRequest, sent: Identity, deadline: Deadline | None = None
+    ) -> SearchReply:
+        """Run a search request through every stage, for the tenant and grant of its subject,
+        and stop when its caller's ``deadline`` (by default, the server's budget) comes."""
         require_tenant(sent, req.tenant)
         require_granted(sent, req.libraries)
         self.quotas.take_search(req.tenant)
         self.searches.labels(req.tenant).inc()
-        run = _Run.start(req, self.settings)
+        deadline = deadline or Deadline.after(self.settings.budget_ms, time.monotonic())
+        run = SearchRun.start(req, self.settings, deadline)
         if not req.libraries:
             return self._reply(run, searched=False)
-        run.query = await self._rewrite(req, run.timings)
-        vector, run.model = await self._embed(run.query, req.search_type, run.timings)
+        # What is cut short inside still leaves half the reserve to send the error reply.
+        async with deadline.bound("searching", self._reserve_s / 2):
+            return await self._search(req, run)
+
+    async def _search(self, req: SearchRequest, run: SearchRun) -> SearchReply:
+        run.query = await self._rewrite(req, run)
+        vector, run.model = await self._embed(run.query, req.search_type, run)
         found = await self._same_model_candidates(req, run, vector)
         run.candidates = len(found)
         run.verdict = await self._judge(req, run, found)
@@ -166,7 +175,7 @@ class Searcher:
         firsts = first_stage(found, req.search_type, run.document_weight)
         positions = order(found, firsts)
         found, firsts = [found[i] for i in positions], [firsts[i] for i in positions]
-        rerank_scores, run.reranker = await self._rerank(req, run, found, firsts)
+        rerank_scores = await self._rerank(req, run, found, firsts)
         hits = rank(found, firsts, rerank_scores)
         hits = [h for h in hits if h.scores.final >= run.min_score]
         if req.group_by_document:
@@ -174,7 +183,7 @@ class Searcher:
         run.hits = tuple(hits[: run.k])
         return self._reply(run)
 
-    async def _judge(self, req: SearchRequest, run: _Run, found: list[Candidate]) -> Verdict:
+    async def _judge(self, req: SearchRequest, run: SearchRun, found: list[Candidate]) -> Verdict:
         t0 = time.perf_counter()
         try:
             return await self.relevance.judge(req, run.query, run.model, found)
@@ -185,29 +194,38 @@ class Searcher:
                 "relevance", t0
             )
 
-    async def _rewrite(self, req: SearchRequest, timings: dict[str, float]) -> str:
+    @property
+    def _reserve_s(self) -> float:
+        return self.settings.reserve_ms / 1000.0
+
+    async def _rewrite(self, req: SearchRequest, run: SearchRun) -> str:
         wanted = self.settings.rewrite if req.rewrite is None else req.rewrite
         if self.rewriter is None or not wanted:
             return req.query
         t0 = time.perf_counter()
-        query = await rewrite_or_keep(self.rewriter, req.query)
-        timings["rewrite_ms"] = self._observe("rewrite", t0)
-        return query
+        timeout_s = run.deadline.cap(self.settings.rewrite_timeout_s, self._reserve_s)
+        query = await rewrite_or_none(self.rewriter, req.query, timeout_s)
+        run.timings["rewrite_ms"] = self._observe("rewrite", t0)
+        if query is None:
+            run.degraded_reason = DegradedReason.REWRITE_FAILED
+        return query or req.query
 
     async def _embed(
-        self, query: str, search_type: SearchType, timings: dict[str, float]
+        self, query: str, search_type: SearchType, run: SearchRun
     ) -> tuple[list[float] | None, str]:
         if search_type is SearchType.KEYWORD:
             return None, ""
         t0 = time.perf_counter()
         reply = await self.stage.ask(
             self.stage.topology.embed,
-            EmbedRequest(texts=(query,), input_type=InputType.QUERY),
+            EmbedRequest(
+                texts=(query,), input_type=InputType.QUERY, budget_ms=run.deadline.left_ms() or 1
+            ),
             EmbedReply,
             stage="embedder",
-            timeout_s=self.settings.embed_timeout_s,
+            timeout_s=run.deadline.cap(self.settings.embed_timeout_s, self._reserve_s),
         )
-        timings["embed_ms"] = self._observe("embed", t0)
+        run.timings["embed_ms"] = self._observe("embed", t0)
         return list(reply.vectors[0]), reply.model
 
     async def _embed_probes(self, texts: list[str]) -> tuple[str, list[list[float]]]:
@@ -221,7 +239,7 @@ class Searcher:
         return reply.model, [list(v) for v in reply.vectors]
 
     async def _same_model_candidates(
-        self, req: SearchRequest, run: _Run, vector: list[float] | None
+        self, req: SearchRequest, run: SearchRun, vector: list[float] | None
     ) -> list[Candidate]:
         """Candidates whose vectors the query's model made; anything else is refused.
 
@@ -245,7 +263,7 @@ class Searcher:
         return candidates
 
     async def _candidates(
-        self, req: SearchRequest, run: _Run, vector: list[float] | None
+        self, req: SearchRequest, run: SearchRun, vector: list[float] | None
     ) -> list[Candidate]:
         t0 = time.perf_counter()
         try:
@@ -294,105 +312,24 @@ class Searcher:
         return min(MAX_RESULT_WINDOW, max(self.settings.overfetch_min, factor * k))
 
     async def _rerank(
-        self, req: SearchRequest, run: _Run, found: Sequence[Candidate], firsts: Sequence[float]
-    ) -> tuple[list[float] | None, str]:
-        wanted = self.settings.rerank if req.rerank is None else req.rerank
-        if not (wanted and found):
-            return None, ""
-        depth = req.rerank_depth or self.settings.rerank_depth
-        blend = req.search_type is not SearchType.KEYWORD
-        candidates = tuple(
-            RerankCandidate(id=c.uuid, text=passage(c), prior=first if blend else None)
-            for c, first in zip(found[:depth], firsts, strict=False)
-        )
+        self,
+        req: SearchRequest,
+        run: SearchRun,
+        found: Sequence[Candidate],
+        firsts: Sequence[float],
+    ) -> list[float] | None:
         t0 = time.perf_counter()
-        try:
-            reply = await self.stage.ask(
-                self.stage.topology.rerank,
-                RerankRequest(query=run.query, candidates=candidates),
-                RerankReply,
-                stage="reranker",
-                timeout_s=self.settings.rerank_timeout_s,
-            )
-        except TransientError as exc:
-            if req.rerank:
-                raise
-            # Reranking is a refinement the caller did not ask for: first-stage order, and the
-            # reply's empty `reranker` and `score_kind` say so.
-            log.warning("answering in first-stage order: %s", exc)
-            return None, ""
-        finally:
-            run.timings["rerank_ms"] = self._observe("rerank", t0)
-        return list(reply.scores), reply.model
+        reranked = await self.second_stage.rerank(req, run.query, found, firsts, run.deadline)
+        run.timings["rerank_ms"] = self._observe("rerank", t0)
+        run.reranker = reranked.model
+        run.degraded_reason = reranked.degraded or run.degraded_reason
+        return reranked.scores
 
     def _observe(self, stage: str, t0: float) -> float:
         elapsed = time.perf_counter() - t0
         self.latency.labels(stage).observe(elapsed)
         return elapsed * 1000.0
 
-    def _reply(self, run: _Run, searched: bool = True) -> SearchReply:
+    def _reply(self, run: SearchRun, searched: bool = True) -> SearchReply:
         run.timings["total_ms"] = self._observe("total", run.started)
-        req = run.request
-        return SearchReply(
-            results=run.hits,
-            searched=searched,
-            no_match=searched and not run.hits,
-            no_match_reason=run.no_match_reason(searched),
-            candidates=run.candidates,
-            search_type=req.search_type,
-            alpha=run.alpha,
-            min_score=run.min_score,
-            min_similarity=run.verdict.min_similarity,
-            min_evidence=run.verdict.min_evidence,
-            best_similarity=run.verdict.best_similarity,
-            baseline_similarity=run.verdict.baseline_similarity,
-            keyword_coverage=run.verdict.keyword_coverage,
-            evidence=run.verdict.evidence,
-            document_weight=run.document_weight,
-            query=run.query or req.query,
-            score_kind=score_kind(req.search_type, bool(run.reranker), run.document_weight),
-            model=run.model,
-            reranker=run.reranker,
-            timings=StageTimings(**run.timings),
-        )
-
-
-@dataclass
-class _Run:
-    """What one search has found out so far; becomes the reply."""
-
-    request: SearchRequest
-    started: float
-    k: int
-    alpha: float
-    min_score: float
-    document_weight: float
-    verdict: Verdict = field(default_factory=Verdict)
-    query: str = ""
-    model: str = ""
-    reranker: str = ""
-    candidates: int = 0
-    hits: tuple[SearchHit, ...] = ()
-    timings: dict[str, float] = field(default_factory=dict)
-
-    @classmethod
-    def start(cls, req: SearchRequest, settings: SearcherSettings) -> _Run:
-        """A run with the request's choices, the server's defaults where it made none."""
-
-        def chosen(value: float | None, default: float) -> float:
-            return default if value is None else value
-
-        return cls(
-            req,
-            time.perf_counter(),
-            k=req.k or settings.k,
-            alpha=chosen(req.alpha, settings.alpha),
-            min_score=chosen(req.min_score, settings.min_score),
-            document_weight=settings.document_weight,
-        )
-
-    def no_match_reason(self, searched: bool) -> NoMatchReason | None:
-        """Why the reply holds no hit, if the search ran and found none."""
-        if not searched or self.hits:
-            return None
-        return self.verdict.reason or NoMatchReason.BELOW_MIN_SCORE
+        return run.reply(searched)

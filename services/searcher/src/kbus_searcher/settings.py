@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from kbus_contract import MAX_K
+from kbus_contract import MAX_BUDGET_MS, MAX_K
+from kbus_contract.wire import DEFAULT_WAIT_S
 from kbus_runtime.settings import CohereSettings, ServiceSettings, StoreSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
@@ -76,11 +77,36 @@ class SearcherSettings(ServiceSettings):
         description="Rerank when a request does not say. A request that did not ask for it "
         "gets first-stage order (reranker empty in the reply) if no reranker answers.",
     )
+    budget_ms: int = Field(
+        default=int(DEFAULT_WAIT_S * 1000),
+        ge=1,
+        le=MAX_BUDGET_MS,
+        description="Milliseconds a search may take when its request sets no budget_ms: the "
+        "client's default wait. Why: docs/tuning.md#kbus_searcher_budget_ms.",
+    )
+    reserve_ms: int = Field(
+        default=50,
+        ge=0,
+        description="Milliseconds of a budget kept back to answer after a stage is cut short. "
+        "Why 50: docs/tuning.md#kbus_searcher_budget_ms.",
+    )
     embed_timeout_s: float = Field(
-        default=10.0, gt=0, description="Seconds a search waits for the embedder."
+        default=10.0,
+        gt=0,
+        description="Seconds a search waits for the embedder at most (less when its budget "
+        "has less left).",
     )
     rerank_timeout_s: float = Field(
-        default=15.0, gt=0, description="Seconds a search waits for the reranker."
+        default=10.0,
+        gt=0,
+        description="Seconds a search waits for the reranker at most (less when its budget "
+        "has less left).",
+    )
+    rewrite_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds a search waits for the query rewriter at most before searching "
+        "the query as given.",
     )
     search_concurrency: int = Field(
         default=32,

@@ -3,7 +3,14 @@
 It needs only pydantic and nats-py, so a client process carries nothing of the services.
 """
 
-from kbus_contract.base import MAX_QUERY_CHARS, SCHEMA_VERSION, Contract, Metadata, MetadataScalar
+from kbus_contract.base import (
+    MAX_BUDGET_MS,
+    MAX_QUERY_CHARS,
+    SCHEMA_VERSION,
+    Contract,
+    Metadata,
+    MetadataScalar,
+)
 from kbus_contract.documents import (
     ORIGINAL_LIMIT,
     BodyRef,
@@ -38,6 +45,7 @@ from kbus_contract.requests import (
 )
 from kbus_contract.search import (
     MAX_K,
+    DegradedReason,
     NoMatchReason,
     Scores,
     SearchHit,
@@ -48,6 +56,7 @@ from kbus_contract.search import (
 )
 
 __all__ = [
+    "MAX_BUDGET_MS",
     "MAX_K",
     "MAX_QUERY_CHARS",
     "ORIGINAL_LIMIT",
@@ -58,6 +67,7 @@ __all__ = [
     "ContentType",
     "Contract",
     "DeadLetter",
+    "DegradedReason",
     "DocumentAdded",
     "DocumentDeleted",
     "DocumentFailed",

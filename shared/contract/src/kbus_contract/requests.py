@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from kbus_contract.base import MAX_QUERY_CHARS, Contract
+from kbus_contract.base import MAX_QUERY_CHARS, Contract, budget_field
 from kbus_contract.identifiers import TenantId
 from kbus_contract.vectors import Vector
 
@@ -42,6 +42,9 @@ class EmbedRequest(Contract):
         min_length=1, max_length=256
     )
     input_type: InputType = InputType.QUERY
+    budget_ms: int | None = budget_field(
+        ": a request still waiting when it is spent is not embedded"
+    )
 
 
 class EmbedReply(Contract):
@@ -66,6 +69,7 @@ class RerankRequest(Contract):
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     candidates: tuple[RerankCandidate, ...] = Field(max_length=1_000)
+    budget_ms: int | None = budget_field(": a request still waiting when it is spent is not scored")
 
 
 class RerankReply(Contract):

@@ -7,7 +7,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from kbus_contract.base import MAX_QUERY_CHARS, Contract, Metadata, MetadataScalar
+from kbus_contract.base import (
+    MAX_QUERY_CHARS,
+    Contract,
+    Metadata,
+    MetadataScalar,
+    budget_field,
+)
 from kbus_contract.identifiers import DocumentId, LibraryId, TenantId
 
 MAX_K = 100
@@ -85,6 +91,10 @@ class SearchRequest(Contract):
         max_length=32,
         description="Equality on top-level metadata keys; a list means any of its values.",
     )
+    budget_ms: int | None = budget_field(
+        " (the server's default if unset). Each stage gets what is left; the reranker is "
+        "skipped when it would not fit (degraded), and no work goes on past it"
+    )
 
     @field_validator("query")
     @classmethod
@@ -143,6 +153,15 @@ class NoMatchReason(StrEnum):
     WEAK_EVIDENCE = "weak_evidence"
     BELOW_MIN_SIMILARITY = "below_min_similarity"
     BELOW_MIN_SCORE = "below_min_score"
+
+
+class DegradedReason(StrEnum):
+    """What a degraded answer left out to be given at all, or within its budget."""
+
+    RERANK_OVER_BUDGET = "rerank_over_budget"
+    RERANK_TIMEOUT = "rerank_timeout"
+    RERANK_UNAVAILABLE = "rerank_unavailable"
+    REWRITE_FAILED = "rewrite_failed"
 
 
 class StageTimings(Contract):
@@ -217,4 +236,19 @@ class SearchReply(Contract):
     )
     model: str
     reranker: str
+    degraded: bool = Field(
+        default=False,
+        description="True when a refinement the search would have made was left out; "
+        "degraded_reason says which.",
+    )
+    degraded_reason: DegradedReason | None = Field(
+        default=None,
+        description="rerank_over_budget: what was left of the budget was less than the "
+        "reranker needs, so the first stage's order was kept; rerank_timeout: the reranker did "
+        "not answer within what was left; rerank_unavailable: no reranker answered; "
+        "rewrite_failed: the query was searched as written.",
+    )
+    budget_ms: int = Field(
+        default=0, description="The budget the search ran under, in milliseconds."
+    )
     timings: StageTimings

@@ -21,6 +21,19 @@ from kbus_contract.requests import ErrorReply
 
 M = TypeVar("M", bound=BaseModel)
 
+#: How long a caller waits for a search by default, in seconds; a search without a budget of its
+#: own gets as long on the server.
+DEFAULT_WAIT_S = 10.0
+#: The most of a wait kept for a reply's way back, in seconds (a tenth of a shorter wait).
+REPLY_MARGIN_S = 0.25
+
+
+def budget_ms(wait_s: float) -> int:
+    """The budget of a request whose caller waits ``wait_s``: the wait, less the reply's way
+    back, so the answer (or its error) arrives before the caller gives up."""
+    margin_s = min(REPLY_MARGIN_S, wait_s / 10)
+    return max(1, int((wait_s - margin_s) * 1000))
+
 
 def decode(body: bytes, model: type[M]) -> M:
     """Parse a message body into its contract, or raise :class:`PermanentError` saying why."""

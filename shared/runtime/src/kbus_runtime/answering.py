@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kbus_contract.catalog import channel
 from kbus_contract.topology import Topology
@@ -21,11 +22,27 @@ from nats.micro.request import Handler, Request
 from nats.micro.service import Service
 from pydantic import BaseModel
 
+from kbus_runtime.deadlines import Deadline
+
 log = logging.getLogger("kbus")
 
-#: Answers one request (its body and the subject it came on) with a reply model (an error reply
-#: for any failure).
-Answer = Callable[[bytes, str], Awaitable[BaseModel]]
+
+@dataclass(frozen=True)
+class Inbound:
+    """A request as it arrived: its body, its subject, and when it was handed over."""
+
+    body: bytes
+    subject: str
+    received: float = field(default_factory=time.monotonic)
+
+    def deadline(self, budget_ms: int | None, default_ms: int | None = None) -> Deadline | None:
+        """When its caller stops waiting: ``budget_ms`` (else ``default_ms``) from receipt."""
+        chosen = budget_ms if budget_ms is not None else default_ms
+        return None if chosen is None else Deadline.after(chosen, self.received)
+
+
+#: Answers one request with a reply model (an error reply for any failure).
+Answer = Callable[[Inbound], Awaitable[BaseModel]]
 
 
 class Answering:
@@ -45,16 +62,18 @@ class Answering:
         """The endpoint handler for ``answer``."""
 
         async def respond(request: Request) -> None:
+            # Received before waiting for a slot: that wait is spent of the caller's budget.
+            inbound = Inbound(request.data, request.subject)
             await self._slots.acquire()
-            task = asyncio.create_task(self._respond(answer, request))
+            task = asyncio.create_task(self._respond(answer, request, inbound))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
         return respond
 
-    async def _respond(self, answer: Answer, request: Request) -> None:
+    async def _respond(self, answer: Answer, request: Request, inbound: Inbound) -> None:
         try:
-            reply = await answer(request.data, request.subject)
+            reply = await answer(inbound)
             # No headers: the subject's contract says JSON, and nats-py parses any header
             # block with the email package on every message it receives.
             await request.respond(reply.model_dump_json().encode())

@@ -1,0 +1,117 @@
+"""The second stage of a search: the reranker, asked only when its answer can come in time.
+
+Reranking refines an order the first stage already gave. A request that did not insist on it
+(``rerank`` unset) gets the first stage's order, marked degraded with the reason, when the
+reranker would not fit in what is left of the budget, did not answer in it, or is not running.
+A request that set ``rerank: true`` gets the reranker's answer or its error.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kbus_contract import (
+    DegradedReason,
+    RerankCandidate,
+    RerankReply,
+    RerankRequest,
+    SearchRequest,
+    SearchType,
+)
+from kbus_contract.errors import TransientError
+from kbus_runtime.deadlines import Deadline
+from kbus_runtime.stage import Stage
+
+from kbus_searcher.budgeting import RerankCost
+from kbus_searcher.ranking import passage
+from kbus_searcher.settings import SearcherSettings
+from kbus_searcher.store import Candidate
+
+log = logging.getLogger("kbus.searcher")
+
+
+@dataclass(frozen=True)
+class Reranked:
+    """The reranker's scores for the first candidates (None: first-stage order stands)."""
+
+    scores: list[float] | None = None
+    model: str = ""
+    degraded: DegradedReason | None = None
+
+
+class SecondStage:
+    """Asks ``kb.rerank`` for the first candidates' scores, within a search's deadline."""
+
+    def __init__(self, stage: Stage, settings: SearcherSettings) -> None:
+        self.stage = stage
+        self.settings = settings
+        self.cost = RerankCost()
+
+    async def rerank(
+        self,
+        req: SearchRequest,
+        query: str,
+        found: Sequence[Candidate],
+        firsts: Sequence[float],
+        deadline: Deadline,
+    ) -> Reranked:
+        """Scores for the first ``rerank_depth`` of ``found`` (in first-stage order)."""
+        wanted = self.settings.rerank if req.rerank is None else req.rerank
+        if not (wanted and found):
+            return Reranked()
+        candidates = self._candidates(req, found, firsts)
+        reserve_s = self.settings.reserve_ms / 1000.0
+        left_s = deadline.left_s() - reserve_s
+        if req.rerank is None and not self.cost.fits(len(candidates), left_s):
+            return Reranked(degraded=DegradedReason.RERANK_OVER_BUDGET)
+        return await self._ask(req, query, candidates, deadline, reserve_s)
+
+    def _candidates(
+        self, req: SearchRequest, found: Sequence[Candidate], firsts: Sequence[float]
+    ) -> tuple[RerankCandidate, ...]:
+        depth = req.rerank_depth or self.settings.rerank_depth
+        blend = req.search_type is not SearchType.KEYWORD
+        return tuple(
+            RerankCandidate(id=c.uuid, text=passage(c), prior=first if blend else None)
+            for c, first in zip(found[:depth], firsts, strict=False)
+        )
+
+    async def _ask(
+        self,
+        req: SearchRequest,
+        query: str,
+        candidates: tuple[RerankCandidate, ...],
+        deadline: Deadline,
+        reserve_s: float,
+    ) -> Reranked:
+        timeout_s = deadline.cap(self.settings.rerank_timeout_s, reserve_s)
+        started = time.perf_counter()
+        try:
+            reply = await self.stage.ask(
+                self.stage.topology.rerank,
+                RerankRequest(
+                    query=query, candidates=candidates, budget_ms=max(1, int(timeout_s * 1000))
+                ),
+                RerankReply,
+                stage="reranker",
+                timeout_s=timeout_s,
+            )
+        except TransientError as exc:
+            reason = _reason(exc)
+            if reason is DegradedReason.RERANK_TIMEOUT:
+                self.cost.observe(len(candidates), time.perf_counter() - started)
+            if req.rerank:
+                raise
+            log.warning("answering in first-stage order: %s", exc)
+            return Reranked(degraded=reason)
+        self.cost.observe(len(candidates), time.perf_counter() - started)
+        return Reranked(list(reply.scores), reply.model)
+
+
+def _reason(exc: TransientError) -> DegradedReason:
+    if exc.code in ("reranker_timeout", "deadline_exceeded"):
+        return DegradedReason.RERANK_TIMEOUT
+    return DegradedReason.RERANK_UNAVAILABLE
