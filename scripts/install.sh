@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything kbus needs on a new machine: uv, the Python workspace (from uv.lock), and
-# nats-server and weaviate-server with `go install` at pinned versions into ~/.cache/kbus/bin.
+# nats-server, weaviate-server and the test tools with Go at pinned versions into ~/.cache/kbus/bin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +10,7 @@ if ! python3 -m uv --version >/dev/null 2>&1; then
   python3 -m pip install --quiet "uv==${UV_VERSION}"
 fi
 python3 -m uv sync --frozen
-# nats-server, weaviate-server, kubeconform and kustomize, with go install at pinned versions.
+# nats-server, weaviate-server, kubeconform, kustomize, jaeger and promtool, built with Go at pinned versions.
 python3 -m uv run --frozen python -m kbus_dev install
 
 # docker-compose (Debian's) lets a test validate docker-compose.yml; without it that test skips.

@@ -98,7 +98,15 @@ def test_the_client_installs_without_the_services_runtime(tmp_path: Path) -> Non
     _copy(["client", "shared/contract"], src)
     uv = [*_uv(), "sync", "-q", "--frozen", "--no-dev", "--no-editable", "--package", "kbus-client"]
     subprocess.run(uv, cwd=src, env=env, check=True)
-    runtime = ("faststream", "weaviate", "uvicorn", "numpy", "Stemmer", "kbus_runtime")
+    runtime = (
+        "faststream",
+        "weaviate",
+        "uvicorn",
+        "numpy",
+        "Stemmer",
+        "kbus_runtime",
+        "opentelemetry.sdk",
+    )
     code, output = _probe(tmp_path, "kbus_client, kbus_contract", runtime)
     assert code == 0, output
     # The probe can see an installed package: the contract's own dependency is found.

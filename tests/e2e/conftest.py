@@ -37,7 +37,7 @@ def stack(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         servers.weaviate_grpc,
         prefix=prefix,
         collection=collection,
-        extra={"KBUS_STREAM_MAX_BYTES": str(256 * 1024**2)},
+        extra={"KBUS_STREAM_MAX_BYTES": str(256 * 1024**2), "KBUS_BACKLOG_INTERVAL_S": "1"},
     )
     running = start_all(env, logs)
     try:

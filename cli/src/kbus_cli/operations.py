@@ -32,31 +32,26 @@ async def stage_statuses(nc: Client, topology: Topology) -> list[StageStatus]:
     """Every stage's consumer, as the server sees it."""
     js = nc.jetstream()
     letters = await dead_letter_counts(nc, topology)
-    stages = [
-        ("ingestor", topology.documents_stream.name, topology.ingestor_durable),
-        ("embedder", topology.chunks_stream.name, topology.embedder_durable),
-        ("indexer", topology.embeddings_stream.name, topology.indexer_durable),
-        ("deleter", topology.documents_stream.name, topology.deleter_durable),
-    ]
     out = []
-    for stage, stream, durable in stages:
+    for stage in topology.stages:
+        letters_of = letters.get(stage.stage, 0)
         try:
-            info = await js.consumer_info(stream, durable)
+            info = await js.consumer_info(stage.stream, stage.durable)
         except NotFoundError:
             out.append(
-                StageStatus(stage, stream, durable, 0, 0, 0, 0, letters.get(stage, 0), False)
+                StageStatus(stage.stage, stage.stream, stage.durable, 0, 0, 0, 0, letters_of, False)
             )
             continue
         out.append(
             StageStatus(
-                stage,
-                stream,
-                durable,
+                stage.stage,
+                stage.stream,
+                stage.durable,
                 int(info.num_pending or 0),
                 int(info.num_ack_pending or 0),
                 int(info.num_redelivered or 0),
                 int(info.num_waiting or 0),
-                letters.get(stage, 0),
+                letters_of,
                 True,
             )
         )

@@ -27,10 +27,14 @@ from kbus_contract.wire import DEFAULT_WAIT_S, budget_ms, describe_validation_er
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.object_store import ObjectStore
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from kbus_client.receipts import ReceiptWatcher
 from kbus_client.tool import KbTool
+
+_tracer = trace.get_tracer("kbus.client")
 
 
 class PublishResult:
@@ -170,21 +174,33 @@ class KbClient:
         if wait:
             await self._receipts.start(doc.tenant)
             future = self._receipts.expect(key, doc.effective_version())
-        msg_id = self._msg_id(doc)
-        payload = await self._payload(doc, msg_id)
         try:
-            ack = await self.nc.jetstream().publish(
-                self.topology.added(doc.tenant, doc.library),
-                payload,
-                headers={"content-type": "application/json", "Nats-Msg-Id": msg_id},
-            )
-            if ack.duplicate:
-                return PublishResult(doc, None, duplicate=True)
-            receipt = await asyncio.wait_for(future, timeout_s) if future else None
+            with _tracer.start_as_current_span(
+                "kbus publish", kind=SpanKind.PRODUCER, attributes=_document_attributes(doc)
+            ) as span:
+                result = await self._publish(doc, future, timeout_s)
+                span.set_attribute("kbus.duplicate", result.duplicate)
+                return result
         finally:
             if future is not None:
                 self._receipts.forget(key, future)
-        return PublishResult(doc, receipt)
+
+    async def _publish(
+        self,
+        doc: DocumentAdded,
+        receipt: asyncio.Future[DocumentIndexed] | None,
+        timeout_s: float,
+    ) -> PublishResult:
+        msg_id = self._msg_id(doc)
+        payload = await self._payload(doc, msg_id)
+        headers = {"content-type": "application/json", "Nats-Msg-Id": msg_id}
+        propagate.inject(headers)  # the trace context, when the caller traces
+        ack = await self.nc.jetstream().publish(
+            self.topology.added(doc.tenant, doc.library), payload, headers=headers
+        )
+        if ack.duplicate:
+            return PublishResult(doc, None, duplicate=True)
+        return PublishResult(doc, await asyncio.wait_for(receipt, timeout_s) if receipt else None)
 
     async def _payload(self, doc: DocumentAdded, msg_id: str) -> bytes:
         """The message body: the document itself, or its claim check if it is too large."""
@@ -309,14 +325,19 @@ class KbClient:
             )
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
-        return await request(
-            self.nc,
-            self.topology.search_for(asked.tenant, self.grant),
-            asked,
-            SearchReply,
-            stage="searcher",
-            timeout_s=wait_s,
-        )
+        with _tracer.start_as_current_span(
+            "kbus search", attributes=_search_attributes(asked)
+        ) as span:
+            reply = await request(
+                self.nc,
+                self.topology.search_for(asked.tenant, self.grant),
+                asked,
+                SearchReply,
+                stage="searcher",
+                timeout_s=wait_s,
+            )
+            span.set_attributes(_reply_attributes(reply))
+            return reply
 
     async def stats(self, *, tenant: str | None = None) -> StatsReply:
         """Documents and chunks per library of a tenant."""
@@ -348,3 +369,30 @@ class KbClient:
         return KbTool(
             name=name, libraries=tuple(libraries), default_k=k, search=run, description=description
         )
+
+
+def _document_attributes(doc: DocumentAdded) -> dict[str, str]:
+    return {
+        "kbus.tenant": doc.tenant,
+        "kbus.library": doc.library,
+        "kbus.document_id": doc.document_id,
+        "kbus.version": doc.effective_version(),
+    }
+
+
+def _search_attributes(asked: SearchRequest) -> dict[str, str | int | list[str]]:
+    return {
+        "kbus.tenant": asked.tenant,
+        "kbus.libraries": list(asked.libraries),
+        "kbus.search_type": asked.search_type.value,
+        "kbus.budget_ms": asked.budget_ms or 0,
+    }
+
+
+def _reply_attributes(reply: SearchReply) -> dict[str, str | int | bool]:
+    return {
+        "kbus.results": len(reply.results),
+        "kbus.no_match": reply.no_match,
+        "kbus.degraded": reply.degraded,
+        "kbus.score_kind": reply.score_kind,
+    }

@@ -7,8 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbus_contract import NoMatchReason, SearchReply
+from opentelemetry import trace
 
 MAX_TOOL_K = 20
+
+_tracer = trace.get_tracer("kbus.client")
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,17 @@ class KbTool:
     async def __call__(self, query: str, k: int | None = None) -> str:
         """Run the search and format the result for a model to read."""
         top_k = max(1, min(MAX_TOOL_K, k or self.default_k))
-        return format_for_model(await self.search(query, top_k))
+        # The span an agent's trace shows for the tool call, the search's spans beneath it.
+        with _tracer.start_as_current_span(
+            f"tool.{self.name}",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": self.name,
+                "kbus.libraries": list(self.libraries),
+                "kbus.k": top_k,
+            },
+        ):
+            return format_for_model(await self.search(query, top_k))
 
     async def call_json(self, arguments: dict[str, Any]) -> str:
         """Run with a model's arguments (a dict parsed from its tool call)."""

@@ -32,7 +32,9 @@ def main() -> None:
         raise SystemExit(update(check="--check" in sys.argv))
     parser = argparse.ArgumentParser(prog="python -m kbus_dev")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("install", help="install nats-server and weaviate-server (go install)")
+    sub.add_parser(
+        "install", help="install nats-server, weaviate-server and the test tools with Go"
+    )
     sub.add_parser("up", help="start NATS, Weaviate and the four services in the background")
     run_demo = sub.add_parser("demo", help="up, publish examples/, ask two questions")
     run_demo.add_argument("--examples", type=Path, default=Path("examples"))
@@ -40,11 +42,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "install":
         from kbus_dev.k8s import KUBECONFORM, KUSTOMIZE
+        from kbus_dev.observability import ensure_jaeger, ensure_promtool
 
         for path in servers.ensure_installed():
             print(path)
         for tool in (KUBECONFORM, KUSTOMIZE):
             print(servers.ensure_binary(*tool))
+        print(ensure_jaeger())
+        print(ensure_promtool())
     elif args.command == "up":
         stack.up()
     elif args.command == "demo":

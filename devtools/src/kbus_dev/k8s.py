@@ -10,6 +10,7 @@ own ``-strict`` schemas do.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -27,7 +28,8 @@ KUBERNETES = ("k8s.io/kubernetes", "v1.36.3")
 CRD_SOURCES = {
     ("github.com/kedacore/keda/v2", "v2.21.0"): ["config/crd/bases/keda.sh_scaledobjects.yaml"],
     ("github.com/prometheus-operator/prometheus-operator", "v0.85.0"): [
-        "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"
+        "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
+        "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml",
     ],
 }
 OVERLAYS = ("dev", "prod")
@@ -132,8 +134,9 @@ def _write_crd(crd: dict[str, Any], target: Path) -> None:
 
 
 def schema_dir() -> Path:
-    """The cached schemas, built on first use."""
-    target = kbus_home() / "k8s-schemas" / f"{KUBERNETES[1]}-strict"
+    """The cached schemas, built on first use (again when the sources change)."""
+    sources = hashlib.sha256(repr((KUBERNETES, CRD_SOURCES)).encode()).hexdigest()[:12]
+    target = kbus_home() / "k8s-schemas" / f"{KUBERNETES[1]}-strict-{sources}"
     if not (target / "deployment-apps-v1.json").is_file():
         build_schemas(target)
     return target

@@ -133,7 +133,12 @@ def _bodies(t: Topology, tenant: str, *, write: bool) -> list[str]:
 
 
 def _stream_checks(t: Topology) -> list[str]:
-    return ["$JS.API.INFO", *(f"$JS.API.STREAM.INFO.{s.name}" for s in t.streams)]
+    """Check the streams exist; read every stream's and stage's figures for /metrics."""
+    return [
+        "$JS.API.INFO",
+        *(f"$JS.API.STREAM.INFO.{s.name}" for s in t.streams),
+        *(f"$JS.API.CONSUMER.INFO.{s.stream}.{s.durable}" for s in t.stages),
+    ]
 
 
 def _served(t: Topology, receiver: str) -> list[str]:

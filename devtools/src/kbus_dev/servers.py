@@ -37,8 +37,13 @@ def _version_file(name: str) -> Path:
     return bin_dir() / f"{name}.version"
 
 
-def ensure_binary(name: str, module: str, version: str) -> Path:
-    """The path of a server binary, installing it with ``go install`` if missing or stale."""
+def ensure_binary(name: str, module: str, version: str, *, tool_module: bool = False) -> Path:
+    """The path of a Go program, installing it if missing or stale.
+
+    ``go install module@version`` by default. With ``tool_module`` the program is added as a
+    tool of a scratch module (``go get -tool``) and built from there: for programs whose own
+    go.mod has ``replace`` directives, which ``go install`` refuses.
+    """
     target = bin_dir() / name
     stamp = _version_file(name)
     if target.is_file() and stamp.is_file() and stamp.read_text().strip() == version:
@@ -47,15 +52,28 @@ def ensure_binary(name: str, module: str, version: str) -> Path:
     if go is None:
         raise RuntimeError(f"{name} is not installed and there is no Go toolchain to install it")
     bin_dir().mkdir(parents=True, exist_ok=True)
-    print(
-        f"installing {name} {version} with go install (first time only; takes minutes)", flush=True
-    )
+    print(f"installing {name} {version} with Go (first time only; takes minutes)", flush=True)
     env = {**os.environ, "GOBIN": str(bin_dir()), "CGO_ENABLED": os.environ.get("CGO_ENABLED", "0")}
-    subprocess.run(
-        [go, "install", f"{module}@{version}"], check=True, env=env, cwd=str(kbus_home())
-    )
+    for command, cwd in _go_commands(go, name, module, version, tool_module):
+        subprocess.run(command, check=True, env=env, cwd=str(cwd))
     stamp.write_text(version + "\n")
     return target
+
+
+def _go_commands(
+    go: str, name: str, module: str, version: str, tool_module: bool
+) -> list[tuple[list[str], Path]]:
+    if not tool_module:
+        return [([go, "install", f"{module}@{version}"], kbus_home())]
+    scratch = kbus_home() / "tools" / name
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    return [
+        ([go, "mod", "init", f"kbus-tools-{name}"], scratch),
+        ([go, "get", "-tool", f"{module}@{version}"], scratch),
+        ([go, "build", "-o", str(bin_dir() / name), module], scratch),
+    ]
 
 
 def ensure_installed() -> tuple[Path, Path]:

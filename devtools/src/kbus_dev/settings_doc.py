@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kbus_runtime.settings import BusSettings, CohereSettings, StoreSettings
+from kbus_runtime.tracing import TracingSettings
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
@@ -24,6 +25,7 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
 
     return [
         ("Every service: NATS", BusSettings),
+        ("Every service: traces", TracingSettings),
         ("Searcher: Weaviate", StoreSettings),
         ("Embedder and reranker: Cohere", CohereSettings),
         ("Ingestor", IngestorSettings),

@@ -56,6 +56,7 @@ class LocalEmbedder:
             in_flight=2,
             size=len,
             on_batch=on_call,
+            name="embed documents",
         )
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:

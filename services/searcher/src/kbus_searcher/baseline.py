@@ -16,6 +16,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from importlib.resources import files
 
+from kbus_runtime.tracing import tracer
+
 #: Vectors of texts for queries (the embedder's): (model, vectors).
 EmbedQueries = Callable[[list[str]], Awaitable[tuple[str, list[list[float]]]]]
 #: The best cosine of a vector among the chunks of a tenant's libraries (None: no chunk).
@@ -56,6 +58,16 @@ class Baselines:
 
     async def _measure(self, key: Key) -> float | None:
         tenant, libraries, model = key
+        with tracer.start_as_current_span(
+            "baseline", attributes={"kbus.probes": len(self._texts)}
+        ) as span:
+            baseline = await self._median_best(tenant, libraries, model)
+            span.set_attribute("kbus.baseline", -1.0 if baseline is None else baseline)
+            return baseline
+
+    async def _median_best(
+        self, tenant: str, libraries: tuple[str, ...], model: str
+    ) -> float | None:
         vectors = self._vectors.get(model)
         if vectors is None:
             embedded_by, vectors = await self._embed(self._texts)

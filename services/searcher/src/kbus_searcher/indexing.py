@@ -72,7 +72,7 @@ class Indexer:
             registry=registry,
         )
         self._batches: Batcher[EmbeddingsReady, None] = Batcher(
-            self._index_batch, max_size=max_batch, linger_s=linger_s
+            self._index_batch, max_size=max_batch, linger_s=linger_s, name="index"
         )
 
     async def handle(self, message: NatsMessage) -> None:

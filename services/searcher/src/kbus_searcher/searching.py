@@ -26,6 +26,7 @@ from kbus_contract.topology import Identity
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
+from kbus_runtime.tracing import annotate
 from nats.errors import Error as NatsError
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
@@ -96,6 +97,12 @@ class Searcher:
         self.second_stage = SecondStage(stage, settings)
         self.searches = Counter(
             "kbus_tenant_searches", "Searches answered, by tenant", ["tenant"], registry=registry
+        )
+        self.degraded = Counter(
+            "kbus_search_degraded",
+            "Searches answered without a refinement (degraded), by reason",
+            ["reason"],
+            registry=registry,
         )
         self.baselines = Baselines(self._embed_probes, store.queries.best_cosine)
         self.relevance = Relevance(
@@ -318,9 +325,10 @@ class Searcher:
         found: Sequence[Candidate],
         firsts: Sequence[float],
     ) -> list[float] | None:
-        t0 = time.perf_counter()
         reranked = await self.second_stage.rerank(req, run.query, found, firsts, run.deadline)
-        run.timings["rerank_ms"] = self._observe("rerank", t0)
+        if reranked.waited_s:
+            self.latency.labels("rerank").observe(reranked.waited_s)
+        run.timings["rerank_ms"] = reranked.waited_s * 1000.0
         run.reranker = reranked.model
         run.degraded_reason = reranked.degraded or run.degraded_reason
         return reranked.scores
@@ -332,4 +340,8 @@ class Searcher:
 
     def _reply(self, run: SearchRun, searched: bool = True) -> SearchReply:
         run.timings["total_ms"] = self._observe("total", run.started)
+        if run.degraded_reason is not None:
+            self.degraded.labels(run.degraded_reason.value).inc()
+            # Where a degraded answer came from, on the trace of the request it answered.
+            annotate("kbus.degraded_reason", run.degraded_reason.value)
         return run.reply(searched)

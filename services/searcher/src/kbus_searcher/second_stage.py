@@ -40,6 +40,7 @@ class Reranked:
     scores: list[float] | None = None
     model: str = ""
     degraded: DegradedReason | None = None
+    waited_s: float = 0.0  # time spent asking the reranker (0: it was not asked)
 
 
 class SecondStage:
@@ -100,15 +101,17 @@ class SecondStage:
                 timeout_s=timeout_s,
             )
         except TransientError as exc:
+            waited_s = time.perf_counter() - started
             reason = _reason(exc)
             if reason is DegradedReason.RERANK_TIMEOUT:
-                self.cost.observe(len(candidates), time.perf_counter() - started)
+                self.cost.observe(len(candidates), waited_s)
             if req.rerank:
                 raise
             log.warning("answering in first-stage order: %s", exc)
-            return Reranked(degraded=reason)
-        self.cost.observe(len(candidates), time.perf_counter() - started)
-        return Reranked(list(reply.scores), reply.model)
+            return Reranked(degraded=reason, waited_s=waited_s)
+        waited_s = time.perf_counter() - started
+        self.cost.observe(len(candidates), waited_s)
+        return Reranked(list(reply.scores), reply.model, waited_s=waited_s)
 
 
 def _reason(exc: TransientError) -> DegradedReason:

@@ -40,6 +40,15 @@ _LIBRARY_SUBJECTS = (
 
 
 @dataclass(frozen=True)
+class StageConsumer:
+    """A pipeline stage's durable consumer: its stage, stream and name."""
+
+    stage: str
+    stream: str
+    durable: str
+
+
+@dataclass(frozen=True)
 class Identity:
     """Who a message acts for, as its subject says: NATS let it through to that subject only if
     the sender's credential may publish there."""
@@ -251,6 +260,16 @@ class Topology:
     indexer_durable = "indexer"
     #: Dead-letters what the server gave up on (the max-deliveries advisories).
     advisory_durable = "deadletterer"
+
+    @property
+    def stages(self) -> tuple[StageConsumer, ...]:
+        """The pipeline's stages: each one's stream and durable consumer."""
+        return (
+            StageConsumer("ingestor", self.documents_stream.name, self.ingestor_durable),
+            StageConsumer("embedder", self.chunks_stream.name, self.embedder_durable),
+            StageConsumer("indexer", self.embeddings_stream.name, self.indexer_durable),
+            StageConsumer("deleter", self.documents_stream.name, self.deleter_durable),
+        )
 
     # -- streams -------------------------------------------------------------------------------
 

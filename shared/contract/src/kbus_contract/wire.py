@@ -14,12 +14,17 @@ from typing import Any, TypeVar
 from nats.aio.client import Client
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ValidationError
 
+from kbus_contract.base import MAX_BUDGET_MS
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.requests import ErrorReply
 
 M = TypeVar("M", bound=BaseModel)
+
+_tracer = trace.get_tracer("kbus")
 
 #: How long a caller waits for a search by default, in seconds; a search without a budget of its
 #: own gets as long on the server.
@@ -30,9 +35,10 @@ REPLY_MARGIN_S = 0.25
 
 def budget_ms(wait_s: float) -> int:
     """The budget of a request whose caller waits ``wait_s``: the wait, less the reply's way
-    back, so the answer (or its error) arrives before the caller gives up."""
+    back, so the answer (or its error) arrives before the caller gives up (at most the longest
+    budget a request may give)."""
     margin_s = min(REPLY_MARGIN_S, wait_s / 10)
-    return max(1, int((wait_s - margin_s) * 1000))
+    return min(MAX_BUDGET_MS, max(1, int((wait_s - margin_s) * 1000)))
 
 
 def decode(body: bytes, model: type[M]) -> M:
@@ -88,18 +94,29 @@ async def request(
 ) -> M:
     """Send a request and parse its reply; silence and error replies become typed errors.
 
-    ``stage`` names who answers the subject, for the errors. The request has no headers: the
-    subject's contract says JSON, and nats-py parses any header block with the email package on
-    every message it receives.
+    ``stage`` names who answers the subject, for the errors. The request is sent in a span
+    (``ask <stage>``); only when that span is recorded does the request carry headers, its trace
+    context: nats-py parses any header block with the email package on every message it
+    receives, so an untraced request has none.
     """
-    try:
-        response = await nc.request(subject, payload.model_dump_json().encode(), timeout=timeout_s)
-    except NoRespondersError as exc:
-        raise TransientError(
-            f"no {stage} is running", code=f"{stage}_unavailable", stage=stage
-        ) from exc
-    except (NatsTimeoutError, TimeoutError) as exc:
-        raise TransientError(
-            f"{stage} did not answer within {timeout_s:.1f}s", code=f"{stage}_timeout", stage=stage
-        ) from exc
-    return parse_reply(response.data, reply_model, stage)
+    with _tracer.start_as_current_span(f"ask {stage}", kind=SpanKind.CLIENT) as span:
+        headers: dict[str, str] | None = None
+        if span.is_recording():
+            span.set_attribute("messaging.destination.name", subject)
+            headers = {}
+            propagate.inject(headers)
+        try:
+            response = await nc.request(
+                subject, payload.model_dump_json().encode(), timeout=timeout_s, headers=headers
+            )
+        except NoRespondersError as exc:
+            raise TransientError(
+                f"no {stage} is running", code=f"{stage}_unavailable", stage=stage
+            ) from exc
+        except (NatsTimeoutError, TimeoutError) as exc:
+            raise TransientError(
+                f"{stage} did not answer within {timeout_s:.1f}s",
+                code=f"{stage}_timeout",
+                stage=stage,
+            ) from exc
+        return parse_reply(response.data, reply_model, stage)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from kbus_contract import ErrorReply
 from kbus_contract.catalog import channel
 from kbus_contract.topology import Topology
 from nats.aio.client import Client
@@ -23,6 +24,7 @@ from nats.micro.service import Service
 from pydantic import BaseModel
 
 from kbus_runtime.deadlines import Deadline
+from kbus_runtime.tracing import answering_span, failed
 
 log = logging.getLogger("kbus")
 
@@ -58,22 +60,25 @@ class Answering:
         self._slots = asyncio.Semaphore(limit)
         self._running: set[asyncio.Task[None]] = set()
 
-    def responder(self, answer: Answer) -> Handler:
-        """The endpoint handler for ``answer``."""
+    def responder(self, name: str, answer: Answer) -> Handler:
+        """The endpoint handler for ``answer`` (its span is named ``name``)."""
 
         async def respond(request: Request) -> None:
             # Received before waiting for a slot: that wait is spent of the caller's budget.
             inbound = Inbound(request.data, request.subject)
             await self._slots.acquire()
-            task = asyncio.create_task(self._respond(answer, request, inbound))
+            task = asyncio.create_task(self._respond(name, answer, request, inbound))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
         return respond
 
-    async def _respond(self, answer: Answer, request: Request, inbound: Inbound) -> None:
+    async def _respond(self, name: str, answer: Answer, request: Request, inbound: Inbound) -> None:
         try:
-            reply = await answer(inbound)
+            with answering_span(name, request.subject, request.headers) as span:
+                reply = await answer(inbound)
+                if isinstance(reply, ErrorReply):
+                    failed(span, reply.error.code, reply.error.message)
             # No headers: the subject's contract says JSON, and nats-py parses any header
             # block with the email package on every message it receives.
             await request.respond(reply.model_dump_json().encode())
@@ -131,7 +136,7 @@ async def serve(
         await service.add_endpoint(
             name=entry.name.removeprefix("kb."),
             subject=entry.subject(topology),
-            handler=answering.responder(answer),
+            handler=answering.responder(entry.name, answer),
             metadata={
                 "request_schema": entry.request_schema(),
                 "response_schema": entry.reply_schema(),

@@ -9,6 +9,8 @@ gives each caller its own result or its own error. Each message is still acked o
 Up to ``in_flight`` calls run at once. A slot is taken before the linger starts, so items that
 arrive while every slot is busy join the next call instead of waiting in a call of their own;
 with two slots the next call is already queued when the current one ends.
+
+A call's span is a child of its first item's span and links to the others'.
 """
 
 from __future__ import annotations
@@ -16,13 +18,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+
+from kbus_runtime.tracing import batch_span
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 #: Runs one batch; returns, per item and in order, its result or the error it ends with.
 RunBatch = Callable[[list[T]], Awaitable[Sequence[R | Exception]]]
+
+
+@dataclass(frozen=True)
+class _Pending(Generic[T, R]):
+    """An item handed in, the future its caller waits on, and the caller's trace context."""
+
+    item: T
+    future: asyncio.Future[R]
+    context: Context
 
 
 class Batcher(Generic[T, R]):
@@ -41,13 +59,15 @@ class Batcher(Generic[T, R]):
         in_flight: int = 1,
         size: Callable[[T], int] = lambda _: 1,
         on_batch: Callable[[int], None] | None = None,
+        name: str = "batch",
     ) -> None:
         self._run = run
+        self.name = name
         self.max_size = max_size
         self.linger_s = linger_s
         self._size = size
         self._on_batch = on_batch
-        self._pending: list[tuple[T, asyncio.Future[R]]] = []
+        self._pending: list[_Pending[T, R]] = []
         self._count = 0
         self._full = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -57,7 +77,7 @@ class Batcher(Generic[T, R]):
     async def submit(self, item: T) -> R:
         """Wait until the batch holding ``item`` has run; return its result or raise its error."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
+        self._pending.append(_Pending(item, future, otel_context.get_current()))
         self._count += self._size(item)
         if self._count >= self.max_size:
             self._full.set()
@@ -76,33 +96,36 @@ class Batcher(Generic[T, R]):
             self._calls.add(call)
             call.add_done_callback(self._calls.discard)
 
-    async def _call(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
-        items = [item for item, _ in batch]
+    async def _call(self, batch: list[_Pending[T, R]]) -> None:
+        items = [pending.item for pending in batch]
+        size = sum(self._size(item) for item in items)
         if self._on_batch is not None:
-            self._on_batch(sum(self._size(item) for item in items))
+            self._on_batch(size)
+        span = batch_span(self.name, [pending.context for pending in batch], size)
         try:
-            outcomes: Sequence[R | Exception] = await self._run(items)
+            with trace.use_span(span, end_on_exit=True):
+                outcomes: Sequence[R | Exception] = await self._run(items)
         except Exception as exc:  # a failure of the whole batch is every item's
             outcomes = [exc] * len(batch)
         except asyncio.CancelledError:
-            for _, future in batch:
-                future.cancel()
+            for pending in batch:
+                pending.future.cancel()
             raise
         finally:
             self._slots.release()
-        for (_, future), outcome in zip(batch, outcomes, strict=True):
-            if future.done():
+        for pending, outcome in zip(batch, outcomes, strict=True):
+            if pending.future.done():
                 continue  # its caller was cancelled
             if isinstance(outcome, Exception):
-                future.set_exception(outcome)
+                pending.future.set_exception(outcome)
             else:
-                future.set_result(outcome)
+                pending.future.set_result(outcome)
 
-    def _take(self) -> list[tuple[T, asyncio.Future[R]]]:
-        taken: list[tuple[T, asyncio.Future[R]]] = []
+    def _take(self) -> list[_Pending[T, R]]:
+        taken: list[_Pending[T, R]] = []
         count = 0
         while self._pending:
-            size = self._size(self._pending[0][0])
+            size = self._size(self._pending[0].item)
             if taken and count + size > self.max_size:
                 break
             taken.append(self._pending.pop(0))

@@ -11,10 +11,12 @@ from faststream import AckPolicy
 from faststream._internal.context import Context
 from faststream.nats import JStream, NatsBroker, PullSub
 from faststream.nats.message import NatsMessage
+from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.nats.prometheus import NatsPrometheusMiddleware
 from faststream.security import BaseSecurity, SASLPlaintext
 from kbus_contract.topology import Stream, Topology, work_consumer
 from nats.aio.client import Client
+from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
 from kbus_runtime.settings import BusSettings
@@ -45,13 +47,25 @@ Handler = Callable[[NatsMessage], Awaitable[None]]
 
 
 def make_broker(
-    settings: BusSettings, registry: CollectorRegistry, app_name: str, log_level: str = "INFO"
+    settings: BusSettings,
+    registry: CollectorRegistry,
+    app_name: str,
+    log_level: str = "INFO",
+    tracer_provider: TracerProvider | None = None,
 ) -> NatsBroker:
     """A NATS broker with Prometheus metrics; it connects when the app starts.
 
     Args:
         log_level: The service's log level; FastStream's line per message shows at DEBUG.
+        tracer_provider: Traces on: stream messages carry and continue the trace context.
     """
+    middlewares: list[Any] = [NatsPrometheusMiddleware(registry=registry, app_name=app_name)]
+    if tracer_provider is not None:
+        middlewares.append(
+            NatsTelemetryMiddleware(
+                tracer_provider=tracer_provider, include_messages_counters=False
+            )
+        )
     security: BaseSecurity | None = None
     tls = settings.tls_context()
     if settings.nats_user:
@@ -64,7 +78,7 @@ def make_broker(
         security=security,
         name=f"kbus-{app_name}",
         inbox_prefix=settings.inbox_prefix,
-        middlewares=[NatsPrometheusMiddleware(registry=registry, app_name=app_name)],
+        middlewares=middlewares,
         # FastStream's "Received"/"Processed" lines, two per message and stage, were most of
         # the services' logs and a measurable share of a stage's busy time.
         log_level=logging.DEBUG,

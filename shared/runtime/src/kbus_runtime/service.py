@@ -21,11 +21,13 @@ from kbus_contract.topology import Stream, Topology
 from prometheus_client import CollectorRegistry, make_asgi_app
 
 from kbus_runtime.answering import Answer, Served, serve
+from kbus_runtime.backlog import BacklogGauges
 from kbus_runtime.bus import Handler, make_broker, work_subscriber
 from kbus_runtime.declaring import declare_streams
 from kbus_runtime.logs import configure_logging
 from kbus_runtime.settings import ServiceSettings
 from kbus_runtime.stage import Stage, StageMetrics
+from kbus_runtime.tracing import start_tracing
 
 #: A service's own start-up and shutdown, entered once NATS is connected.
 StartUp = Callable[[], AbstractAsyncContextManager[None]]
@@ -53,8 +55,13 @@ class Service:
     def __post_init__(self) -> None:
         configure_logging(self.settings.log_level)
         self.topology: Topology = self.settings.bus.topology
+        self.tracer_provider = start_tracing(self.name, self.settings.tracing)
         self.broker: NatsBroker = make_broker(
-            self.settings.bus, self.registry, app_name=self.name, log_level=self.settings.log_level
+            self.settings.bus,
+            self.registry,
+            app_name=self.name,
+            log_level=self.settings.log_level,
+            tracer_provider=self.tracer_provider,
         )
         self.metrics = StageMetrics(self.registry)
 
@@ -74,6 +81,8 @@ class Service:
     ) -> Callable[[Handler], Handler]:
         """Register a handler on a stage's durable pull consumer (``concurrency`` at once)."""
 
+        self.metrics.declare_stream_counters()
+
         def register(handler: Handler) -> Handler:
             work_subscriber(
                 self.broker,
@@ -91,6 +100,7 @@ class Service:
 
     def answer(self, answers: Mapping[str, Answer], *, description: str, concurrency: int) -> None:
         """Serve catalog request subjects (``"kb.search"``, ...) once connected."""
+        self.metrics.declare_request_counters()
         self._endpoints.append(_Endpoints(answers, description, concurrency))
 
     def app(self, start_up: StartUp | None = None, *, declare: bool = True) -> AsgiFastStream:
@@ -100,12 +110,18 @@ class Service:
         need not.
         """
 
+        backlog = BacklogGauges(self.registry, self.topology)
+
         @contextlib.asynccontextmanager
         async def lifespan() -> AsyncIterator[None]:
             await self.broker.connect()
+            js = self.broker.connection.jetstream()
             if declare:
-                await declare_streams(self.broker.connection.jetstream(), self.topology)
-            async with start_up() if start_up else contextlib.nullcontext():
+                await declare_streams(js, self.topology)
+            async with (
+                start_up() if start_up else contextlib.nullcontext(),
+                backlog.reading(js, self.settings.bus.backlog_interval_s),
+            ):
                 await self._serve()
                 yield
 
@@ -123,6 +139,11 @@ class Service:
             # Before the broker drains its connection: stop answering, then finish what runs.
             while self._served:
                 await self._served.pop().stop()
+
+        @app.after_shutdown
+        async def flush_traces() -> None:
+            if self.tracer_provider is not None:
+                self.tracer_provider.shutdown()
 
         return app
 

@@ -14,6 +14,8 @@ from kbus_contract.topology import Topology
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kbus_runtime.tracing import TracingSettings
+
 
 class BusSettings(BaseSettings):
     """How to reach NATS, and which names on it belong to this installation."""
@@ -65,6 +67,12 @@ class BusSettings(BaseSettings):
         ge=2,
         description="Deliveries of a message before it is dead-lettered (by its stage, or from "
         "the server's max-deliveries advisory when no delivery was ever settled).",
+    )
+    backlog_interval_s: float = Field(
+        default=10.0,
+        ge=0.0,
+        description="Seconds between reads of every stage's backlog and every stream's size "
+        "from the server, for /metrics (0: none).",
     )
     unsafe_ack_first: bool = Field(
         default=False,
@@ -152,6 +160,7 @@ class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore")
 
     bus: BusSettings = Field(default_factory=BusSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     http_host: str = Field(
         default_factory=lambda: os.environ.get("KBUS_HTTP_HOST", "127.0.0.1"),
         description="Address of /health and /metrics (unset: KBUS_HTTP_HOST, which the images "

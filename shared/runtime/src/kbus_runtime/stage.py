@@ -87,13 +87,23 @@ def identity_of(body: bytes) -> dict[str, str]:
 
 
 class StageMetrics:
-    """The counters stages keep, each declared when a stage first counts with it.
+    """The counters stages keep, declared by the services that can count with them.
 
-    A service that only answers requests never declares the stream counters, and the reverse.
+    A service declares the stream counters when it registers a consumer and the request
+    counters when it serves requests (so /metrics lists them, at zero, from the start); a
+    service that only answers requests never declares the stream counters, and the reverse.
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
+
+    def declare_stream_counters(self) -> None:
+        """Declare what consuming a stream counts (reading each property declares it)."""
+        _ = (self.processed, self.dead_lettered, self.retried, self.refusals)
+
+    def declare_request_counters(self) -> None:
+        """Declare what answering requests counts."""
+        _ = (self.answered, self.refusals)
 
     @cached_property
     def processed(self) -> Counter:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from kbus_contract import SearchType
 from kbus_runtime.analysis import analyze
+from kbus_runtime.tracing import store_span
 from weaviate.classes.aggregate import GroupByAggregate
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 from weaviate.collections.classes.filters import _Filters
@@ -173,7 +174,10 @@ class ChunkQueries:
             return []
         where = filters.scope(query.libraries, query.filters, query.exclude_documents)
         run = _KINDS[query.search_type]
-        return distinct(await run(self.collections.use(name, query.tenant), query, where))
+        with store_span(query.search_type.value, name, query.tenant) as span:
+            found = distinct(await run(self.collections.use(name, query.tenant), query, where))
+            span.set_attribute("kbus.candidates", len(found))
+        return found
 
     async def best_cosine(
         self, tenant: str, libraries: tuple[str, ...], vector: list[float]
@@ -182,14 +186,15 @@ class ChunkQueries:
         name = await self.collections.active()
         if name is None or not await self.collections.tenant_exists(tenant, name):
             return None
-        res = await self.collections.use(name, tenant).query.near_vector(
-            near_vector=vector,
-            target_vector=CHUNK_VECTOR,
-            limit=1,
-            filters=filters.scope(libraries, {}),
-            return_metadata=MetadataQuery(distance=True),
-            return_properties=[],
-        )
+        with store_span("best cosine", name, tenant):
+            res = await self.collections.use(name, tenant).query.near_vector(
+                near_vector=vector,
+                target_vector=CHUNK_VECTOR,
+                limit=1,
+                filters=filters.scope(libraries, {}),
+                return_metadata=MetadataQuery(distance=True),
+                return_properties=[],
+            )
         return 1.0 - float(res.objects[0].metadata.distance) if res.objects else None
 
     async def read_keywords(self, tenant: str, ids: list[str]) -> dict[str, str]:
@@ -197,11 +202,12 @@ class ChunkQueries:
         name = await self.collections.active()
         if name is None or not ids:
             return {}
-        res = await self.collections.use(name, tenant).query.fetch_objects(
-            filters=Filter.by_id().contains_any(ids),
-            limit=len(ids),
-            return_properties=KEYWORD_PROPERTIES,
-        )
+        with store_span("read keywords", name, tenant):
+            res = await self.collections.use(name, tenant).query.fetch_objects(
+                filters=Filter.by_id().contains_any(ids),
+                limit=len(ids),
+                return_properties=KEYWORD_PROPERTIES,
+            )
         return {str(o.uuid): str(o.properties.get("keywords") or "") for o in res.objects}
 
     async def count_chunks(self, tenant: str) -> int:

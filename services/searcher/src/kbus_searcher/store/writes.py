@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from kbus_contract import DocumentDeleted, EmbeddingsReady
 from kbus_contract.errors import PermanentError, TransientError
+from kbus_runtime.tracing import store_span
 from weaviate.classes.data import DataObject
 from weaviate.classes.query import Filter, Sort
 from weaviate.collections.classes.filters import _Filters
@@ -74,7 +75,9 @@ class ChunkWriter:
             objects.extend(_objects(ready))
             owner.extend([i] * len(ready.chunks))
         try:
-            result = await self.collections.use(name, tenant).data.insert_many(objects)
+            with store_span("insert", name, tenant) as span:
+                span.set_attribute("kbus.chunks", len(objects))
+                result = await self.collections.use(name, tenant).data.insert_many(objects)
         except WeaviateInsertManyAllFailedError as exc:
             return [_write_error(len(r.chunks), len(r.chunks), exc.message) for r in readies]
         failed: dict[int, list[str]] = {}
