@@ -37,7 +37,13 @@ def stack(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         servers.weaviate_grpc,
         prefix=prefix,
         collection=collection,
-        extra={"KBUS_STREAM_MAX_BYTES": str(256 * 1024**2), "KBUS_BACKLOG_INTERVAL_S": "1"},
+        extra={
+            "KBUS_STREAM_MAX_BYTES": str(256 * 1024**2),
+            "KBUS_BACKLOG_INTERVAL_S": "1",
+            # The pages of tests/webserver.py are served on loopback.
+            "KBUS_INGESTOR_FETCH_ALLOW": '["127.0.0.1/32"]',
+            "KBUS_INGESTOR_MAX_UNPACKED_BYTES": str(32 * 1024**2),
+        },
     )
     running = start_all(env, logs)
     try:

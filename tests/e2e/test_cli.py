@@ -9,33 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import samples
 from tests.e2e.conftest import Stack
-
-
-def minimal_pdf(text: str) -> bytes:
-    """A one-page PDF whose page shows ``text`` (enough for a text extractor)."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
 
 
 def kbus(stack: Stack, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -62,17 +37,21 @@ def docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "<h1>Parking</h1><h2>Bicycles</h2><p>Bicycle racks are behind building C.</p>"
         "</body></html>"
     )
-    (root / "badge.pdf").write_bytes(minimal_pdf("Lost badges are replaced at reception"))
-    (root / "sheet.xlsx").write_bytes(b"PK\x03\x04 not really")
+    (root / "badge.pdf").write_bytes(samples.pdf(["Lost badges are replaced at reception"]))
+    (root / "rooms.xlsx").write_bytes(samples.sheet("Rooms", [["room", "seats"], ["Atlas", 9]]))
+    (root / "sheet.xlsx").write_bytes(b"PK\x03\x04 not really")  # the ingestor refuses it
+    (root / "photo.png").write_bytes(b"\x89PNG\r\n")  # the CLI refuses it
     return root
 
 
 def test_ingest_search_status_delete(stack: Stack, docs: Path) -> None:
     result = kbus(stack, "ingest", str(docs), "--library", "ops", check=False)
-    assert result.returncode == 1  # one file was refused, and said why
-    assert "4 of 5 files indexed" in result.stdout
+    assert result.returncode == 1  # two files were refused, and said why
+    assert "5 of 7 files indexed" in result.stdout
+    assert "photo.png" in result.stdout
+    assert "unsupported type .png" in result.stdout
     assert "sheet.xlsx" in result.stdout
-    assert "unsupported type .xlsx" in result.stdout
+    assert "not a zip archive" in result.stdout
 
     found = json.loads(
         kbus(stack, "search", "where can I leave my bike", "--library", "ops", "--json").stdout
@@ -85,6 +64,9 @@ def test_ingest_search_status_delete(stack: Stack, docs: Path) -> None:
         kbus(stack, "search", "badge replacement", "--library", "ops", "--json").stdout
     )
     assert pdf["results"][0]["document_id"] == "badge.pdf"
+    assert pdf["results"][0]["page"] == 1
+    seats = json.loads(kbus(stack, "search", "seats in Atlas", "--library", "ops", "--json").stdout)
+    assert seats["results"][0]["document_id"] == "rooms.xlsx"
     table = kbus(stack, "search", "nightly backups", "--library", "ops").stdout
     assert "Guide" in table
     assert "Backups" in table
@@ -95,7 +77,7 @@ def test_ingest_search_status_delete(stack: Stack, docs: Path) -> None:
     assert "indexer" in status
     assert "ops" in status
     row = next(line for line in status.splitlines() if " ops " in f" {line} ")
-    assert " 4 " in f" {row} "  # four documents
+    assert " 5 " in f" {row} "  # five documents
 
     deleted = kbus(stack, "delete", "--library", "ops", "--document", "notes.txt").stdout
     assert "deleted 1 chunks" in deleted

@@ -1,27 +1,38 @@
-"""Reading files into documents: text, Markdown, HTML and PDF."""
+"""Files and web pages as documents: published as they are, parsed by the ingestor."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-TEXT = {".txt", ".text"}
-MARKDOWN = {".md", ".markdown"}
-HTML = {".html", ".htm"}
-PDF = {".pdf"}
-SUPPORTED = TEXT | MARKDOWN | HTML | PDF
+from kbus_contract import ContentType
+
+#: What each file suffix is published as.
+SUFFIXES = {
+    ".txt": ContentType.PLAIN,
+    ".text": ContentType.PLAIN,
+    ".md": ContentType.MARKDOWN,
+    ".markdown": ContentType.MARKDOWN,
+    ".html": ContentType.HTML,
+    ".htm": ContentType.HTML,
+    ".pdf": ContentType.PDF,
+    ".docx": ContentType.DOCX,
+    ".pptx": ContentType.PPTX,
+    ".xlsx": ContentType.XLSX,
+    ".csv": ContentType.CSV,
+    ".json": ContentType.JSON,
+}
+TEXT = {ContentType.PLAIN, ContentType.MARKDOWN}
 
 
 @dataclass(frozen=True)
-class FileDocument:
-    """What a file becomes before it is published."""
+class Source:
+    """A file or a web page, ready to publish: text inline, other bytes by claim check."""
 
     document_id: str
-    title: str
-    text: str
-    content_type: str
-    source_uri: str
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 class UnsupportedFileError(Exception):
@@ -39,29 +50,44 @@ def find_files(paths: list[Path]) -> Iterator[tuple[Path, Path]]:
             yield path, path.parent
 
 
-def read_document(file: Path, root: Path) -> FileDocument:
-    """Parse one file.
+def read_file(file: Path, root: Path, template: dict[str, Any] | None) -> Source:
+    """A file as it is, with its content type from its suffix (the ingestor checks the bytes).
 
     Raises:
-        UnsupportedFileError: the type is not supported, or the file has no text.
+        UnsupportedFileError: the type is not supported, records have no template, or a text
+            file is not UTF-8.
     """
-    suffix = file.suffix.lower()
-    if suffix not in SUPPORTED:
+    content_type = SUFFIXES.get(file.suffix.lower())
+    if content_type is None:
         raise UnsupportedFileError(
-            f"unsupported type {suffix or '(none)'}: kbus ingests " + ", ".join(sorted(SUPPORTED))
+            f"unsupported type {file.suffix or '(none)'}: kbus ingests " + ", ".join(SUFFIXES)
         )
-    doc_id = file.relative_to(root).as_posix()
-    if suffix in PDF:
-        title, text, content_type = _pdf(file)
-    elif suffix in HTML:
-        title, text, content_type = _html(file)
+    if content_type.records and template is None:
+        raise UnsupportedFileError("records need a template (--record-text)")
+    fields: dict[str, Any] = {
+        "content_type": content_type,
+        "source_uri": file.resolve().as_uri(),
+        "title": file.stem,
+        "template": template if content_type.records else None,
+    }
+    data = file.read_bytes()
+    if content_type in TEXT:
+        try:
+            fields["text"] = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UnsupportedFileError(f"not UTF-8 text: {exc}") from exc
+        if content_type is ContentType.MARKDOWN:
+            fields["title"] = _first_heading(fields["text"]) or file.stem
     else:
-        text = file.read_text(encoding="utf-8", errors="replace")
-        content_type = "text/markdown" if suffix in MARKDOWN else "text/plain"
-        title = _first_heading(text) if suffix in MARKDOWN else ""
-    if not text.strip():
-        raise UnsupportedFileError("no text could be read from the file")
-    return FileDocument(doc_id, title or file.stem, text, content_type, file.resolve().as_uri())
+        # The ingestor takes the title from the document itself when there is one.
+        fields["title"] = ""
+        fields["data"] = data
+    return Source(file.relative_to(root).as_posix(), fields)
+
+
+def page(url: str) -> Source:
+    """A web page the ingestor fetches; its address is its id."""
+    return Source(url.split("://", 1)[1][:256].rstrip("/") or url, {"url": url})
 
 
 def _first_heading(text: str) -> str:
@@ -69,40 +95,3 @@ def _first_heading(text: str) -> str:
         if line.startswith("#"):
             return line.lstrip("#").strip()
     return ""
-
-
-def _html(file: Path) -> tuple[str, str, str]:
-    """HTML as Markdown-ish text: headings become ``#`` lines so chunks get heading paths."""
-    from bs4 import BeautifulSoup
-
-    soup = BeautifulSoup(file.read_bytes(), "html.parser")
-    for tag in soup(["script", "style", "noscript", "template"]):
-        tag.decompose()
-    title = soup.title.get_text(strip=True) if soup.title else ""
-    if soup.title:
-        soup.title.decompose()
-    for level in range(1, 7):
-        for heading in soup.find_all(f"h{level}"):
-            heading.replace_with(f"\n\n{'#' * level} {heading.get_text(' ', strip=True)}\n\n")
-    for block in soup.find_all(["p", "li", "pre", "tr", "br", "div"]):
-        block.insert_after("\n")
-    lines = [" ".join(line.split()) for line in soup.get_text().splitlines()]
-    text = "\n".join(lines)
-    while "\n\n\n" in text:
-        text = text.replace("\n\n\n", "\n\n")
-    return title, text.strip(), "text/markdown"
-
-
-def _pdf(file: Path) -> tuple[str, str, str]:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
-    try:
-        reader = PdfReader(file)
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except (PdfReadError, ValueError, OSError) as exc:
-        raise UnsupportedFileError(f"unreadable PDF: {exc}") from exc
-    title = ""
-    if reader.metadata and reader.metadata.title:
-        title = str(reader.metadata.title)
-    return title, "\n\n".join(p.strip() for p in pages if p.strip()), "text/plain"

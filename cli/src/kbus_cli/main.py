@@ -25,7 +25,7 @@ from kbus_cli.common import (
     run,
 )
 from kbus_cli.eval_command import eval_command
-from kbus_cli.files import UnsupportedFileError, find_files, read_document
+from kbus_cli.files import Source, UnsupportedFileError, find_files, page, read_file
 from kbus_cli.operations import ReplayError, list_dead_letters, replay, stage_statuses
 
 app = typer.Typer(
@@ -64,22 +64,30 @@ def main(
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(exists=True, help="Files and folders.")],
+    sources: Annotated[list[str], typer.Argument(help="Files, folders and http(s) addresses.")],
     library: Annotated[str, typer.Option(help="Library to add the documents to.")],
     tenant: Tenant = "default",
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
     wait: Annotated[bool, typer.Option(help="Wait until every document is searchable.")] = True,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each receipt.")] = 600.0,
+    record_text: Annotated[
+        str | None, typer.Option(help="CSV and JSON records: each record's text, '{field}'s.")
+    ] = None,
+    record_title: Annotated[str, typer.Option(help="Records: each record's heading.")] = "",
+    record_metadata: Annotated[
+        list[str] | None, typer.Option(help="Records: a field kept as metadata (repeatable).")
+    ] = None,
 ) -> None:
-    """Publish .txt, .md, .html and .pdf files; list what failed and why."""
+    """Publish files as they are (text, Markdown, HTML, PDF, Word, PowerPoint, Excel, CSV and
+    JSON records) and web pages by address; the ingestor parses them. Lists what failed."""
+    template = (
+        {"text": record_text, "title": record_title, "metadata": record_metadata or []}
+        if record_text
+        else None
+    )
     unreadable: list[tuple[str, str]] = []
-    docs = []
-    for file, root in find_files(paths):
-        try:
-            docs.append(read_document(file, root))
-        except UnsupportedFileError as exc:
-            unreadable.append((str(file), str(exc)))
+    docs = _sources(sources, template, unreadable)
     failures = list(unreadable)
     ok = run(_ingest(docs, library, tenant, nats_url, prefix, wait, timeout, failures))
     out.print(f"{ok} of {len(docs) + len(unreadable)} files {'indexed' if wait else 'published'}")
@@ -91,8 +99,23 @@ def ingest(
         raise typer.Exit(1)
 
 
+def _sources(
+    given: list[str], template: dict[str, Any] | None, unreadable: list[tuple[str, str]]
+) -> list[Source]:
+    docs = [page(s) for s in given if s.startswith(("http://", "https://"))]
+    paths = [Path(s) for s in given if not s.startswith(("http://", "https://"))]
+    for missing in (p for p in paths if not p.exists()):
+        unreadable.append((str(missing), "no such file or folder"))
+    for file, root in find_files([p for p in paths if p.exists()]):
+        try:
+            docs.append(read_file(file, root, template))
+        except UnsupportedFileError as exc:
+            unreadable.append((str(file), str(exc)))
+    return docs
+
+
 async def _ingest(
-    docs: list[Any],
+    docs: list[Source],
     library: str,
     tenant: str,
     url: str,
@@ -114,19 +137,16 @@ async def _ingest(
         with Progress(*columns, console=err) as progress:
             task = progress.add_task("indexing" if wait else "publishing", total=len(docs))
 
-            async def one(doc: Any) -> None:
+            async def one(doc: Source) -> None:
                 nonlocal done
                 async with limit:
                     try:
                         await client.publish_document(
                             library=library,
                             document_id=doc.document_id,
-                            title=doc.title,
-                            text=doc.text,
-                            content_type=doc.content_type,
-                            source_uri=doc.source_uri,
                             wait=wait,
                             timeout_s=receipt_timeout_s,
+                            **doc.fields,
                         )
                         done += 1
                     except (DocumentRejectedError, ValueError, TimeoutError, KbError) as exc:
@@ -345,6 +365,13 @@ def mcp(
     port: int = 8765,
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
+    memory_library: Annotated[
+        str | None,
+        typer.Option(help="Library where remember keeps what the agent learned (searched too)."),
+    ] = None,
+    conversation: Annotated[str, typer.Option(help="The conversation memories belong to.")] = (
+        "default"
+    ),
 ) -> None:
     """Serve the knowledge base to an agent host over MCP (stdio or streamable HTTP)."""
     from kbus_cli.mcp_server import McpConfig, build_server
@@ -355,10 +382,14 @@ def mcp(
         McpConfig(
             nats_url=nats_url,
             tenant=held.get("tenant", tenant),
-            libraries=tuple(library),
+            libraries=tuple(
+                dict.fromkeys([*library, *([memory_library] if memory_library else [])])
+            ),
             prefix=held.get("bus_prefix", prefix),
             granted=tuple(granted) if granted else None,
             nats_options=access.options(),
+            memory_library=memory_library,
+            conversation=conversation,
         )
     )
     if transport == "stdio":

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from kbus_client import KbClient, KbError, format_for_model
+from kbus_client.memory import Memory
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
@@ -31,10 +32,14 @@ class McpConfig:
     #: The libraries the credential may reach (None: every library of the tenant).
     granted: tuple[str, ...] | None = None
     nats_options: dict[str, Any] = field(default_factory=dict)
+    #: Where remember keeps what the agent learned (None: the server only searches).
+    memory_library: str | None = None
+    conversation: str = "default"
 
 
 def build_server(config: McpConfig) -> MCPServer[Any]:
-    """An MCP server with the tools ``search_knowledge_base`` and ``list_libraries``."""
+    """An MCP server with the tools ``search_knowledge_base`` and ``list_libraries``, and
+    with a memory library, ``remember``, ``list_memories`` and ``forget``."""
     holder: dict[str, KbClient] = {}
     lock = asyncio.Lock()
 
@@ -87,4 +92,39 @@ def build_server(config: McpConfig) -> MCPServer[Any]:
     async def list_libraries() -> list[str]:
         return list(config.libraries)
 
+    if config.memory_library is not None:
+        _memory_tools(server, config, client)
     return server
+
+
+def _memory_tools(
+    server: MCPServer[Any], config: McpConfig, client: Callable[[], Awaitable[KbClient]]
+) -> None:
+    """``remember``, ``list_memories`` and ``forget``, over the configured memory library."""
+    assert config.memory_library is not None
+    library, conversation = config.memory_library, config.conversation
+
+    async def memory() -> Memory:
+        return (await client()).memory(library, conversation=conversation, source="mcp")
+
+    @server.tool(
+        name="remember",
+        description="Keep a fact learned in this conversation, so later searches find it.",
+    )
+    async def remember(
+        text: Annotated[str, Field(min_length=1, description="The fact, in full sentences.")],
+    ) -> str:
+        try:
+            return f"Remembered as {await (await memory()).remember(text)}."
+        except KbError as exc:
+            return f"Could not remember ({exc.code}): {exc.message}"
+
+    @server.tool(name="list_memories", description="What this conversation asked to remember.")
+    async def list_memories() -> list[dict[str, Any]]:
+        kept = await (await memory()).list()
+        return [{"memory_id": e.document_id, "text": e.title, **e.metadata} for e in kept]
+
+    @server.tool(name="forget", description="Remove a memory by the id list_memories gave.")
+    async def forget(memory_id: Annotated[str, Field(pattern=r"^memory/")]) -> str:
+        removed = await (await memory()).forget(memory_id)
+        return f"Forgot {memory_id}." if removed else f"No memory {memory_id} was found."

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
 import nats
 from kbus_contract import (
+    BodyRef,
     ContentType,
     DocumentAdded,
     DocumentDeleted,
+    DocumentEntry,
     DocumentIndexed,
     DocumentRemoved,
     MetadataScalar,
+    RecordTemplate,
     SearchReply,
     SearchRequest,
     SearchType,
@@ -31,6 +35,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
+from kbus_client.memory import Memory
 from kbus_client.receipts import ReceiptWatcher
 from kbus_client.tool import KbTool
 
@@ -44,7 +49,7 @@ class PublishResult:
         self, document: DocumentAdded, receipt: DocumentIndexed | None, duplicate: bool = False
     ) -> None:
         self.document_id = document.document_id
-        self.version = document.effective_version()
+        self.version = receipt.version if receipt else document.effective_version()
         self.receipt = receipt
         #: The same content was published within the stream's duplicate window: this publish
         #: was dropped (the earlier one is, or was, indexed). No receipt is awaited for it.
@@ -133,8 +138,11 @@ class KbClient:
         *,
         library: str,
         document_id: str,
-        title: str,
-        text: str,
+        title: str = "",
+        text: str = "",
+        data: bytes | None = None,
+        url: str | None = None,
+        template: RecordTemplate | dict[str, Any] | None = None,
         tenant: str | None = None,
         source_uri: str = "",
         content_type: ContentType | str = ContentType.PLAIN,
@@ -144,6 +152,10 @@ class KbClient:
         timeout_s: float = 300.0,
     ) -> PublishResult:
         """Publish a document; with ``wait``, return once it is searchable.
+
+        The document is ``text``, or a file's ``data`` as it is (PDF, Office, HTML, CSV...,
+        named by ``content_type``; it travels by claim check and the ingestor parses it), or a
+        web page's ``url`` that the ingestor fetches. CSV and JSON records need a ``template``.
 
         The publish carries ``Nats-Msg-Id`` = tenant, library, document id and a hash of the
         content: an identical publish inside the stream's duplicate window (2 minutes) is dropped
@@ -162,6 +174,9 @@ class KbClient:
                 document_id=document_id,
                 title=title,
                 text=text,
+                body=_unstored(data),
+                url=url,
+                template=template,
                 source_uri=source_uri,
                 content_type=ContentType(content_type),
                 metadata=metadata or {},
@@ -173,12 +188,12 @@ class KbClient:
         future = None
         if wait:
             await self._receipts.start(doc.tenant)
-            future = self._receipts.expect(key, doc.effective_version())
+            future = self._receipts.expect(key, None if doc.url else doc.effective_version())
         try:
             with _tracer.start_as_current_span(
                 "kbus publish", kind=SpanKind.PRODUCER, attributes=_document_attributes(doc)
             ) as span:
-                result = await self._publish(doc, future, timeout_s)
+                result = await self._publish(doc, future, timeout_s, data)
                 span.set_attribute("kbus.duplicate", result.duplicate)
                 return result
         finally:
@@ -190,8 +205,11 @@ class KbClient:
         doc: DocumentAdded,
         receipt: asyncio.Future[DocumentIndexed] | None,
         timeout_s: float,
+        data: bytes | None = None,
     ) -> PublishResult:
         msg_id = self._msg_id(doc)
+        if data is not None:
+            doc = doc.model_copy(update={"body": await self._put(doc.tenant, msg_id, data)})
         payload = await self._payload(doc, msg_id)
         headers = {"content-type": "application/json", "Nats-Msg-Id": msg_id}
         propagate.inject(headers)  # the trace context, when the caller traces
@@ -208,18 +226,21 @@ class KbClient:
         limit = self.claim_check_bytes or max(1, self.nc.max_payload - 16 * 1024)
         if len(payload) <= limit:
             return payload
-        store = self._bodies.get(doc.tenant)
-        if store is None:
-            js = self.nc.jetstream()
-            store = await open_bodies(js, self.topology, doc.tenant, create=True)
-            self._bodies[doc.tenant] = store
-        bucket = self.topology.bodies_bucket(doc.tenant)
-        ref = await put_body(store, bucket, msg_id, doc.text)
+        ref = await self._put(doc.tenant, msg_id, doc.text.encode("utf-8"))
         # The version is fixed from the text, so both forms of a document get the same one.
         claimed = doc.model_copy(
             update={"text": "", "body": ref, "version": doc.effective_version()}
         )
         return claimed.model_dump_json().encode()
+
+    async def _put(self, tenant: str, msg_id: str, data: bytes) -> BodyRef:
+        """Store a document's bytes in the tenant's object store (the claim check)."""
+        store = self._bodies.get(tenant)
+        if store is None:
+            js = self.nc.jetstream()
+            store = await open_bodies(js, self.topology, tenant, create=True)
+            self._bodies[tenant] = store
+        return await put_body(store, self.topology.bodies_bucket(tenant), msg_id, data)
 
     def _msg_id(self, doc: DocumentAdded) -> str:
         scopes = (
@@ -351,6 +372,33 @@ class KbClient:
             timeout_s=self.timeout_s,
         )
 
+    async def documents(
+        self,
+        library: str,
+        *,
+        filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
+        limit: int = 100,
+        tenant: str | None = None,
+    ) -> tuple[DocumentEntry, ...]:
+        """The documents of a library (those whose metadata matches ``filters``)."""
+        chosen = self._tenant(tenant)
+        reply = await request(
+            self.nc,
+            self.topology.stats_for(chosen, self.grant),
+            StatsRequest(tenant=chosen, library=library, filters=filters or {}, limit=limit),
+            StatsReply,
+            stage="searcher",
+            timeout_s=self.timeout_s,
+        )
+        return reply.documents
+
+    def memory(
+        self, library: str, *, conversation: str, source: str = "agent", tenant: str | None = None
+    ) -> Memory:
+        """What an agent learns, kept as documents of ``library`` (one its credential may
+        write), marked with the conversation, the time and the source."""
+        return Memory(self, library, conversation, source, self._tenant(tenant))
+
     def as_tool(
         self,
         *,
@@ -359,15 +407,30 @@ class KbClient:
         tenant: str | None = None,
         k: int = 5,
         description: str | None = None,
+        write: bool = False,
+        memory_library: str | None = None,
+        conversation: str = "default",
     ) -> KbTool:
-        """Retrieval as a tool for function calling, scoped to these libraries."""
+        """Retrieval as a tool for function calling, scoped to these libraries. With
+        ``write``, the tool also remembers, lists and forgets what the agent learned, in
+        ``memory_library`` (the first library by default), which it searches too."""
         chosen = self._tenant(tenant)
+        memory = None
+        if write:
+            kept = memory_library or libraries[0]
+            memory = self.memory(kept, conversation=conversation, source=name, tenant=chosen)
+            libraries = tuple(dict.fromkeys((*libraries, kept)))
 
         async def run(query: str, top_k: int) -> SearchReply:
             return await self.search(query, libraries=libraries, tenant=chosen, k=top_k)
 
         return KbTool(
-            name=name, libraries=tuple(libraries), default_k=k, search=run, description=description
+            name=name,
+            libraries=tuple(libraries),
+            default_k=k,
+            search=run,
+            description=description,
+            memory=memory,
         )
 
 
@@ -396,3 +459,12 @@ def _reply_attributes(reply: SearchReply) -> dict[str, str | int | bool]:
         "kbus.degraded": reply.degraded,
         "kbus.score_kind": reply.score_kind,
     }
+
+
+def _unstored(data: bytes | None) -> BodyRef | None:
+    """The claim check a file's bytes will have (its name is given once they are stored):
+    the document's version and message id come from the bytes' hash."""
+    if data is None:
+        return None
+    digest = hashlib.sha256(data).hexdigest()
+    return BodyRef(bucket="-", name="-", size=len(data), sha256=digest)

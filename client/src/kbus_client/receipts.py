@@ -39,7 +39,7 @@ class ReceiptWatcher:
         self._granted = granted
         self._subs: dict[str, list[Subscription]] = {}
         self._starting = asyncio.Lock()
-        self._waiting: dict[Key, list[tuple[str, asyncio.Future[DocumentIndexed]]]] = {}
+        self._waiting: dict[Key, list[tuple[str | None, asyncio.Future[DocumentIndexed]]]] = {}
 
     async def start(self, tenant: str) -> None:
         """Read the receipts and dead letters of ``tenant`` (once)."""
@@ -86,8 +86,9 @@ class ReceiptWatcher:
                     await sub.unsubscribe()
         self._subs = {}
 
-    def expect(self, key: Key, version: str) -> asyncio.Future[DocumentIndexed]:
-        """A future that resolves with the receipt of this version of a document."""
+    def expect(self, key: Key, version: str | None) -> asyncio.Future[DocumentIndexed]:
+        """A future that resolves with the receipt of this version of a document (of any
+        version: a fetched page's comes from what the ingestor found)."""
         future: asyncio.Future[DocumentIndexed] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(key, []).append((version, future))
         return future
@@ -107,7 +108,7 @@ class ReceiptWatcher:
             return
         key = (receipt.tenant, receipt.library, receipt.document_id)
         for version, future in self._waiting.get(key, []):
-            if version == receipt.version and not future.done():
+            if version in (None, receipt.version) and not future.done():
                 future.set_result(receipt)
 
     async def _on_dead_letter(self, msg: Msg) -> None:

@@ -9,6 +9,8 @@ from typing import Any
 from kbus_contract import NoMatchReason, SearchReply
 from opentelemetry import trace
 
+from kbus_client.memory import Memory
+
 MAX_TOOL_K = 20
 
 _tracer = trace.get_tracer("kbus.client")
@@ -23,34 +25,49 @@ class KbTool:
     default_k: int
     search: Callable[[str, int], Awaitable[SearchReply]]
     description: str | None = None
+    #: Where the tool keeps what the agent learned (a tool that only searches has none).
+    memory: Memory | None = None
 
     @property
     def parameters(self) -> dict[str, Any]:
         """JSON schema of the arguments."""
+        properties: dict[str, Any] = {
+            "query": {
+                "type": "string",
+                "description": "A question or keywords; a full question works best.",
+            },
+            "k": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_TOOL_K,
+                "description": f"How many passages to return (default {self.default_k}).",
+            },
+        }
+        if self.memory is None:
+            return {
+                "type": "object",
+                "properties": properties,
+                "required": ["query"],
+                "additionalProperties": False,
+            }
         return {
             "type": "object",
-            "properties": {
-                "query": {
-                    "type": "string",
-                    "description": "A question or keywords; a full question works best.",
-                },
-                "k": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_TOOL_K,
-                    "description": f"How many passages to return (default {self.default_k}).",
-                },
-            },
-            "required": ["query"],
+            "properties": {**properties, **_MEMORY_PROPERTIES},
             "additionalProperties": False,
         }
 
     @property
     def text(self) -> str:
-        return self.description or (
+        searching = self.description or (
             "Search the knowledge base (" + ", ".join(self.libraries) + ") and return the most "
             "relevant passages with their titles, sections, sources and relevance scores. "
             "Use it for any question the documents may answer; cite the sources you use."
+        )
+        if self.memory is None:
+            return searching
+        return searching + (
+            " With action 'remember', keep a fact learned in this conversation (text) for "
+            "later searches; 'list' shows what was kept; 'forget' removes one by its memory_id."
         )
 
     def openai(self) -> dict[str, Any]:
@@ -85,7 +102,46 @@ class KbTool:
 
     async def call_json(self, arguments: dict[str, Any]) -> str:
         """Run with a model's arguments (a dict parsed from its tool call)."""
-        return await self(str(arguments["query"]), arguments.get("k"))
+        action = arguments.get("action", "search")
+        if action == "search":
+            if "query" not in arguments:
+                return "A search needs a query."
+            return await self(str(arguments["query"]), arguments.get("k"))
+        if self.memory is None:
+            return f"This tool cannot {action}: it only searches."
+        return await _remembering(self.memory, action, arguments)
+
+
+_MEMORY_PROPERTIES: dict[str, Any] = {
+    "action": {
+        "type": "string",
+        "enum": ["search", "remember", "list", "forget"],
+        "description": "search (the default), remember a fact, list what was kept, or forget.",
+    },
+    "text": {"type": "string", "description": "remember: the fact, in full sentences."},
+    "memory_id": {"type": "string", "description": "forget: the id that list showed."},
+}
+
+
+async def _remembering(memory: Memory, action: str, arguments: dict[str, Any]) -> str:
+    """A memory action, answered in words a model reads."""
+    if action == "remember":
+        text = str(arguments.get("text") or "").strip()
+        if not text:
+            return "Nothing to remember: give the fact as text."
+        return f"Remembered as {await memory.remember(text)}."
+    if action == "list":
+        kept = await memory.list()
+        if not kept:
+            return "Nothing is remembered from this conversation."
+        return "\n".join(f"{e.document_id} ({e.metadata.get('time', '')}): {e.title}" for e in kept)
+    if action == "forget":
+        memory_id = str(arguments.get("memory_id") or "")
+        if not memory_id.startswith("memory/"):
+            return "Give the memory_id that list showed."
+        removed = await memory.forget(memory_id)
+        return f"Forgot {memory_id}." if removed else f"No memory {memory_id} was found."
+    return f"Unknown action {action!r}: use search, remember, list or forget."
 
 
 def format_for_model(reply: SearchReply) -> str:

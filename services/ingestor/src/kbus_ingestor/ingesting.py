@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
@@ -16,9 +17,10 @@ from kbus_contract import (
     DocumentAdded,
     DocumentRef,
 )
+from kbus_contract.base import Metadata
 from kbus_contract.claimcheck import fetch_body, open_bodies
 from kbus_contract.errors import PermanentError
-from kbus_contract.identifiers import chunk_id
+from kbus_contract.identifiers import chunk_id, content_version
 from kbus_contract.tenancy import require_library
 from kbus_runtime.analysis import TermIndex, analyze_terms, window_span
 from kbus_runtime.stage import Stage, stream_sequence
@@ -27,7 +29,10 @@ from nats.js.object_store import ObjectStore
 from prometheus_client import CollectorRegistry, Counter
 
 from kbus_ingestor.chunking import ChunkingConfig, Span, split_text
+from kbus_ingestor.fetching import PageFetcher
 from kbus_ingestor.markdown import sections
+from kbus_ingestor.parsing import Parsed, parse
+from kbus_ingestor.sandbox import ParserPool
 
 log = logging.getLogger("kbus.ingestor")
 
@@ -38,14 +43,17 @@ def chunk_document(
     max_chunks: int,
     sequence: int = 0,
     keyword_window: int = 1000,
+    parsed: Parsed | None = None,
 ) -> ChunksReady:
-    """Split a document into chunks with deterministic ids and their keyword text.
+    """Split a document (its text, or what its bytes were parsed into) into chunks with
+    deterministic ids and their keyword text.
 
     Raises:
         PermanentError: the document yields no chunk, or more than ``max_chunks``.
     """
     version = doc.effective_version()
-    pieces = _pieces(doc, config)
+    parsed = parsed or Parsed(doc.text, markdown=doc.content_type is ContentType.MARKDOWN)
+    pieces = _pieces(parsed, config)
     if not pieces:
         raise PermanentError("the document has no text to index", code="empty_document")
     if len(pieces) > max_chunks:
@@ -59,13 +67,15 @@ def chunk_document(
         Chunk(
             chunk_id=chunk_id(doc.tenant, doc.library, doc.document_id, version, position),
             position=position,
-            text=span.text,
-            char_start=span.start,
-            char_end=span.end,
-            heading_path=path,
-            keywords=_keywords(doc, path, span, scope, keyword_window, analysed),
+            text=piece.span.text,
+            char_start=piece.span.start,
+            char_end=piece.span.end,
+            heading_path=piece.heading_path,
+            keywords=_keywords(doc.title, parsed.text, piece, keyword_window, analysed),
+            page=parsed.page_at(piece.span.start),
+            metadata=piece.metadata or {},
         )
-        for position, (span, path, scope) in enumerate(pieces)
+        for position, piece in enumerate(pieces)
     )
     ref = DocumentRef(
         tenant=doc.tenant,
@@ -82,19 +92,19 @@ def chunk_document(
 
 
 class Piece(NamedTuple):
-    """A chunk's span, its heading path, and the part of the document its keyword window may
-    cover (its Markdown section, or the whole text)."""
+    """A chunk's span, its heading path, the part of the document its keyword window may
+    cover (its Markdown section, its record, or the whole text), and its own metadata."""
 
     span: Span
     heading_path: tuple[str, ...]
     scope: tuple[int, int]
+    metadata: Metadata | None = None
 
 
 def _keywords(
-    doc: DocumentAdded,
-    path: tuple[str, ...],
-    span: Span,
-    scope: tuple[int, int],
+    title: str,
+    text: str,
+    piece: Piece,
     size: int,
     analysed: dict[tuple[int, int], tuple[list[str], TermIndex]],
 ) -> str:
@@ -102,25 +112,36 @@ def _keywords(
     (a scope's chunks share its heading path)."""
     # A window never crosses into another section: a short section must not be found by its
     # neighbours' words.
-    begin, end = scope
-    if scope not in analysed:
-        head = analyze_terms(" ".join((doc.title, *path)))
-        analysed[scope] = (head, TermIndex(doc.text[begin:end]))
-    head, index = analysed[scope]
-    start, stop = window_span(index.text, span.start - begin, span.end - begin, size)
+    begin, end = piece.scope
+    if piece.scope not in analysed:
+        head = analyze_terms(" ".join((title, *piece.heading_path)))
+        analysed[piece.scope] = (head, TermIndex(text[begin:end]))
+    head, index = analysed[piece.scope]
+    start, stop = window_span(index.text, piece.span.start - begin, piece.span.end - begin, size)
     return " ".join(head + index.terms(start, stop))
 
 
-def _pieces(doc: DocumentAdded, config: ChunkingConfig) -> list[Piece]:
-    if doc.content_type is not ContentType.MARKDOWN:
-        whole = (0, len(doc.text))
-        return [Piece(span, (), whole) for span in split_text(doc.text, config)]
+def _pieces(parsed: Parsed, config: ChunkingConfig) -> list[Piece]:
+    text = parsed.text
+    if parsed.records:
+        return [
+            Piece(span, (r.title,) if r.title else (), (r.start, r.end), r.metadata)
+            for r in parsed.records
+            for span in split_text(text[r.start : r.end], config, base=r.start)
+        ]
+    if not parsed.markdown:
+        # A chunk never crosses a page, so the page it names holds all of it.
+        return [
+            Piece(span, (), (start, end))
+            for start, end in parsed.page_spans()
+            for span in split_text(text[start:end], config, base=start)
+        ]
     pieces: list[Piece] = []
-    found = sections(doc.text)
+    found = sections(text)
     # A heading with nothing under it but deeper headings is only a path: its children carry it.
-    with_body = [s for s in found if s.has_body(doc.text)] or found
+    with_body = [s for s in found if s.has_body(text)] or found
     for section in with_body:
-        body = doc.text[section.start : section.end]
+        body = text[section.start : section.end]
         scope = (section.start, section.end)
         pieces.extend(
             Piece(span, section.heading_path, scope)
@@ -140,10 +161,14 @@ class Ingestor:
         max_document_bytes: int,
         max_chunks: int,
         registry: CollectorRegistry,
+        parser: ParserPool,
+        fetcher: PageFetcher,
         keyword_window: int = 1000,
         part_chunks: int = 64,
     ) -> None:
         self.stage = stage
+        self.parser = parser
+        self.fetcher = fetcher
         self.config = config
         self.keyword_window = keyword_window
         self.part_chunks = part_chunks
@@ -176,10 +201,21 @@ class Ingestor:
             await self._discard(*claimed[0])
 
     async def ingest(self, doc: DocumentAdded, sequence: int = 0) -> None:
-        """Chunk a document (fetching a claim-checked text first) and publish its chunks."""
-        if doc.body is not None:
-            doc = await self._claim(doc)
-        ready = chunk_document(doc, self.config, self.max_chunks, sequence, self.keyword_window)
+        """Read a document (its text, its claim-checked bytes or its web page), parse it, and
+        publish its chunks."""
+        doc, content_type, data = await self._read(doc)
+        if content_type in (ContentType.PLAIN, ContentType.MARKDOWN):
+            parsed = parse(content_type, data, None, self.parser.limits)
+        else:
+            parsed = await self.parser.parse(content_type, data, doc.template)
+        # The version stays what the message gave (or its fetched bytes), so every redelivery
+        # yields the same ids.
+        doc = doc.model_copy(
+            update={"title": doc.title or parsed.title, "version": doc.effective_version()}
+        )
+        ready = chunk_document(
+            doc, self.config, self.max_chunks, sequence, self.keyword_window, parsed
+        )
         topology = self.stage.topology
         for part in ready.split(self.part_chunks):
             await self.stage.publish(
@@ -187,20 +223,26 @@ class Ingestor:
             )
         self.chunks_made.inc(len(ready.chunks))
 
-    async def _claim(self, doc: DocumentAdded) -> DocumentAdded:
-        assert doc.body is not None
+    async def _read(self, doc: DocumentAdded) -> tuple[DocumentAdded, ContentType, bytes]:
+        """The document's bytes and their type, from wherever the message says they are."""
+        if doc.url is not None:
+            page = await self.fetcher.fetch(doc.url)
+            version = doc.version or content_version(
+                doc.effective_version(), hashlib.sha256(page.data).hexdigest()
+            )
+            update = {"source_uri": doc.source_uri or page.url, "version": version}
+            return doc.model_copy(update=update), page.content_type, page.data
+        if doc.body is None:
+            return doc, doc.content_type, doc.text.encode("utf-8")
         if doc.body.size > self.max_document_bytes:
-            # Refused from the reference alone: a huge text is never read into memory.
+            # Refused from the reference alone: a huge body is never read into memory.
             raise PermanentError(
                 f"the document is {doc.body.size} bytes; the limit is {self.max_document_bytes}",
                 code="too_large",
             )
         store = await self._store(doc.tenant)
-        text = await fetch_body(store, self.stage.topology.bodies_bucket(doc.tenant), doc.body)
-        # The version stays what the reference gave, so every redelivery yields the same ids.
-        return doc.model_copy(
-            update={"text": text, "body": None, "version": doc.effective_version()}
-        )
+        data = await fetch_body(store, self.stage.topology.bodies_bucket(doc.tenant), doc.body)
+        return doc, doc.content_type, data
 
     async def _store(self, tenant: str) -> ObjectStore:
         if tenant not in self._bodies:

@@ -35,6 +35,49 @@ class IngestorSettings(ServiceSettings):
     max_chunks: int = Field(
         default=20_000, gt=0, description="Documents with more chunks are dead-lettered."
     )
+    parse_workers: int = Field(
+        default=2,
+        ge=1,
+        description="Worker processes parsing HTML, PDF, Office files and records; one per "
+        "core, as parsing is CPU work.",
+    )
+    parse_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds one document's parse may take before it is dead-lettered "
+        "(parse_timeout); a document at the size limit fits at the parse times per megabyte "
+        'in README, "Formats and sources".',
+    )
+    parse_memory_bytes: int = Field(
+        default=2 * 1024**3,
+        gt=0,
+        description="Address space of each parser worker, in bytes; a document needing more is "
+        "dead-lettered (too_large). The parsers' libraries take about a third of it.",
+    )
+    max_unpacked_bytes: int = Field(
+        default=256 * 1024**2,
+        gt=0,
+        description="Bytes an Office file's archive may declare unpacked; more is refused before "
+        "parsing (an archive bomb).",
+    )
+    max_records: int = Field(
+        default=100_000, gt=0, description="Records a CSV or JSON document may hold."
+    )
+    fetch_allow: list[str] = Field(
+        default=[],
+        description="Hosts, addresses or networks (CIDR) whose pages may be fetched though "
+        "not public (loopback, private, link-local); empty: public addresses only.",
+    )
+    fetch_timeout_s: float = Field(
+        default=30.0, gt=0, description="Seconds a web page may take, redirects included."
+    )
+    fetch_max_redirects: int = Field(
+        default=5, ge=0, description="Redirects followed before a page is refused."
+    )
+    user_agent: str = Field(
+        default="kbus-ingestor",
+        description="User-Agent of page fetches, and the name robots.txt rules are read for.",
+    )
     concurrency: int = Field(
         default=16,
         ge=1,

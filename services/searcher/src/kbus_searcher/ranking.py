@@ -116,6 +116,7 @@ def _hit(c: Candidate, scores: Scores) -> SearchHit:
         char_start=int(p.get("char_start") or 0),
         char_end=int(p.get("char_end") or 0),
         position=int(p.get("position") or 0),
+        page=int(p.get("page") or 0) or None,
         version=p.get("version") or "",
         metadata=json.loads(p.get("metadata_json") or "{}"),
         scores=scores,

@@ -100,6 +100,8 @@ def _chunk(row: dict[str, object]) -> Chunk:
         char_end=int(str(row["char_end"])),
         heading_path=tuple(row["heading_path"] or ()),  # type: ignore[arg-type]
         keywords=str(row["keywords"] or ""),
+        page=int(str(row["page"] or 0)) or None,
+        metadata=json.loads(str(row["metadata_json"] or "{}")),
     )
 
 

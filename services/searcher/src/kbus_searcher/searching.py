@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 
 from kbus_contract import (
     DegradedReason,
+    DocumentEntry,
     EmbedReply,
     EmbedRequest,
     ErrorReply,
@@ -138,20 +140,40 @@ class Searcher:
         )
 
     async def stats(self, req: StatsRequest, sent: Identity) -> StatsReply:
-        """Documents and chunks per library of a tenant (those its grant reaches)."""
+        """Documents and chunks per library of a tenant (those its grant reaches), or the
+        documents of one library."""
         require_tenant(sent, req.tenant)
         granted = sent.libraries()
+        if req.library is not None:
+            require_granted(sent, (req.library,))
         try:
             rows = await self.store.queries.library_stats(req.tenant)
+            listed = await self._documents(req)
         except WeaviateBaseError as exc:
             raise TransientError(f"the store could not count: {exc}", code="store_error") from exc
         return StatsReply(
+            documents=listed,
             tenant=req.tenant,
             libraries=tuple(
                 LibraryStats(library=lib, documents=docs, chunks=chunks)
                 for lib, docs, chunks in rows
                 if granted is None or lib in granted
             ),
+        )
+
+    async def _documents(self, req: StatsRequest) -> tuple[DocumentEntry, ...]:
+        if req.library is None:
+            return ()
+        rows = await self.store.queries.documents(req.tenant, req.library, req.filters, req.limit)
+        return tuple(
+            DocumentEntry(
+                document_id=row["document_id"],
+                title=row.get("title") or "",
+                version=row.get("version") or "",
+                source_uri=row.get("source_uri") or "",
+                metadata=json.loads(row.get("metadata_json") or "{}"),
+            )
+            for row in rows
         )
 
     async def search(

@@ -22,6 +22,7 @@ from kbus_contract.documents import (
     DocumentIndexed,
     DocumentRemoved,
     MaxDeliveriesAdvisory,
+    RecordTemplate,
 )
 from kbus_contract.pipeline import (
     Chunk,
@@ -31,6 +32,7 @@ from kbus_contract.pipeline import (
     EmbeddingsReady,
 )
 from kbus_contract.requests import (
+    DocumentEntry,
     EmbedReply,
     EmbedRequest,
     ErrorInfo,
@@ -70,6 +72,7 @@ __all__ = [
     "DegradedReason",
     "DocumentAdded",
     "DocumentDeleted",
+    "DocumentEntry",
     "DocumentFailed",
     "DocumentIndexed",
     "DocumentRef",
@@ -86,6 +89,7 @@ __all__ = [
     "Metadata",
     "MetadataScalar",
     "NoMatchReason",
+    "RecordTemplate",
     "RerankCandidate",
     "RerankReply",
     "RerankRequest",

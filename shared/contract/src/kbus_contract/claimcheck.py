@@ -33,9 +33,10 @@ async def open_bodies(
     return await js.create_object_store(bucket, config=topology.bodies_store(tenant))
 
 
-async def put_body(store: ObjectStore, bucket: str, key: str, text: str) -> BodyRef:
-    """Store a document's text under a name derived from ``key``; returns its reference."""
-    data = text.encode("utf-8")
+async def put_body(store: ObjectStore, bucket: str, key: str, body: str | bytes) -> BodyRef:
+    """Store a document's text or bytes under a name derived from ``key``; returns its
+    reference."""
+    data = body.encode("utf-8") if isinstance(body, str) else body
     name = hashlib.sha256(key.encode()).hexdigest()
     await store.put(name, data)
     return BodyRef(
@@ -43,13 +44,12 @@ async def put_body(store: ObjectStore, bucket: str, key: str, text: str) -> Body
     )
 
 
-async def fetch_body(store: ObjectStore, bucket: str, ref: BodyRef) -> str:
-    """The text a reference names, from ``store`` (the bucket ``bucket`` of the tenant the
+async def fetch_body(store: ObjectStore, bucket: str, ref: BodyRef) -> bytes:
+    """The bytes a reference names, from ``store`` (the bucket ``bucket`` of the tenant the
     message's subject names), verified against its size and hash.
 
     Raises:
-        PermanentError: the reference names another bucket; the object is missing, altered,
-            or not UTF-8.
+        PermanentError: the reference names another bucket; the object is missing or altered.
     """
     if ref.bucket != bucket:
         raise PermanentError(
@@ -71,7 +71,4 @@ async def fetch_body(store: ObjectStore, bucket: str, ref: BodyRef) -> str:
             "bytes and its hash)",
             code="body_mismatch",
         )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PermanentError(f"the stored text is not UTF-8: {exc}", code="invalid_text") from exc
+    return data

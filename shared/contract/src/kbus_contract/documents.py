@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import string
 from enum import StrEnum
 
 from pydantic import (
@@ -32,10 +34,63 @@ def _count_keys(value: JsonValue) -> int:
 
 
 class ContentType(StrEnum):
-    """Document formats the ingestor understands."""
+    """Document formats the ingestor understands (README, "Formats and sources")."""
 
     PLAIN = "text/plain"
     MARKDOWN = "text/markdown"
+    HTML = "text/html"
+    PDF = "application/pdf"
+    DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+    XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+    CSV = "text/csv"
+    JSON = "application/json"
+
+    @property
+    def binary(self) -> bool:
+        """Bytes that are not text: they travel by claim check only."""
+        return self in _BINARY
+
+    @property
+    def records(self) -> bool:
+        """Records that a :class:`RecordTemplate` turns into text."""
+        return self in (ContentType.CSV, ContentType.JSON)
+
+
+_BINARY = frozenset({ContentType.PDF, ContentType.DOCX, ContentType.PPTX, ContentType.XLSX})
+_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_ -]{0,127}$")
+
+
+def template_fields(template: str) -> list[str]:
+    """The fields a template names, refusing anything but plain names (no attribute or index
+    lookups, no conversions: a template is data, never code)."""
+    fields = []
+    for _, name, spec, conversion in string.Formatter().parse(template):
+        if name is None:
+            continue
+        if not _FIELD.match(name) or spec or conversion:
+            raise ValueError(f"template field {{{name}}} is not a plain field name")
+        fields.append(name)
+    return fields
+
+
+class RecordTemplate(Contract):
+    """How each record of a CSV or JSON document becomes a chunk: its text, its heading and its
+    own metadata (a custom data schema). Fields are named ``{field}``."""
+
+    text: str = Field(min_length=1, max_length=4_096, description="The record's chunk text.")
+    title: str = Field(
+        default="", max_length=1_024, description="The record's heading (its chunk's path)."
+    )
+    metadata: tuple[str, ...] = Field(
+        default=(), max_length=64, description="Fields copied into the chunk's metadata."
+    )
+
+    @field_validator("text", "title")
+    @classmethod
+    def _plain_fields(cls, value: str) -> str:
+        template_fields(value)
+        return value
 
 
 class BodyRef(Contract):
@@ -73,16 +128,32 @@ class DocumentAdded(Contract):
         description="The publisher's version of this document; derived from its content if absent.",
     )
     body: BodyRef | None = Field(
-        default=None, description="The claim check of a large document's text (else absent)."
+        default=None,
+        description="The claim check of a large or binary document's bytes (else absent).",
+    )
+    url: str | None = Field(
+        default=None,
+        max_length=4_096,
+        pattern=r"^https?://",
+        description="A web page the ingestor fetches (then text and body are empty).",
+    )
+    template: RecordTemplate | None = Field(
+        default=None, description="How each record becomes a chunk (CSV and JSON only)."
     )
 
     @model_validator(mode="after")
-    def _text_or_body(self) -> DocumentAdded:
-        if self.body is not None:
-            if self.text:
-                raise ValueError("text must be empty when body refers to the text")
-        elif not self.text.strip():
+    def _one_source(self) -> DocumentAdded:
+        sources = (self.body is not None) + (self.url is not None)
+        if sources > 1:
+            raise ValueError("a document has one of text, body or url")
+        if sources and self.text:
+            raise ValueError("text must be empty when body or url gives the document")
+        if not sources and self.content_type.binary:
+            raise ValueError(f"{self.content_type.value} travels by claim check (body)")
+        if not sources and not self.text.strip():
             raise ValueError("text is empty or whitespace only")
+        if self.content_type.records != (self.template is not None):
+            raise ValueError("CSV and JSON records need a template; other formats take none")
         return self
 
     @field_validator("metadata")
@@ -97,17 +168,23 @@ class DocumentAdded(Contract):
         return value
 
     def _content(self) -> str:
-        return self.text if self.body is None else f"sha256:{self.body.sha256}"
+        if self.body is not None:
+            return f"sha256:{self.body.sha256}"
+        if self.url is not None:
+            return f"url:{self.url}"
+        return self.text
 
-    def effective_version(self) -> str:
-        """The publisher's version, or one derived from everything that is indexed."""
-        return self.version or content_version(
-            self.title,
-            self._content(),
+    def _described(self) -> tuple[str, ...]:
+        described = (
             self.source_uri,
             self.content_type.value,
             json.dumps(self.metadata, sort_keys=True),
         )
+        return described + ((self.template.model_dump_json(),) if self.template else ())
+
+    def effective_version(self) -> str:
+        """The publisher's version, or one derived from everything that is indexed."""
+        return self.version or content_version(self.title, self._content(), *self._described())
 
     def message_id(self) -> str:
         """The ``Nats-Msg-Id`` of this publish: tenant, library, id and a hash of the content.
@@ -116,12 +193,7 @@ class DocumentAdded(Contract):
         so an identical re-send is not processed twice; a changed document has another id.
         """
         digest = content_version(
-            self.effective_version(),
-            self.title,
-            self._content(),
-            self.source_uri,
-            self.content_type.value,
-            json.dumps(self.metadata, sort_keys=True),
+            self.effective_version(), self.title, self._content(), *self._described()
         )
         return f"{self.tenant}/{self.library}/{self.document_id}/{digest}"
 

@@ -28,6 +28,13 @@ class Chunk(Contract):
         description="What keyword search matches for this chunk: the analysed terms "
         "(kbus_runtime.analysis) of its title, headings and a window of the document around it.",
     )
+    page: int | None = Field(
+        default=None, ge=1, description="The PDF page or slide the chunk starts on."
+    )
+    metadata: Metadata = Field(
+        default_factory=dict,
+        description="The chunk's own metadata (a record's), over its document's.",
+    )
 
 
 class DocumentRef(Contract):

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from kbus_contract.base import MAX_QUERY_CHARS, Contract, budget_field
-from kbus_contract.identifiers import TenantId
+from kbus_contract.base import MAX_QUERY_CHARS, Contract, Metadata, MetadataScalar, budget_field
+from kbus_contract.identifiers import LibraryId, TenantId
 from kbus_contract.vectors import Vector
 
 
@@ -81,9 +81,28 @@ class RerankReply(Contract):
 
 
 class StatsRequest(Contract):
-    """Ask what a tenant has indexed (``kb.stats``)."""
+    """Ask what a tenant has indexed (``kb.stats``): per library, or one library's documents."""
 
     tenant: TenantId
+    library: LibraryId | None = Field(
+        default=None, description="List this library's documents (else: counts per library)."
+    )
+    filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="Only documents whose metadata has these values (a list: any of them).",
+    )
+    limit: int = Field(default=100, ge=1, le=1_000, description="Documents listed at most.")
+
+
+class DocumentEntry(Contract):
+    """One indexed document, as a listing shows it."""
+
+    document_id: str
+    title: str
+    version: str
+    source_uri: str
+    metadata: Metadata
 
 
 class LibraryStats(Contract):
@@ -100,3 +119,6 @@ class StatsReply(Contract):
     kind: Literal["stats"] = "stats"
     tenant: str
     libraries: tuple[LibraryStats, ...]
+    documents: tuple[DocumentEntry, ...] = Field(
+        default=(), description="The library's documents, when one was asked for."
+    )

@@ -141,6 +141,7 @@ class SearchHit(Contract):
     char_start: int
     char_end: int
     position: int
+    page: int | None = None
     version: str
     metadata: Metadata
     scores: Scores

@@ -218,6 +218,21 @@ class ChunkQueries:
         result = await self.collections.use(name, tenant).aggregate.over_all(total_count=True)
         return int(result.total_count or 0)
 
+    async def documents(
+        self, tenant: str, library: str, where: filters.Filters, limit: int
+    ) -> list[dict[str, Any]]:
+        """The first chunk's properties of each document of a library whose metadata matches
+        (every document has exactly one chunk at position 0)."""
+        name = await self.collections.active()
+        if name is None or not await self.collections.tenant_exists(tenant, name):
+            return []
+        res = await self.collections.use(name, tenant).query.fetch_objects(
+            filters=filters.scope((library,), where) & Filter.by_property("position").equal(0),
+            limit=limit,
+            return_properties=["document_id", "title", "version", "source_uri", "metadata_json"],
+        )
+        return [dict(o.properties) for o in res.objects]
+
     async def library_stats(self, tenant: str) -> list[tuple[str, int, int]]:
         """(library, documents, chunks) for every library of a tenant."""
         name = await self.collections.active()

@@ -86,6 +86,7 @@ SCHEMA_PROPERTIES = [
     _int("position", filterable=True),
     _int("char_start"),
     _int("char_end"),
+    _int("page"),  # 0: the document has no pages
 ]
 #: What a search returns of a chunk (everything but the analysed keyword text).
 RETURN_PROPERTIES = [p.name for p in SCHEMA_PROPERTIES if p.name != "keywords"]

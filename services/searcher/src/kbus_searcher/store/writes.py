@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from kbus_contract import DocumentDeleted, EmbeddingsReady
+from kbus_contract.base import Metadata
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_runtime.tracing import store_span
 from weaviate.classes.data import DataObject
@@ -272,8 +273,6 @@ def _objects(ready: EmbeddingsReady) -> list[DataObject[dict[str, Any], None]]:
         "sequence": doc.sequence,
         "model": ready.model,
         "source_uri": doc.source_uri,
-        "metadata_json": json.dumps(doc.metadata),
-        "metadata_kv": filters.metadata_terms(doc.metadata),
     }
     return [
         DataObject(
@@ -288,10 +287,20 @@ def _objects(ready: EmbeddingsReady) -> list[DataObject[dict[str, Any], None]]:
                 "position": chunk.position,
                 "char_start": chunk.char_start,
                 "char_end": chunk.char_end,
+                "page": chunk.page or 0,
+                **_metadata({**doc.metadata, **chunk.metadata}),
             },
         )
         for chunk in ready.chunks
     ]
+
+
+def _metadata(metadata: Metadata) -> dict[str, Any]:
+    """A chunk's metadata (its document's, with its own over it), as stored and as filtered."""
+    return {
+        "metadata_json": json.dumps(metadata),
+        "metadata_kv": filters.metadata_terms(metadata),
+    }
 
 
 def _write_error(failed: int, total: int, first: str) -> PermanentError | TransientError:

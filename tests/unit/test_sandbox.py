@@ -1,0 +1,32 @@
+"""Parsing in worker processes: results come back, and a parse past its time is ended."""
+
+from __future__ import annotations
+
+import pytest
+from kbus_contract import ContentType
+from kbus_contract.errors import PermanentError
+from kbus_ingestor.parsing import Limits
+from kbus_ingestor.sandbox import ParserPool
+
+from tests import samples
+
+
+async def test_a_parse_past_its_time_is_dead_lettered_and_the_next_one_parses() -> None:
+    pool = ParserPool(1, timeout_s=120, memory_bytes=2 * 1024**3, limits=Limits(2**24, 10))
+    try:
+        await pool.warm()
+        deck = samples.slides([("Roadmap", "Ship the parser")])
+        parsed = await pool.parse(ContentType.PPTX, deck, None)
+        assert parsed.pages == (0,)
+        assert "Ship the parser" in parsed.text
+        pool.timeout_s = 0.0001  # shorter than any parse's round trip
+        with pytest.raises(PermanentError) as caught:
+            await pool.parse(ContentType.PPTX, deck, None)
+        assert caught.value.code == "parse_timeout"
+        pool.timeout_s = 120  # the workers were killed; new ones parse the next document
+        assert (await pool.parse(ContentType.PPTX, deck, None)).text == parsed.text
+        with pytest.raises(PermanentError) as refused:  # a failure inside a worker comes back
+            await pool.parse(ContentType.PDF, b"%PDF-1.4 broken", None)
+        assert refused.value.code == "unreadable"
+    finally:
+        pool.close()
