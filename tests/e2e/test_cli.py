@@ -11,6 +11,7 @@ import pytest
 
 from tests import samples
 from tests.e2e.conftest import Stack
+from tests.webserver import Site, serve
 
 
 def kbus(stack: Stack, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -137,3 +138,25 @@ def test_bad_connection_is_reported(stack: Stack) -> None:
     result = subprocess.run(["kbus", "status"], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "cannot reach NATS" in result.stderr
+
+
+def test_a_sitemap_ingests_every_page_it_lists(stack: Stack) -> None:
+    site = Site()
+    site.pages["/a.html"] = ("text/html", b"<h1>Printers</h1><p>Printer P3 jams on A3 paper.</p>")
+    site.pages["/b.html"] = ("text/html", b"<h1>Lockers</h1><p>Lockers open with your badge.</p>")
+    with serve(site):
+        site.pages["/sitemap.xml"] = (
+            "application/xml",
+            (
+                '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                f"<url><loc>{site.url}/a.html</loc></url><url><loc>{site.url}/b.html</loc></url>"
+                "</urlset>"
+            ).encode(),
+        )
+        result = kbus(stack, "ingest", "--sitemap", f"{site.url}/sitemap.xml", "--library", "web")
+        assert "2 of 2 files indexed" in result.stdout
+        found = json.loads(
+            kbus(stack, "search", "which printer jams", "--library", "web", "--json").stdout
+        )
+    assert found["results"][0]["source_uri"] == f"{site.url}/a.html"
+    assert {"/a.html", "/b.html"} <= set(site.asked)  # fetched by the ingestor

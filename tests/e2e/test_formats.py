@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from kbus_client import DocumentRejectedError, KbClient
 
@@ -154,3 +155,44 @@ async def test_bad_files_and_pages_are_dead_lettered_and_the_next_document_index
         library=library, document_id="after", text="The fire drill is on Thursday.", wait=True
     )
     assert after.receipt is not None
+
+
+async def test_fetching_a_changed_page_again_embeds_only_its_new_text(
+    kb: KbClient, site: Site, stack: Stack
+) -> None:
+    library = f"re{uuid.uuid4().hex[:8]}"
+    sections = {
+        "Opening": "The library opens at nine on weekdays and at ten on Saturdays.",
+        "Loans": "Books are lent for three weeks and can be renewed twice online.",
+        "Fines": "A late book costs twenty cents a day, up to the price of the book.",
+    }
+
+    def page(parts: dict[str, str]) -> bytes:
+        body = "".join(f"<h2>{h}</h2><p>{t}</p>" for h, t in parts.items())
+        return f"<html><body><main><h1>Library</h1>{body}</main></body></html>".encode()
+
+    site.pages["/library.html"] = ("text/html", page(sections))
+    url = f"{site.url}/library.html"
+    first = await kb.publish_document(library=library, document_id="lib", url=url, wait=True)
+    before = _embedder_counts(stack)
+    site.pages["/library.html"] = ("text/html", page({**sections, "Fines": "No late fines."}))
+    second = await kb.publish_document(library=library, document_id="lib", url=url, wait=True)
+    after = _embedder_counts(stack)
+    assert second.version != first.version  # the page's version comes from its bytes
+    assert second.receipt is not None
+    assert second.receipt.chunk_count == 3
+    assert after["embedded"] - before["embedded"] == 1  # only the changed section
+    assert after["cached"] - before["cached"] == 2
+    found = await _top(kb, library, "what are the late fines")
+    assert "No late fines" in found["text"]
+
+
+def _embedder_counts(stack: Stack) -> dict[str, float]:
+    text = httpx.get(f"http://127.0.0.1:{stack.http_ports['embedder']}/metrics").text
+    counts = {"embedded": 0.0, "cached": 0.0}
+    for line in text.splitlines():
+        if line.startswith("kbus_embedder_chunks_total{"):
+            counts["embedded"] += float(line.rsplit(" ", 1)[1])
+        if line.startswith("kbus_embedder_cached_chunks_total{"):
+            counts["cached"] += float(line.rsplit(" ", 1)[1])
+    return counts

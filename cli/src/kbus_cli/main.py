@@ -25,7 +25,7 @@ from kbus_cli.common import (
     run,
 )
 from kbus_cli.eval_command import eval_command
-from kbus_cli.files import Source, UnsupportedFileError, find_files, page, read_file
+from kbus_cli.files import Source, UnsupportedFileError, find_files, page, read_file, sitemap
 from kbus_cli.operations import ReplayError, list_dead_letters, replay, stage_statuses
 
 app = typer.Typer(
@@ -64,8 +64,10 @@ def main(
 
 @app.command()
 def ingest(
-    sources: Annotated[list[str], typer.Argument(help="Files, folders and http(s) addresses.")],
     library: Annotated[str, typer.Option(help="Library to add the documents to.")],
+    sources: Annotated[
+        list[str] | None, typer.Argument(help="Files, folders and http(s) addresses.")
+    ] = None,
     tenant: Tenant = "default",
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
@@ -78,6 +80,10 @@ def ingest(
     record_metadata: Annotated[
         list[str] | None, typer.Option(help="Records: a field kept as metadata (repeatable).")
     ] = None,
+    site_map: Annotated[
+        list[str] | None,
+        typer.Option("--sitemap", help="A sitemap's address: each page it lists (repeatable)."),
+    ] = None,
 ) -> None:
     """Publish files as they are (text, Markdown, HTML, PDF, Word, PowerPoint, Excel, CSV and
     JSON records) and web pages by address; the ingestor parses them. Lists what failed."""
@@ -87,7 +93,13 @@ def ingest(
         else None
     )
     unreadable: list[tuple[str, str]] = []
-    docs = _sources(sources, template, unreadable)
+    given = list(sources or [])
+    for address in site_map or []:
+        try:
+            given.extend(sitemap(address))
+        except UnsupportedFileError as exc:
+            unreadable.append((address, str(exc)))
+    docs = _sources(given, template, unreadable)
     failures = list(unreadable)
     ok = run(_ingest(docs, library, tenant, nats_url, prefix, wait, timeout, failures))
     out.print(f"{ok} of {len(docs) + len(unreadable)} files {'indexed' if wait else 'published'}")

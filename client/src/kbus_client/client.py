@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import uuid
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -208,6 +209,10 @@ class KbClient:
         data: bytes | None = None,
     ) -> PublishResult:
         msg_id = self._msg_id(doc)
+        if doc.url is not None:
+            # Each publish of an address asks for a fetch now (the page may have changed since
+            # the last one); its own retries keep this id.
+            msg_id += f"/fetch-{uuid.uuid4().hex[:16]}"
         if data is not None:
             doc = doc.model_copy(update={"body": await self._put(doc.tenant, msg_id, data)})
         payload = await self._payload(doc, msg_id)
@@ -362,11 +367,13 @@ class KbClient:
 
     async def stats(self, *, tenant: str | None = None) -> StatsReply:
         """Documents and chunks per library of a tenant."""
-        chosen = self._tenant(tenant)
+        return await self._stats(StatsRequest(tenant=self._tenant(tenant)))
+
+    async def _stats(self, asked: StatsRequest) -> StatsReply:
         return await request(
             self.nc,
-            self.topology.stats_for(chosen, self.grant),
-            StatsRequest(tenant=chosen),
+            self.topology.stats_for(asked.tenant, self.grant),
+            asked,
             StatsReply,
             stage="searcher",
             timeout_s=self.timeout_s,
@@ -381,16 +388,10 @@ class KbClient:
         tenant: str | None = None,
     ) -> tuple[DocumentEntry, ...]:
         """The documents of a library (those whose metadata matches ``filters``)."""
-        chosen = self._tenant(tenant)
-        reply = await request(
-            self.nc,
-            self.topology.stats_for(chosen, self.grant),
-            StatsRequest(tenant=chosen, library=library, filters=filters or {}, limit=limit),
-            StatsReply,
-            stage="searcher",
-            timeout_s=self.timeout_s,
+        asked = StatsRequest(
+            tenant=self._tenant(tenant), library=library, filters=filters or {}, limit=limit
         )
-        return reply.documents
+        return (await self._stats(asked)).documents
 
     def memory(
         self, library: str, *, conversation: str, source: str = "agent", tenant: str | None = None
