@@ -51,6 +51,7 @@ def test_prod_replicates_streams_and_every_stage_scales_on_its_backlog() -> None
     resources = list(yaml.safe_load_all(built))
     config = next(r for r in resources if r["kind"] == "ConfigMap")
     assert config["data"]["KBUS_STREAM_REPLICAS"] == "3"
+    assert config["data"]["KBUS_WEAVIATE_REPLICATION_FACTOR"] == "3"
     scaled = {
         r["spec"]["scaleTargetRef"]["name"]: r["spec"]["triggers"][0]["metadata"]
         for r in resources

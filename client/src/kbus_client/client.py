@@ -28,7 +28,13 @@ from kbus_contract import (
 )
 from kbus_contract.claimcheck import open_bodies, put_body
 from kbus_contract.topology import Topology, grant_token
-from kbus_contract.wire import DEFAULT_WAIT_S, budget_ms, describe_validation_error, request
+from kbus_contract.wire import (
+    DEFAULT_WAIT_S,
+    budget_ms,
+    describe_validation_error,
+    publish_stored,
+    request,
+)
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.object_store import ObjectStore
@@ -110,7 +116,8 @@ class KbClient:
     ) -> KbClient:
         """Connect to NATS; ``nats_options`` go to ``nats.connect`` (the credential's user and
         password and its inbox prefix, TLS, ...)."""
-        nc = await nats.connect(url, **nats_options)
+        # Several servers (a cluster's) may be given, separated by commas.
+        nc = await nats.connect([u.strip() for u in url.split(",")], **nats_options)
         return cls(nc, prefix=prefix, tenant=tenant, granted=granted, timeout_s=timeout_s)
 
     async def close(self) -> None:
@@ -218,9 +225,9 @@ class KbClient:
         payload = await self._payload(doc, msg_id)
         headers = {"content-type": "application/json", "Nats-Msg-Id": msg_id}
         propagate.inject(headers)  # the trace context, when the caller traces
-        ack = await self.nc.jetstream().publish(
-            self.topology.added(doc.tenant, doc.library), payload, headers=headers
-        )
+        subject = self.topology.added(doc.tenant, doc.library)
+        js = self.nc.jetstream()
+        ack = await publish_stored(lambda: js.publish(subject, payload, headers=headers))
         if ack.duplicate:
             return PublishResult(doc, None, duplicate=True)
         return PublishResult(doc, await asyncio.wait_for(receipt, timeout_s) if receipt else None)

@@ -114,6 +114,17 @@ class Server:
     proc: subprocess.Popen[bytes]
     log: Path
     ports: dict[str, int] = field(default_factory=dict)
+    #: How it was started, so that it can be started again after a kill.
+    cmd: list[str] = field(default_factory=list)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, with no chance to flush or say goodbye."""
+        self.proc.kill()
+        self.proc.wait()
+
+    def restart(self) -> None:
+        """Start the process again, as it was started (same configuration, ports, data)."""
+        self.proc = _spawn(self.cmd, self.log)
 
     def stop(self, timeout_s: float = 20.0) -> None:
         if self.proc.poll() is not None:
@@ -147,10 +158,13 @@ def start_nats(
     max_payload: int = 1024 * 1024,
     timeout_s: float = 30.0,
     extra_config: str = "",
+    jetstream_config: str = "",
+    wait: bool = True,
 ) -> Server:
     """nats-server with JetStream (file storage under ``data_dir``) on 127.0.0.1.
 
-    ``extra_config`` is appended to the configuration (an ``authorization`` block, say).
+    ``extra_config`` is appended to the configuration (an ``authorization`` or ``cluster``
+    block, say), ``jetstream_config`` to its ``jetstream`` block.
     """
     binary = ensure_binary("nats-server", NATS_MODULE, NATS_VERSION)
     port = port or free_port()
@@ -161,12 +175,14 @@ def start_nats(
         f"listen: 127.0.0.1:{port}\n"
         f"http: 127.0.0.1:{monitor}\n"
         f"max_payload: {max_payload}\n"
-        f'jetstream {{\n  store_dir: "{data_dir / "jetstream"}"\n}}\n' + extra_config
+        f'jetstream {{\n  store_dir: "{data_dir / "jetstream"}"\n{jetstream_config}}}\n'
+        + extra_config
     )
     log = data_dir / "nats.log"
-    proc = _spawn([str(binary), "-c", str(config)], log)
-    server = Server("nats", proc, log, {"client": port, "monitor": monitor})
-    _wait(lambda: _healthz(monitor), "nats-server", timeout_s, proc, log)
+    cmd = [str(binary), "-c", str(config)]
+    server = Server("nats", _spawn(cmd, log), log, {"client": port, "monitor": monitor}, cmd)
+    if wait:
+        _wait(lambda: _healthz(monitor), "nats-server", timeout_s, server.proc, log)
     return server
 
 

@@ -8,12 +8,17 @@ latter back into the typed error it describes, so a caller handles one kind of f
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from nats.aio.client import Client
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ValidationError
@@ -23,8 +28,10 @@ from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.requests import ErrorReply
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 _tracer = trace.get_tracer("kbus")
+log = logging.getLogger("kbus")
 
 #: How long a caller waits for a search by default, in seconds; a search without a budget of its
 #: own gets as long on the server.
@@ -120,3 +127,41 @@ async def request(
                 stage=stage,
             ) from exc
         return parse_reply(response.data, reply_model, stage)
+
+
+#: What a JetStream publish raises while its stream has no leader (nats-py turns "no
+#: responders" into NoStreamResponseError) or when its acknowledgement did not come.
+_UNACKNOWLEDGED = (
+    NatsTimeoutError,
+    TimeoutError,
+    NoRespondersError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+)
+
+#: Seconds a publish is re-sent for while a stream has no leader (an election, a restart).
+PUBLISH_BOUND_S = 30.0
+
+
+async def publish_stored(
+    publish: Callable[[], Awaitable[T]], *, bound_s: float = PUBLISH_BOUND_S
+) -> T:
+    """Run ``publish`` (a JetStream publish carrying a ``Nats-Msg-Id``) until the stream
+    acknowledges it, or ``bound_s`` passes.
+
+    A publish that timed out may still have been stored, and one that found no responders
+    met a stream between leaders: either way the same message is sent again, and the stream's
+    duplicate window drops a second copy of an id it already holds. Anything else is raised
+    at once, and so is the last failure when the bound is reached.
+    """
+    deadline = time.monotonic() + bound_s
+    pause = 0.05
+    while True:
+        try:
+            return await publish()
+        except _UNACKNOWLEDGED:
+            if time.monotonic() + pause > deadline:
+                raise
+            log.warning("a publish was not acknowledged; sending it again in %.2f s", pause)
+            await asyncio.sleep(pause)
+            pause = min(2 * pause, 1.0)

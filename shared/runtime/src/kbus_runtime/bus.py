@@ -74,7 +74,7 @@ def make_broker(
     elif tls is not None:
         security = BaseSecurity(ssl_context=tls)
     broker = NatsBroker(
-        settings.nats_url,
+        settings.nats_servers,
         security=security,
         name=f"kbus-{app_name}",
         inbox_prefix=settings.inbox_prefix,
@@ -101,7 +101,7 @@ async def connect_nats(bus: BusSettings) -> Client:
     if bus.nats_user:
         options["user"] = bus.nats_user
         options["password"] = bus.nats_password.get_secret_value() if bus.nats_password else ""
-    return await nats.connect(bus.nats_url, **options)
+    return await nats.connect(bus.nats_servers, **options)
 
 
 def work_subscriber(

@@ -67,7 +67,13 @@ class Service:
 
     def stage(self, name: str | None = None) -> Stage:
         """A stage of this service (by default named as the service)."""
-        return Stage(name or self.name, self.broker, self.topology, self.metrics)
+        return Stage(
+            name or self.name,
+            self.broker,
+            self.topology,
+            self.metrics,
+            self.settings.bus.publish_retry_s,
+        )
 
     def consume(
         self,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from typing import Any
+from typing import Any, Literal
 
 from kbus_contract.topology import Topology
 from pydantic import Field, SecretStr
@@ -22,7 +22,17 @@ class BusSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="KBUS_", extra="ignore")
 
-    nats_url: str = Field(default="nats://127.0.0.1:4222", description="NATS server URL.")
+    nats_url: str = Field(
+        default="nats://127.0.0.1:4222",
+        description="NATS server URL, or several separated by commas (a cluster's servers).",
+    )
+    publish_retry_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a publish the stream did not acknowledge is sent again (same "
+        "Nats-Msg-Id) before the message fails; a stream leader election takes a few seconds "
+        '(docs/reliability.md, "A cluster").',
+    )
     bus_prefix: str = Field(
         default="",
         pattern=r"^[A-Za-z0-9_-]*$",
@@ -37,6 +47,12 @@ class BusSettings(BaseSettings):
         default=None, description="Client certificate file, where the server asks for one."
     )
     nats_tls_key: str | None = Field(default=None, description="The client certificate's key.")
+
+    @property
+    def nats_servers(self) -> list[str]:
+        """The servers ``nats_url`` names."""
+        return [url.strip() for url in self.nats_url.split(",") if url.strip()]
+
     stream_max_bytes: int = Field(
         default=1024**3, gt=0, description="Bytes each stream may hold (reserved on the server)."
     )
@@ -121,6 +137,28 @@ class StoreSettings(BaseSettings):
         "(each model's vectors live in <name>_<model>; python -m kbus_searcher.reembed switches).",
     )
     timeout_s: float = Field(default=30.0, description="Timeout of Weaviate calls, seconds.")
+    replication_factor: int = Field(
+        default=1,
+        ge=1,
+        description="Copies of each new collection's shards (3 on a three-node cluster; a "
+        "collection keeps the factor it was created with).",
+    )
+    deletion_strategy: Literal[
+        "DeleteOnConflict", "NoAutomatedResolution", "TimeBasedResolution"
+    ] = Field(
+        default="DeleteOnConflict",
+        description="How replicas that disagree about a deleted object are repaired: a "
+        "deletion wins, so a deleted document never comes back.",
+    )
+    write_consistency: Literal["ONE", "QUORUM", "ALL"] = Field(
+        default="QUORUM",
+        description="Replicas that must confirm a write before it is acknowledged (a single "
+        "node is its own quorum).",
+    )
+    read_consistency: Literal["ONE", "QUORUM", "ALL"] = Field(
+        default="QUORUM",
+        description="Replicas a search or read asks, so that it sees what a quorum wrote.",
+    )
 
 
 class CohereSettings(BaseSettings):

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -18,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 from kbus_contract import ORIGINAL_LIMIT, DeadLetter, DocumentFailed, ErrorInfo, ErrorReply
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.topology import Topology
-from kbus_contract.wire import decode, request
+from kbus_contract.wire import PUBLISH_BOUND_S, decode, publish_stored, request
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel
@@ -160,6 +161,8 @@ class Stage:
     broker: Bus
     topology: Topology
     metrics: StageMetrics
+    #: Seconds a publish is re-sent for while its stream has no leader.
+    publish_bound_s: float = PUBLISH_BOUND_S
 
     def __post_init__(self) -> None:
         if self.topology.unsafe_ack_first:
@@ -252,16 +255,21 @@ class Stage:
     async def publish(
         self, model: BaseModel, subject: str, *, stream: str, msg_id: str | None = None
     ) -> None:
-        """Publish to a stream and wait for the server's acknowledgement that it is stored.
+        """Publish to a stream and wait for the server's acknowledgement that it is stored,
+        sending it again while the stream has no leader (:func:`publish_stored`).
 
         With ``msg_id``, JetStream drops a second publish of the same id inside the stream's
-        duplicate window.
+        duplicate window; without one, the publish gets an id of its own, so that its own
+        re-sends are dropped.
         """
-        headers = {"content-type": "application/json"}
-        if msg_id is not None:
-            headers["Nats-Msg-Id"] = msg_id
-        await self.broker.publish(
-            model.model_dump_json().encode(), subject, stream=stream, headers=headers
+        headers = {
+            "content-type": "application/json",
+            "Nats-Msg-Id": msg_id or uuid.uuid4().hex,
+        }
+        body = model.model_dump_json().encode()
+        await publish_stored(
+            lambda: self.broker.publish(body, subject, stream=stream, headers=headers),
+            bound_s=self.publish_bound_s,
         )
 
     async def _retry_or_give_up(self, message: Message, exc: Exception, deliveries: int) -> None:

@@ -11,6 +11,7 @@ import weaviate
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store.collections import Collections
 from kbus_searcher.store.queries import Candidate, ChunkQueries, Query
+from kbus_searcher.store.schema import Replication
 from kbus_searcher.store.writes import ChunkWriter, DocumentKey, doc_key
 
 __all__ = [
@@ -35,10 +36,18 @@ class ChunkStore:
 
     @classmethod
     def create(
-        cls, client: weaviate.WeaviateAsyncClient, alias: str, *, flat_search_cutoff: int
+        cls,
+        client: weaviate.WeaviateAsyncClient,
+        alias: str,
+        *,
+        flat_search_cutoff: int,
+        replication: Replication | None = None,
     ) -> ChunkStore:
-        """The index behind ``alias``, creating collections with this flat-search cutoff."""
-        collections = Collections(client, alias, flat_search_cutoff=flat_search_cutoff)
+        """The index behind ``alias``, creating collections with this flat-search cutoff and
+        replication."""
+        collections = Collections(
+            client, alias, flat_search_cutoff=flat_search_cutoff, replication=replication
+        )
         return cls(collections, ChunkWriter(collections), ChunkQueries(collections))
 
     @classmethod
@@ -46,6 +55,16 @@ class ChunkStore:
         cls, client: weaviate.WeaviateAsyncClient, settings: SearcherSettings
     ) -> ChunkStore:
         """The index a searcher's settings name."""
+        store = settings.store
+        replication = Replication(
+            store.replication_factor,
+            store.deletion_strategy,
+            store.write_consistency,
+            store.read_consistency,
+        )
         return cls.create(
-            client, settings.store.collection, flat_search_cutoff=settings.flat_search_cutoff
+            client,
+            store.collection,
+            flat_search_cutoff=settings.flat_search_cutoff,
+            replication=replication,
         )

@@ -15,7 +15,12 @@ import weaviate
 from weaviate.classes.tenants import Tenant
 from weaviate.exceptions import WeaviateBaseError
 
-from kbus_searcher.store.schema import apply_flat_search_cutoff, create_collection, slug
+from kbus_searcher.store.schema import (
+    Replication,
+    apply_flat_search_cutoff,
+    create_collection,
+    slug,
+)
 
 log = logging.getLogger("kbus.searcher")
 
@@ -27,15 +32,21 @@ class Collections:
     """The collections of one index, their tenants, and handles to them."""
 
     def __init__(
-        self, client: weaviate.WeaviateAsyncClient, alias: str, *, flat_search_cutoff: int
+        self,
+        client: weaviate.WeaviateAsyncClient,
+        alias: str,
+        *,
+        flat_search_cutoff: int,
+        replication: Replication | None = None,
     ) -> None:
         self.client = client
+        self.replication = replication or Replication()
         #: The alias searches read through.
         self.alias = alias
         self.flat_search_cutoff = flat_search_cutoff
         self._known: set[str] = set()
         self._tenants: set[tuple[str, str]] = set()
-        self._handles: dict[tuple[str, str], Any] = {}
+        self._handles: dict[tuple[str, str, bool], Any] = {}
         self._active: tuple[float, str | None] = (-ACTIVE_TTL_S, None)
 
     def physical(self, model: str) -> str:
@@ -54,7 +65,7 @@ class Collections:
         if name in self._known:
             return
         if not await self.client.collections.exists(name):
-            await create_collection(self.client, name, self.flat_search_cutoff)
+            await create_collection(self.client, name, self.flat_search_cutoff, self.replication)
         self._known.add(name)
 
     async def all_physical(self) -> list[str]:
@@ -111,13 +122,16 @@ class Collections:
             self._active = (-ACTIVE_TTL_S, None)
         return name
 
-    def use(self, name: str, tenant: str) -> Any:
-        """A handle to one tenant of a collection (kept: building one per call showed in
-        profiles, and a handle holds no server state)."""
-        handle = self._handles.get((name, tenant))
+    def use(self, name: str, tenant: str, *, write: bool = False) -> Any:
+        """A handle to one tenant of a collection, at the consistency level of writes or of
+        reads (kept: building one per call showed in profiles, and a handle holds no server
+        state)."""
+        handle = self._handles.get((name, tenant, write))
         if handle is None:
+            level = self.replication.level(write)
             handle = self.client.collections.use(name).with_tenant(tenant)
-            self._handles[(name, tenant)] = handle
+            handle = handle.with_consistency_level(level)
+            self._handles[(name, tenant, write)] = handle
         return handle
 
     async def ensure_tenant(self, tenant: str, name: str) -> None:

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import weaviate
 from weaviate.classes.config import (
     Configure,
+    ConsistencyLevel,
     DataType,
     Property,
     Reconfigure,
+    ReplicationDeletionStrategy,
     Tokenization,
     VectorDistances,
 )
+from weaviate.collections.classes.config import ReplicationConfigCreate
 from weaviate.exceptions import WeaviateBaseError
 
 log = logging.getLogger("kbus.searcher")
@@ -99,13 +103,39 @@ def slug(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_")[:80] or "model"
 
 
+@dataclass(frozen=True)
+class Replication:
+    """Copies of a collection's shards, how their conflicts resolve, and how many replicas
+    confirm a write or answer a read (``StoreSettings`` says why each default)."""
+
+    factor: int = 1
+    deletion_strategy: str = "DeleteOnConflict"
+    write: str = "QUORUM"
+    read: str = "QUORUM"
+
+    def config(self) -> ReplicationConfigCreate:
+        # The server runs asynchronous replication (the repair of a replica that missed writes
+        # while it was down) for any factor above one.
+        return Configure.replication(
+            factor=self.factor,
+            deletion_strategy=ReplicationDeletionStrategy(self.deletion_strategy),
+        )
+
+    def level(self, write: bool) -> ConsistencyLevel:
+        return ConsistencyLevel(self.write if write else self.read)
+
+
 async def create_collection(
-    client: weaviate.WeaviateAsyncClient, name: str, flat_search_cutoff: int
+    client: weaviate.WeaviateAsyncClient,
+    name: str,
+    flat_search_cutoff: int,
+    replication: Replication,
 ) -> None:
     """Create a collection with the schema (another replica may create it at the same time)."""
     try:
         await client.collections.create(
             name,
+            replication_config=replication.config(),
             description="kbus chunks: one Weaviate tenant per kbus tenant",
             vector_config=[
                 Configure.Vectors.self_provided(

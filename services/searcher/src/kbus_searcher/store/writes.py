@@ -78,7 +78,9 @@ class ChunkWriter:
         try:
             with store_span("insert", name, tenant) as span:
                 span.set_attribute("kbus.chunks", len(objects))
-                result = await self.collections.use(name, tenant).data.insert_many(objects)
+                result = await self.collections.use(name, tenant, write=True).data.insert_many(
+                    objects
+                )
         except WeaviateInsertManyAllFailedError as exc:
             return [_write_error(len(r.chunks), len(r.chunks), exc.message) for r in readies]
         failed: dict[int, list[str]] = {}
@@ -118,13 +120,13 @@ class ChunkWriter:
             & Filter.by_property("version").equal(version)
             & Filter.by_property("sequence").equal(sequence)
         )
-        handle = self.collections.use(name, tenant)
+        handle = self.collections.use(name, tenant, write=True)
         result = await handle.aggregate.over_all(filters=where, total_count=True)
         return int(result.total_count or 0)
 
     async def read_chunks(self, name: str, tenant: str) -> AsyncIterator[dict[str, Any]]:
         """Every chunk of a tenant in a collection, with its id (``uuid``) and properties."""
-        async for obj in self.collections.use(name, tenant).iterator(
+        async for obj in self.collections.use(name, tenant, write=True).iterator(
             return_properties=ALL_PROPERTIES
         ):
             yield {"uuid": str(obj.uuid), **obj.properties}
@@ -157,7 +159,7 @@ class ChunkWriter:
         name = self.collections.physical(ready.model)
         if not await self.collections.tenant_exists(doc.tenant, name):
             return None
-        result = await self.collections.use(name, doc.tenant).query.fetch_objects(
+        result = await self.collections.use(name, doc.tenant, write=True).query.fetch_objects(
             filters=filters.document(doc.library, doc.document_id),
             sort=Sort.by_property("sequence", ascending=False),
             limit=1,
@@ -177,7 +179,9 @@ class ChunkWriter:
         """
         stored = await self._stored(readies)
         first = readies[0]
-        handle = self.collections.use(self.collections.physical(first.model), first.document.tenant)
+        handle = self.collections.use(
+            self.collections.physical(first.model), first.document.tenant, write=True
+        )
         if stored is None:
             return await _delete_all(handle, _superseded(readies))
         publishes: dict[DocumentKey, list[tuple[str, int]]] = {}
@@ -207,7 +211,9 @@ class ChunkWriter:
         if not await self.collections.tenant_exists(first.document.tenant, name):
             return []
         documents = sorted({doc_key(r) for r in readies})
-        result = await self.collections.use(name, first.document.tenant).query.fetch_objects(
+        result = await self.collections.use(
+            name, first.document.tenant, write=True
+        ).query.fetch_objects(
             filters=Filter.any_of([filters.document(*key) for key in documents]),
             limit=STORED_LIMIT,
             return_properties=["library", "document_id", "version", "sequence"],
@@ -237,7 +243,9 @@ class ChunkWriter:
         removed = 0
         for name in await self.collections.all_physical():
             if await self.collections.tenant_exists(deletion.tenant, name):
-                removed += await _delete_all(self.collections.use(name, deletion.tenant), where)
+                removed += await _delete_all(
+                    self.collections.use(name, deletion.tenant, write=True), where
+                )
         return removed
 
     async def delete_publish(self, ready: EmbeddingsReady) -> int:
@@ -247,7 +255,7 @@ class ChunkWriter:
             "sequence"
         ).equal(doc.sequence)
         name = self.collections.physical(ready.model)
-        return await _delete_all(self.collections.use(name, doc.tenant), where)
+        return await _delete_all(self.collections.use(name, doc.tenant, write=True), where)
 
 
 def document_vector(ready: EmbeddingsReady) -> list[float]:

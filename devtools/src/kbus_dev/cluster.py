@@ -1,0 +1,76 @@
+"""A NATS JetStream cluster on one machine: three nats-server processes on 127.0.0.1, each
+with its own store, routed to the others, syncing every write to disk."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kbus_dev.servers import Server, free_port, start_nats
+
+
+def start_nats_cluster(data_dir: Path, size: int = 3, timeout_s: float = 60.0) -> list[Server]:
+    """``size`` nats-servers as one JetStream cluster (``n1``..``nN``), ready when every one
+    of them sees a JetStream meta leader."""
+    routes = [free_port() for _ in range(size)]
+    servers = []
+    for n, route in enumerate(routes, start=1):
+        others = ", ".join(f"nats-route://127.0.0.1:{p}" for p in routes if p != route)
+        cluster = (
+            f"server_name: n{n}\n"
+            f"cluster {{\n  name: kbus\n  listen: 127.0.0.1:{route}\n  routes: [{others}]\n}}\n"
+        )
+        servers.append(
+            start_nats(
+                data_dir / f"n{n}",
+                extra_config=cluster,
+                # Every write reaches the disk before it is acknowledged: a power loss of the
+                # whole cluster loses nothing acknowledged (docs/reliability.md, "A cluster").
+                jetstream_config="  sync_interval: always\n",
+                wait=False,
+            )
+        )
+    wait_for_meta_leader(servers, timeout_s)
+    return servers
+
+
+def wait_for_meta_leader(servers: list[Server], timeout_s: float = 60.0) -> None:
+    """Until the running servers agree on a JetStream meta leader and it sees every other
+    running server as current (a stream of three replicas can only be placed then)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        running = [s for s in servers if s.proc.poll() is None]
+        views = [_jsz(s) for s in running]
+        leaders = {(v.get("meta_cluster") or {}).get("leader") for v in views}
+        if len(leaders) == 1 and None not in leaders:
+            replicas = [
+                r for v in views for r in (v.get("meta_cluster") or {}).get("replicas") or []
+            ]
+            current = {r["name"] for r in replicas if r.get("current") and not r.get("offline")}
+            if len(current) >= len(running) - 1:
+                return
+        time.sleep(0.3)
+    raise TimeoutError(f"the NATS cluster elected no JetStream leader within {timeout_s:.0f}s")
+
+
+def _jsz(server: Server) -> dict[str, Any]:
+    try:
+        info: dict[str, Any] = httpx.get(
+            f"http://127.0.0.1:{server.ports['monitor']}/jsz", timeout=1.0
+        ).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return info
+
+
+def urls(servers: list[Server]) -> str:
+    """The cluster's client URLs, comma-separated (as ``KBUS_NATS_URL`` takes them)."""
+    return ",".join(f"nats://127.0.0.1:{s.ports['client']}" for s in servers)
+
+
+def by_name(servers: list[Server], name: str) -> Server:
+    """The server called ``name`` (``n1``..)."""
+    return servers[int(name.removeprefix("n")) - 1]

@@ -1,0 +1,132 @@
+"""kbus's streams on a three-server JetStream cluster: publishes sent while the stream's leader
+is SIGKILLed are all stored, once each, and a negative control shows what the re-sending saves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from kbus_contract.topology import Topology
+from kbus_contract.wire import publish_stored
+from kbus_dev.cluster import by_name, start_nats_cluster, urls, wait_for_meta_leader
+from kbus_dev.servers import Server
+from kbus_runtime.declaring import declare_streams
+from nats.aio.client import Client
+from nats.errors import Error as NatsError
+from nats.js.api import StreamInfo
+
+pytestmark = pytest.mark.integration
+
+MESSAGES = 300
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
+    servers = start_nats_cluster(Path(tmp_path_factory.mktemp("nats-cluster")))
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+async def _connect(servers: list[Server]) -> Client:
+    return await nats.connect(
+        urls(servers).split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2
+    )
+
+
+async def _info(nc: Client, stream: str) -> StreamInfo:
+    """The stream's info once it has a leader (asked until then: after a kill, the cluster
+    takes a few seconds to elect one)."""
+    async with asyncio.timeout(60):
+        while True:
+            try:
+                info = await nc.jetstream(timeout=2.0).stream_info(stream)
+            except (NatsError, TimeoutError):
+                continue
+            if info.cluster is not None and info.cluster.leader:
+                return info
+            await asyncio.sleep(0.2)
+
+
+async def _leader(nc: Client, stream: str) -> str:
+    info = await _info(nc, stream)
+    assert info.cluster is not None
+    return str(info.cluster.leader)
+
+
+async def _publish_through_kills(
+    servers: list[Server], *, resend: bool, kills: int = 2
+) -> tuple[Client, Topology, int]:
+    """Publish a ledger of messages while the stream's leader is killed ``kills`` times (and
+    restarted); returns how many publishes raised."""
+    topology = Topology(prefix=f"c{uuid.uuid4().hex[:8]}", replicas=3, stream_max_bytes=2**26)
+    nc = await _connect(servers)
+    js = nc.jetstream()
+    await declare_streams(js, topology)
+    stream = topology.documents_stream.name
+    failed = 0
+    subject = topology.added("acme", "ledger")
+    kill_at = {MESSAGES * (k + 1) // (kills + 1) for k in range(kills)}
+    for n in range(MESSAGES):
+        if n in kill_at:
+            leader = by_name(servers, await _leader(nc, stream))
+            leader.kill()
+            leader.restart()
+        body = json.dumps({"n": n}).encode()
+        headers = {"Nats-Msg-Id": f"ledger-{n}"}
+
+        async def send(body: bytes = body, headers: dict[str, str] = headers) -> object:
+            return await js.publish(subject, body, headers=headers, timeout=1.0)
+
+        try:
+            await (publish_stored(send, bound_s=30) if resend else send())
+        except (NatsError, TimeoutError):
+            failed += 1
+    await asyncio.to_thread(wait_for_meta_leader, servers)
+    return nc, topology, failed
+
+
+async def _stored(nc: Client, topology: Topology) -> list[dict[str, Any]]:
+    """Every message the stream holds, read by sequence (a consumer on an interest stream must
+    have the stream's replicas; a direct read needs none)."""
+    name = topology.documents_stream.name
+    info = await _info(nc, name)
+    js = nc.jetstream()
+    first, last = info.state.first_seq, info.state.last_seq
+    return [
+        json.loads((await js.get_msg(name, seq)).data or b"{}") for seq in range(first, last + 1)
+    ]
+
+
+async def test_every_publish_is_stored_once_through_leader_kills(cluster: list[Server]) -> None:
+    nc, topology, failed = await _publish_through_kills(cluster, resend=True)
+    try:
+        stored = await _stored(nc, topology)
+        numbers = [m["n"] for m in stored]
+        assert failed == 0
+        assert sorted(numbers) == list(range(MESSAGES))  # none lost, none twice
+        info = await _info(nc, topology.documents_stream.name)
+        assert info.config.num_replicas == 3
+    finally:
+        await nc.close()
+
+
+async def test_without_resending_the_same_kills_fail_publishes(cluster: list[Server]) -> None:
+    # The negative control: the publishes that met a stream without a leader fail, and a
+    # publisher that does not send them again has lost them.
+    nc, topology, failed = await _publish_through_kills(cluster, resend=False)
+    try:
+        stored = await _stored(nc, topology)
+        assert failed > 0
+        assert len(stored) == MESSAGES - failed
+    finally:
+        await nc.close()
