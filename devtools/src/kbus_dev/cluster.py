@@ -1,5 +1,6 @@
-"""A NATS JetStream cluster on one machine: three nats-server processes on 127.0.0.1, each
-with its own store, routed to the others, syncing every write to disk."""
+"""Clusters on one machine: three nats-server processes as one JetStream cluster (each with
+its own store, routed to the others, syncing every write to disk), and three weaviate-server
+processes as one Weaviate cluster (gossip and Raft on loopback), all on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from kbus_dev.servers import Server, free_port, start_nats
+from kbus_dev.servers import Server, free_port, start_nats, start_weaviate, weaviate_ports
 
 
 def start_nats_cluster(data_dir: Path, size: int = 3, timeout_s: float = 60.0) -> list[Server]:
@@ -74,3 +75,50 @@ def urls(servers: list[Server]) -> str:
 def by_name(servers: list[Server], name: str) -> Server:
     """The server called ``name`` (``n1``..)."""
     return servers[int(name.removeprefix("n")) - 1]
+
+
+def start_weaviate_cluster(data_dir: Path, size: int = 3, timeout_s: float = 180.0) -> list[Server]:
+    """``size`` weaviate-servers (``node1``..) as one cluster, ready when every node reports
+    all of them healthy."""
+    cluster = {f"node{n}": weaviate_ports() for n in range(1, size + 1)}
+    servers = [
+        start_weaviate(data_dir / name, ports=ports, node=name, cluster=cluster, wait=False)
+        for name, ports in cluster.items()
+    ]
+    wait_for_weaviate_nodes(servers, size, timeout_s)
+    return servers
+
+
+def wait_for_weaviate_nodes(servers: list[Server], healthy: int, timeout_s: float = 180.0) -> None:
+    """Until every running node reports ``healthy`` healthy nodes and one Raft leader (the
+    election takes some seconds after the nodes see each other)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        running = [s for s in servers if s.proc.poll() is None]
+        if (
+            running
+            and all(_healthy_nodes(s) >= healthy for s in running)
+            and raft_leader(running[0])
+        ):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"the Weaviate cluster did not have {healthy} healthy nodes in time")
+
+
+def _healthy_nodes(server: Server) -> int:
+    try:
+        body = httpx.get(f"http://127.0.0.1:{server.ports['http']}/v1/nodes", timeout=2.0).json()
+    except (httpx.HTTPError, ValueError):
+        return 0
+    return sum(1 for node in body.get("nodes") or [] if node.get("status") == "HEALTHY")
+
+
+def raft_leader(server: Server) -> str | None:
+    """The schema's Raft leader, if every node that answers agrees on one."""
+    url = f"http://127.0.0.1:{server.ports['http']}/v1/cluster/statistics"
+    try:
+        stats = httpx.get(url, timeout=2.0).json().get("statistics") or []
+    except (httpx.HTTPError, ValueError):
+        return None
+    leaders = {str(s.get("leaderId") or "") for s in stats}
+    return leaders.pop() if len(leaders) == 1 and "" not in leaders else None

@@ -116,6 +116,7 @@ class Server:
     ports: dict[str, int] = field(default_factory=dict)
     #: How it was started, so that it can be started again after a kill.
     cmd: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
 
     def kill(self) -> None:
         """SIGKILL: a crash, with no chance to flush or say goodbye."""
@@ -124,7 +125,7 @@ class Server:
 
     def restart(self) -> None:
         """Start the process again, as it was started (same configuration, ports, data)."""
-        self.proc = _spawn(self.cmd, self.log)
+        self.proc = _spawn(self.cmd, self.log, self.env)
 
     def stop(self, timeout_s: float = 20.0) -> None:
         if self.proc.poll() is not None:
@@ -207,21 +208,23 @@ def start_weaviate(
     api_key: str | None = None,
     auto_schema: bool = False,
     ports: dict[str, int] | None = None,
+    node: str = "node1",
+    cluster: dict[str, dict[str, int]] | None = None,
+    wait: bool = True,
 ) -> Server:
     """weaviate-server on 127.0.0.1 with no modules and no telemetry.
 
     Anonymous access is on unless ``api_key`` is given: then only that key (user ``kbus``,
     an admin) gets in. ``ports`` (a stopped server's ``Server.ports``) restarts a server on its
-    own data with the addresses its Raft log remembers.
+    own data with the addresses its Raft log remembers. ``cluster`` (each node's ports, by
+    name) makes it the node ``node`` of a cluster of those nodes; ``wait=False`` returns at
+    once (a cluster's nodes answer only once enough of them are up).
     """
     binary = ensure_binary("weaviate-server", WEAVIATE_MODULE, WEAVIATE_VERSION)
     ports = ports or {
-        "http": http_port or free_port(),
-        "grpc": grpc_port or free_port(),
-        "gossip": free_port(),
-        "data": free_port(),
-        "raft": free_port(),
-        "raft_rpc": free_port(),
+        **weaviate_ports(),
+        **({"http": http_port} if http_port else {}),
+        **({"grpc": grpc_port} if grpc_port else {}),
     }
     data_dir.mkdir(parents=True, exist_ok=True)
     env = {
@@ -236,15 +239,14 @@ def start_weaviate(
         "GO_PROFILING_DISABLE": "true",
         "PROMETHEUS_MONITORING_ENABLED": "false",
         "LOG_LEVEL": "warning",
-        "CLUSTER_HOSTNAME": "node1",
+        "CLUSTER_HOSTNAME": node,
         "CLUSTER_ADVERTISE_ADDR": "127.0.0.1",
         "CLUSTER_BIND_ADDR": "127.0.0.1",
         "CLUSTER_GOSSIP_BIND_PORT": str(ports["gossip"]),
         "CLUSTER_DATA_BIND_PORT": str(ports["data"]),
         "RAFT_PORT": str(ports["raft"]),
         "RAFT_INTERNAL_RPC_PORT": str(ports["raft_rpc"]),
-        "RAFT_JOIN": f"node1:{ports['raft']}",
-        "RAFT_BOOTSTRAP_EXPECT": "1",
+        **_raft(node, ports, cluster),
         "GRPC_PORT": str(ports["grpc"]),
         "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2"),
     }
@@ -259,12 +261,11 @@ def start_weaviate(
             }
         )
     log = data_dir / "weaviate.log"
-    proc = _spawn(
-        [str(binary), "--host", "127.0.0.1", "--port", str(ports["http"]), "--scheme", "http"],
-        log,
-        env,
-    )
-    server = Server("weaviate", proc, log, ports)
+    cmd = [str(binary), "--host", "127.0.0.1", "--port", str(ports["http"]), "--scheme", "http"]
+    server = Server("weaviate", _spawn(cmd, log, env), log, ports, cmd, env)
+    if not wait:
+        return server
+    proc = server.proc
     _wait(
         lambda: _weaviate_ready(ports["http"]) and _tcp_open(ports["grpc"]),
         "weaviate-server",
@@ -273,6 +274,50 @@ def start_weaviate(
         log,
     )
     return server
+
+
+def _raft(
+    node: str, ports: dict[str, int], cluster: dict[str, dict[str, int]] | None
+) -> dict[str, str]:
+    """The Raft and gossip settings of a lone node, or of one node of a cluster."""
+    if not cluster:
+        return {"RAFT_JOIN": f"{node}:{ports['raft']}", "RAFT_BOOTSTRAP_EXPECT": "1"}
+    first = next(iter(cluster))
+    settings = {
+        "RAFT_JOIN": ",".join(f"{name}:{p['raft']}" for name, p in cluster.items()),
+        "RAFT_BOOTSTRAP_EXPECT": str(len(cluster)),
+        "CLUSTER_IN_LOCALHOST": "true",
+    }
+    if node != first:
+        settings["CLUSTER_JOIN"] = f"127.0.0.1:{cluster[first]['gossip']}"
+    return settings
+
+
+def weaviate_ports() -> dict[str, int]:
+    """Free ports for one Weaviate node. Nodes of a cluster on one host dial each other's
+    Raft RPC at the Raft port + 1 and data at the gossip port + 1 (``CLUSTER_IN_LOCALHOST``),
+    so those come in pairs."""
+    gossip, raft = _free_pair(), _free_pair()
+    return {
+        "http": free_port(),
+        "grpc": free_port(),
+        "gossip": gossip,
+        "data": gossip + 1,
+        "raft": raft,
+        "raft_rpc": raft + 1,
+    }
+
+
+def _free_pair() -> int:
+    """A free port whose next port is free too."""
+    while True:
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
 
 
 def _weaviate_ready(port: int) -> bool:

@@ -1,0 +1,139 @@
+"""The index on a three-node Weaviate cluster: with replication factor 3, writes and reads at
+QUORUM go on while a node is down, and the node that missed writes has them after it returns;
+with factor 1 (the negative control), a tenant whose shard is on the stopped node is lost to
+reads."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from kbus_dev.cluster import raft_leader, start_weaviate_cluster, wait_for_weaviate_nodes
+from kbus_dev.servers import Server
+from kbus_runtime.settings import StoreSettings
+from kbus_runtime.store import weaviate_client
+from kbus_searcher.store import ChunkStore
+from kbus_searcher.store.schema import Replication
+from weaviate.exceptions import WeaviateBaseError
+
+from tests.helpers import ready
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
+    servers = start_weaviate_cluster(Path(tmp_path_factory.mktemp("weaviate-cluster")))
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+async def _store(node: Server, factor: int, read: str = "QUORUM") -> AsyncIterator[ChunkStore]:
+    settings = StoreSettings(http_port=node.ports["http"], grpc_port=node.ports["grpc"])
+    client = weaviate_client(settings)
+    await client.connect()
+    replication = Replication(factor=factor, read=read)
+    name = f"Cluster{uuid.uuid4().hex[:8]}"
+    store = ChunkStore.create(client, name, flat_search_cutoff=10_000, replication=replication)
+    try:
+        yield store
+    finally:
+        await client.close()
+
+
+async def _documents(store: ChunkStore, tenant: str) -> set[str]:
+    rows = await store.queries.documents(tenant, "ledger", {}, 1_000)
+    return {row["document_id"] for row in rows}
+
+
+async def _write(store: ChunkStore, tenant: str, ids: range) -> None:
+    for n in ids:
+        await store.writes.upsert(ready(tenant, "ledger", f"d{n}", "v1", [f"entry {n}"], seed=n))
+
+
+def _victim(cluster: list[Server]) -> Server:
+    """A node to stop: neither the one the test's client talks to nor the schema's Raft leader
+    (losing the leader pauses schema changes for an election; this test is about the copies of
+    the data)."""
+    leader = raft_leader(cluster[0])
+    return next(s for s in cluster[1:] if s.env and s.env["CLUSTER_HOSTNAME"] != leader)
+
+
+def _down(server: Server, cluster: list[Server]) -> None:
+    server.kill()
+    # The others notice the missing node before the test goes on.
+    deadline = time.monotonic() + 60
+    while True:
+        answers = httpx.get(f"http://127.0.0.1:{cluster[0].ports['http']}/v1/nodes").json()
+        if sum(n["status"] == "HEALTHY" for n in answers["nodes"]) == len(cluster) - 1:
+            return
+        assert time.monotonic() < deadline, "the cluster never noticed the stopped node"
+        time.sleep(0.5)
+
+
+async def test_factor_three_writes_and_reads_through_a_node_down(cluster: list[Server]) -> None:
+    victim = _victim(cluster)
+    async for store in _store(cluster[0], factor=3):
+        await _write(store, "acme", range(10))
+        _down(victim, cluster)
+        try:
+            await _write(store, "acme", range(10, 20))  # QUORUM: two of three copies
+            assert await _documents(store, "acme") == {f"d{n}" for n in range(20)}
+        finally:
+            victim.restart()
+            await asyncio.to_thread(wait_for_weaviate_nodes, cluster, 3)
+    # Every copy, the returned node's included, answers with everything (read at ALL).
+    async for store_all in _store(victim, factor=3, read="ALL"):
+        store_all.collections.alias = store.collections.alias
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if await _documents(store_all, "acme") == {f"d{n}" for n in range(20)}:
+                    break
+            except WeaviateBaseError:
+                pass
+            assert time.monotonic() < deadline, "the returned node never caught up"
+            await asyncio.sleep(1)
+
+
+async def test_factor_one_loses_reads_of_a_tenant_on_the_stopped_node(
+    cluster: list[Server],
+) -> None:
+    async for store in _store(cluster[0], factor=1):
+        tenants = [f"t{n}" for n in range(6)]
+        for tenant in tenants:
+            await _write(store, tenant, range(3))
+        collection = await store.collections.active()
+        assert collection is not None
+        victim = _victim(cluster)
+        placed = _shards_on(victim, collection)
+        if not placed:
+            pytest.skip("no tenant's shard was placed on the stopped node")
+        _down(victim, cluster)
+        try:
+            failed = 0
+            for tenant in sorted(placed):
+                try:
+                    failed += len(await _documents(store, tenant)) < 3
+                except WeaviateBaseError:
+                    failed += 1
+            assert failed == len(placed)
+        finally:
+            victim.restart()
+            await asyncio.to_thread(wait_for_weaviate_nodes, cluster, 3)
+
+
+def _shards_on(node: Server, collection: str) -> set[str]:
+    """The tenants whose shard of ``collection`` lives on ``node``."""
+    url = f"http://127.0.0.1:{node.ports['http']}/v1/nodes/{collection}?output=verbose"
+    answers = httpx.get(url, timeout=10).json()["nodes"]
+    mine = next(n for n in answers if n["name"] == node.env["CLUSTER_HOSTNAME"])  # type: ignore[index]
+    return {shard["name"] for shard in mine.get("shards") or []}
