@@ -6,10 +6,12 @@ set-up job owns them, services only check that they exist with the settings that
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import replace
 
 from kbus_contract.topology import Stream, Topology
+from kbus_contract.wire import publish_stored
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.errors import APIError, NotFoundError
@@ -29,7 +31,9 @@ async def declare_streams(js: JetStreamContext, topology: Topology) -> None:
     await _require_jetstream(js)
     if topology.declare:
         for stream in topology.streams:
-            await _declare(js, stream)
+            # A cluster placing a stream of three replicas may answer after the API's timeout
+            # (the stream may then exist): asking again is safe, as declaring is idempotent.
+            await publish_stored(functools.partial(_declare, js, stream), bound_s=60)
     await check_streams(js, topology)
 
 
@@ -37,9 +41,13 @@ async def _declare(js: JetStreamContext, stream: Stream) -> None:
     try:
         await js.stream_info(stream.name)
     except NotFoundError:
-        await js.add_stream(stream.config)
-        log.info("declared stream %s", stream.name)
-        return
+        try:
+            await js.add_stream(stream.config)
+            log.info("declared stream %s", stream.name)
+            return
+        except APIError as exc:
+            if exc.err_code != STREAM_NAME_IN_USE:  # another service created it just now
+                raise
     try:
         await js.update_stream(stream.config)
     except APIError as exc:
