@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install demo up stop test unit lint docs bench chaos
+.PHONY: install demo up up-cluster stop test unit lint docs bench chaos
 
 install:
 	./scripts/install.sh
@@ -12,6 +12,9 @@ demo: install
 
 up: install
 	$(RUN) python -m kbus_dev up
+
+up-cluster: install
+	$(RUN) python -m kbus_dev up --cluster
 
 stop:
 	$(RUN) python -m kbus_dev down

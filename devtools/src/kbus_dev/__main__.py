@@ -35,7 +35,12 @@ def main() -> None:
     sub.add_parser(
         "install", help="install nats-server, weaviate-server and the test tools with Go"
     )
-    sub.add_parser("up", help="start NATS, Weaviate and the four services in the background")
+    start = sub.add_parser(
+        "up", help="start NATS, Weaviate and the four services in the background"
+    )
+    start.add_argument(
+        "--cluster", action="store_true", help="three NATS servers and three Weaviate nodes"
+    )
     run_demo = sub.add_parser("demo", help="up, publish examples/, ask two questions")
     run_demo.add_argument("--examples", type=Path, default=Path("examples"))
     sub.add_parser("down", help="stop everything that up started")
@@ -51,7 +56,7 @@ def main() -> None:
         print(ensure_jaeger())
         print(ensure_promtool())
     elif args.command == "up":
-        stack.up()
+        stack.up(cluster=args.cluster)
     elif args.command == "demo":
         running = stack.up()
         demo.main(running.nats_url, args.examples)

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbus_dev.cluster import start_nats_cluster, start_weaviate_cluster, urls
 from kbus_dev.servers import Server, start_nats, start_weaviate
 from kbus_dev.services import SERVICES, service_env, start_service, wait_healthy
 
@@ -58,8 +59,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def up() -> Stack:
-    """Start everything (or reuse what is running) and wait until it is healthy."""
+def up(cluster: bool = False) -> Stack:
+    """Start everything (or reuse what is running) and wait until it is healthy; with
+    ``cluster``, three NATS servers and three Weaviate nodes, streams and collections at three
+    copies."""
     existing = Stack.load()
     if existing and existing.alive():
         print("kbus is already running (make stop to stop it)")
@@ -70,12 +73,8 @@ def up() -> Stack:
     started: list[Server] = []
     try:
         print("starting nats-server and weaviate-server on 127.0.0.1 ...", flush=True)
-        nats = start_nats(data / "nats", NATS_PORT)
-        started.append(nats)
-        weaviate = start_weaviate(data / "weaviate", WEAVIATE_HTTP, WEAVIATE_GRPC)
-        started.append(weaviate)
-        nats_url = f"nats://127.0.0.1:{NATS_PORT}"
-        env = service_env(nats_url, WEAVIATE_HTTP, WEAVIATE_GRPC)
+        nats_url, weaviate, extra = _servers(data, started, cluster)
+        env = service_env(nats_url, weaviate.ports["http"], weaviate.ports["grpc"], extra=extra)
         print("starting ingestor, embedder, searcher and reranker ...", flush=True)
         services = [start_service(n, env, logs, SERVICE_PORTS[n]) for n in SERVICES]
         started.extend(services)
@@ -84,13 +83,37 @@ def up() -> Stack:
         for server in reversed(started):
             server.stop()
         raise
-    stack = Stack(nats_url, {s.name: s.proc.pid for s in started})
+    stack = Stack(nats_url, {_key(s, started): s.proc.pid for s in started})
     stack.save()
     print(
-        f"kbus is up: NATS {nats_url}, Weaviate http://127.0.0.1:{WEAVIATE_HTTP}, logs in {logs}",
+        f"kbus is up: NATS {nats_url}, Weaviate http://127.0.0.1:{weaviate.ports['http']}, "
+        f"logs in {logs}",
         flush=True,
     )
     return stack
+
+
+def _servers(
+    data: Path, started: list[Server], cluster: bool
+) -> tuple[str, Server, dict[str, str]]:
+    """NATS and Weaviate, one of each or three of each; the services' NATS URL, the Weaviate
+    node they use, and the settings a cluster needs."""
+    if not cluster:
+        started.append(start_nats(data / "nats", NATS_PORT))
+        started.append(start_weaviate(data / "weaviate", WEAVIATE_HTTP, WEAVIATE_GRPC))
+        return f"nats://127.0.0.1:{NATS_PORT}", started[-1], {}
+    nats = start_nats_cluster(data / "nats-cluster")
+    started.extend(nats)
+    weaviate = start_weaviate_cluster(data / "weaviate-cluster")
+    started.extend(weaviate)
+    extra = {"KBUS_STREAM_REPLICAS": "3", "KBUS_WEAVIATE_REPLICATION_FACTOR": "3"}
+    return urls(nats), weaviate[0], extra
+
+
+def _key(server: Server, started: list[Server]) -> str:
+    """A name per process: ``nats``, or ``nats-2`` for the second of a cluster."""
+    same = [s for s in started if s.name == server.name]
+    return server.name if len(same) == 1 else f"{server.name}-{same.index(server) + 1}"
 
 
 def down(timeout_s: float = 30.0) -> None:
@@ -99,7 +122,8 @@ def down(timeout_s: float = 30.0) -> None:
     if stack is None:
         print("kbus is not running")
         return
-    order = [n for n in (*SERVICES, "weaviate", "nats") if n in stack.pids]
+    kinds = (*SERVICES, "weaviate", "nats")
+    order = sorted(stack.pids, key=lambda n: kinds.index(n.split("-")[0]))
     for name in order:
         pid = stack.pids[name]
         if not _alive(pid):
