@@ -38,8 +38,9 @@ def cluster(
         collection=f"Cl{tag}",
         extra={"KBUS_STREAM_REPLICAS": "3", "KBUS_STREAM_MAX_BYTES": str(64 * 1024**2)},
     )
-    running = start_all(env, Path(tmp_path_factory.mktemp("cluster-logs")))
+    running: list[Server] = []
     try:
+        running = start_all(env, Path(tmp_path_factory.mktemp("cluster-logs")))
         yield nats, f"cl{tag}"
     finally:
         for server in [*running, *nats]:

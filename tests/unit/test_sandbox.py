@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 from kbus_contract import ContentType
 from kbus_contract.errors import PermanentError
@@ -30,3 +35,37 @@ async def test_a_parse_past_its_time_is_dead_lettered_and_the_next_one_parses() 
         assert refused.value.code == "unreadable"
     finally:
         pool.close()
+
+
+def test_the_workers_end_with_a_killed_service(tmp_path: Path) -> None:
+    # A service that starts its workers, says their pids, and is then SIGKILLed.
+    script = (
+        "import asyncio, sys\n"
+        "from kbus_ingestor.parsing import Limits\n"
+        "from kbus_ingestor.sandbox import ParserPool\n"
+        "async def main():\n"
+        "    pool = ParserPool(2, 60, 2 * 1024**3, Limits(2**24, 10))\n"
+        "    await pool.warm()\n"
+        "    print(*[p.pid for p in pool._executor._processes.values()], flush=True)\n"
+        "    await asyncio.sleep(600)\n"
+        "asyncio.run(main())\n"
+    )
+    service = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert service.stdout is not None
+    workers = [int(pid) for pid in service.stdout.readline().split()]
+    assert len(workers) == 2
+    assert all(_alive(pid) for pid in workers)
+    service.kill()
+    service.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in workers)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False

@@ -9,9 +9,13 @@ running beside it is retried (a transient error), never dead-lettered for anothe
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import multiprocessing
+import os
 import resource
+import signal
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -33,8 +37,18 @@ class Failure:
     code: str
 
 
-def _limit_memory(max_bytes: int) -> None:
+def _start_worker(max_bytes: int, parent: int) -> None:
+    """Cap the worker's memory, and end it with the service: a worker blocks on a queue whose
+    writing end it holds itself, so it would outlive an ingestor that was killed."""
     resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the service died before the line above took effect
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _warm() -> None:
@@ -113,8 +127,8 @@ class ParserPool:
             self._executor = ProcessPoolExecutor(
                 self.workers,
                 mp_context=multiprocessing.get_context("spawn"),
-                initializer=_limit_memory,
-                initargs=(self.memory_bytes,),
+                initializer=_start_worker,
+                initargs=(self.memory_bytes, os.getpid()),
             )
         return self._executor
 
