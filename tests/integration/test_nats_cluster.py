@@ -14,7 +14,7 @@ from typing import Any
 import nats
 import pytest
 from kbus_contract.topology import Topology
-from kbus_contract.wire import publish_stored
+from kbus_contract.wire import until_acknowledged
 from kbus_dev.cluster import by_name, start_nats_cluster, urls, wait_for_meta_leader
 from kbus_dev.servers import Server
 from kbus_runtime.declaring import declare_streams
@@ -88,7 +88,7 @@ async def _publish_through_kills(
             return await js.publish(subject, body, headers=headers, timeout=1.0)
 
         try:
-            await (publish_stored(send, bound_s=30) if resend else send())
+            await (until_acknowledged(send, bound_s=30) if resend else send())
         except (NatsError, TimeoutError):
             failed += 1
     await asyncio.to_thread(wait_for_meta_leader, servers)

@@ -29,7 +29,8 @@ from kbus_reranker.reranking import Reranker
 from kbus_runtime.answering import Answer, serve
 from kbus_runtime.bus import make_broker
 from kbus_runtime.settings import BusSettings
-from kbus_runtime.stage import Stage, StageMetrics
+from kbus_runtime.stage import Stage
+from kbus_runtime.stage_metrics import StageMetrics
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kbus_contract.wire import publish_stored
+from kbus_contract.wire import until_acknowledged
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
@@ -32,19 +32,19 @@ async def test_a_timed_out_or_leaderless_publish_is_sent_again_with_the_same_id(
     ]
     stream = Stream(failures)
     headers = {"Nats-Msg-Id": "t/l/doc/v1"}
-    assert await publish_stored(lambda: stream.publish(headers), bound_s=5) == "stored"
+    assert await until_acknowledged(lambda: stream.publish(headers), bound_s=5) == "stored"
     assert stream.sent == [headers] * 5
 
 
 async def test_the_last_failure_is_raised_when_the_bound_passes() -> None:
     stream = Stream([NoRespondersError()] * 100)
     with pytest.raises(NoRespondersError):
-        await publish_stored(lambda: stream.publish({}), bound_s=0.3)
+        await until_acknowledged(lambda: stream.publish({}), bound_s=0.3)
     assert 2 <= len(stream.sent) < 100
 
 
 async def test_other_errors_are_not_retried() -> None:
     stream = Stream([ValueError("bad subject")])
     with pytest.raises(ValueError, match="bad subject"):
-        await publish_stored(lambda: stream.publish({}), bound_s=5)
+        await until_acknowledged(lambda: stream.publish({}), bound_s=5)
     assert len(stream.sent) == 1

@@ -16,7 +16,8 @@ import pytest
 from kbus_contract import DocumentAdded, ErrorReply, StatsReply, StatsRequest
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.topology import Topology
-from kbus_runtime.stage import Stage, StageMetrics, backoff_s
+from kbus_runtime.stage import Stage, backoff_s
+from kbus_runtime.stage_metrics import StageMetrics
 from prometheus_client import CollectorRegistry
 
 DOCUMENT = {

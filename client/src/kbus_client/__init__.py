@@ -1,7 +1,8 @@
 """kbus's client: publish documents, search, and give agents retrieval as a tool."""
 
-from kbus_client.client import KbClient, PublishResult
+from kbus_client.client import KbClient
 from kbus_client.errors import DocumentRejectedError, KbError
+from kbus_client.results import PublishResult
 from kbus_client.sync import SyncKbClient
 from kbus_client.tool import KbTool, format_for_model, why_no_match
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import uuid
 from collections.abc import Sequence
 from types import TracebackType
@@ -11,7 +10,6 @@ from typing import Any
 
 import nats
 from kbus_contract import (
-    BodyRef,
     ContentType,
     DocumentAdded,
     DocumentDeleted,
@@ -26,47 +24,27 @@ from kbus_contract import (
     StatsReply,
     StatsRequest,
 )
-from kbus_contract.claimcheck import open_bodies, put_body
 from kbus_contract.topology import Topology, grant_token
 from kbus_contract.wire import (
     DEFAULT_WAIT_S,
     budget_ms,
     describe_validation_error,
-    publish_stored,
     request,
+    until_acknowledged,
 )
 from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.js.object_store import ObjectStore
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
+from kbus_client.bodies import ClaimChecks
 from kbus_client.memory import Memory
-from kbus_client.receipts import ReceiptWatcher
+from kbus_client.receipts import ReceiptWatcher, removal_of
+from kbus_client.results import PublishResult
+from kbus_client.spans import document_attributes, reply_attributes, search_attributes
 from kbus_client.tool import KbTool
 
 _tracer = trace.get_tracer("kbus.client")
-
-
-class PublishResult:
-    """What a publish returned: the version kbus will index, and its receipt if awaited."""
-
-    def __init__(
-        self, document: DocumentAdded, receipt: DocumentIndexed | None, duplicate: bool = False
-    ) -> None:
-        self.document_id = document.document_id
-        self.version = receipt.version if receipt else document.effective_version()
-        self.receipt = receipt
-        #: The same content was published within the stream's duplicate window: this publish
-        #: was dropped (the earlier one is, or was, indexed). No receipt is awaited for it.
-        self.duplicate = duplicate
-
-    def __repr__(self) -> str:
-        return (
-            f"PublishResult({self.document_id!r}, version={self.version!r}, "
-            f"indexed={self.receipt is not None}, duplicate={self.duplicate})"
-        )
 
 
 class KbClient:
@@ -94,14 +72,21 @@ class KbClient:
         self.granted = tuple(sorted(granted)) if granted is not None else None
         self.grant = grant_token(self.granted)
         self.timeout_s = timeout_s
-        #: Documents whose message would be larger go by claim check (default: the server's
-        #: message limit less room for headers).
-        self.claim_check_bytes = claim_check_bytes
-        self._bodies: dict[str, ObjectStore] = {}
+        self._bodies = ClaimChecks(nc, self.topology, claim_check_bytes)
         self._receipts = ReceiptWatcher(nc, self.topology, self.granted)
         # Stream sequences of this client's deletions, by scope: a document deleted and then
         # published again unchanged must not be dropped as a duplicate of its earlier publish.
         self._deletions: dict[tuple[str, str | None, str | None], int] = {}
+
+    @property
+    def claim_check_bytes(self) -> int | None:
+        """Documents whose message would be larger go by claim check (default: the server's
+        message limit less room for headers)."""
+        return self._bodies.limit_bytes
+
+    @claim_check_bytes.setter
+    def claim_check_bytes(self, limit: int | None) -> None:
+        self._bodies.limit_bytes = limit
 
     @classmethod
     async def connect(
@@ -182,7 +167,7 @@ class KbClient:
                 document_id=document_id,
                 title=title,
                 text=text,
-                body=_unstored(data),
+                body=self._bodies.file_ref(self._tenant(tenant), library, document_id, data),
                 url=url,
                 template=template,
                 source_uri=source_uri,
@@ -199,7 +184,7 @@ class KbClient:
             future = self._receipts.expect(key, None if doc.url else doc.effective_version())
         try:
             with _tracer.start_as_current_span(
-                "kbus publish", kind=SpanKind.PRODUCER, attributes=_document_attributes(doc)
+                "kbus publish", kind=SpanKind.PRODUCER, attributes=document_attributes(doc)
             ) as span:
                 result = await self._publish(doc, future, timeout_s, data)
                 span.set_attribute("kbus.duplicate", result.duplicate)
@@ -220,39 +205,17 @@ class KbClient:
             # Each publish of an address asks for a fetch now (the page may have changed since
             # the last one); its own retries keep this id.
             msg_id += f"/fetch-{uuid.uuid4().hex[:16]}"
-        if data is not None:
-            doc = doc.model_copy(update={"body": await self._put(doc.tenant, msg_id, data)})
-        payload = await self._payload(doc, msg_id)
+        if data is not None and doc.body is not None:
+            await self._bodies.put_file(doc.tenant, doc.body, data)
+        payload = await self._bodies.payload(doc, msg_id)
         headers = {"content-type": "application/json", "Nats-Msg-Id": msg_id}
         propagate.inject(headers)  # the trace context, when the caller traces
         subject = self.topology.added(doc.tenant, doc.library)
         js = self.nc.jetstream()
-        ack = await publish_stored(lambda: js.publish(subject, payload, headers=headers))
+        ack = await until_acknowledged(lambda: js.publish(subject, payload, headers=headers))
         if ack.duplicate:
             return PublishResult(doc, None, duplicate=True)
         return PublishResult(doc, await asyncio.wait_for(receipt, timeout_s) if receipt else None)
-
-    async def _payload(self, doc: DocumentAdded, msg_id: str) -> bytes:
-        """The message body: the document itself, or its claim check if it is too large."""
-        payload = doc.model_dump_json().encode()
-        limit = self.claim_check_bytes or max(1, self.nc.max_payload - 16 * 1024)
-        if len(payload) <= limit:
-            return payload
-        ref = await self._put(doc.tenant, msg_id, doc.text.encode("utf-8"))
-        # The version is fixed from the text, so both forms of a document get the same one.
-        claimed = doc.model_copy(
-            update={"text": "", "body": ref, "version": doc.effective_version()}
-        )
-        return claimed.model_dump_json().encode()
-
-    async def _put(self, tenant: str, msg_id: str, data: bytes) -> BodyRef:
-        """Store a document's bytes in the tenant's object store (the claim check)."""
-        store = self._bodies.get(tenant)
-        if store is None:
-            js = self.nc.jetstream()
-            store = await open_bodies(js, self.topology, tenant, create=True)
-            self._bodies[tenant] = store
-        return await put_body(store, self.topology.bodies_bucket(tenant), msg_id, data)
 
     def _msg_id(self, doc: DocumentAdded) -> str:
         scopes = (
@@ -283,21 +246,8 @@ class KbClient:
             )
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
-        done: asyncio.Future[DocumentRemoved] = asyncio.get_running_loop().create_future()
-
-        async def on_removed(msg: Msg) -> None:
-            receipt = DocumentRemoved.model_validate_json(msg.data)
-            same = (receipt.tenant, receipt.library, receipt.document_id) == (
-                deletion.tenant,
-                deletion.library,
-                deletion.document_id,
-            )
-            if same and not done.done():
-                done.set_result(receipt)
-
         removed = self.topology.removed(deletion.tenant, deletion.library)
-        sub = await self.nc.subscribe(removed, cb=on_removed) if wait else None
-        try:
+        async with removal_of(self.nc, removed, deletion, listen=wait) as done:
             ack = await self.nc.jetstream().publish(
                 self.topology.deleted(deletion.tenant, deletion.library),
                 deletion.model_dump_json().encode(),
@@ -306,9 +256,6 @@ class KbClient:
             scope = (deletion.tenant, deletion.library, deletion.document_id)
             self._deletions[scope] = ack.seq
             return await asyncio.wait_for(done, timeout_s) if wait else None
-        finally:
-            if sub is not None:
-                await sub.unsubscribe()
 
     async def search(
         self,
@@ -359,7 +306,7 @@ class KbClient:
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
         with _tracer.start_as_current_span(
-            "kbus search", attributes=_search_attributes(asked)
+            "kbus search", attributes=search_attributes(asked)
         ) as span:
             reply = await request(
                 self.nc,
@@ -369,7 +316,7 @@ class KbClient:
                 stage="searcher",
                 timeout_s=wait_s,
             )
-            span.set_attributes(_reply_attributes(reply))
+            span.set_attributes(reply_attributes(reply))
             return reply
 
     async def stats(self, *, tenant: str | None = None) -> StatsReply:
@@ -440,39 +387,3 @@ class KbClient:
             description=description,
             memory=memory,
         )
-
-
-def _document_attributes(doc: DocumentAdded) -> dict[str, str]:
-    return {
-        "kbus.tenant": doc.tenant,
-        "kbus.library": doc.library,
-        "kbus.document_id": doc.document_id,
-        "kbus.version": doc.effective_version(),
-    }
-
-
-def _search_attributes(asked: SearchRequest) -> dict[str, str | int | list[str]]:
-    return {
-        "kbus.tenant": asked.tenant,
-        "kbus.libraries": list(asked.libraries),
-        "kbus.search_type": asked.search_type.value,
-        "kbus.budget_ms": asked.budget_ms or 0,
-    }
-
-
-def _reply_attributes(reply: SearchReply) -> dict[str, str | int | bool]:
-    return {
-        "kbus.results": len(reply.results),
-        "kbus.no_match": reply.no_match,
-        "kbus.degraded": reply.degraded,
-        "kbus.score_kind": reply.score_kind,
-    }
-
-
-def _unstored(data: bytes | None) -> BodyRef | None:
-    """The claim check a file's bytes will have (its name is given once they are stored):
-    the document's version and message id come from the bytes' hash."""
-    if data is None:
-        return None
-    digest = hashlib.sha256(data).hexdigest()
-    return BodyRef(bucket="-", name="-", size=len(data), sha256=digest)

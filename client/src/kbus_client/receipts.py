@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-from kbus_contract import DeadLetter, DocumentIndexed
+from kbus_contract import DeadLetter, DocumentDeleted, DocumentIndexed, DocumentRemoved
 from kbus_contract.topology import Topology
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -21,6 +21,30 @@ Key = tuple[str, str, str]
 ACK_WAIT_S = 10.0
 #: Seconds a reader outlives the client that made it (the server removes it after).
 INACTIVE_S = 300.0
+
+
+@contextlib.asynccontextmanager
+async def removal_of(
+    nc: Client, subject: str, deletion: DocumentDeleted, *, listen: bool
+) -> AsyncIterator[asyncio.Future[DocumentRemoved]]:
+    """The receipt of a deletion, listened for on ``subject`` (from before the deletion is
+    published, so it cannot go by unseen) while the block runs; ``listen=False`` listens to
+    nothing."""
+    done: asyncio.Future[DocumentRemoved] = asyncio.get_running_loop().create_future()
+    wanted = (deletion.tenant, deletion.library, deletion.document_id)
+
+    async def on_removed(msg: Msg) -> None:
+        receipt = DocumentRemoved.model_validate_json(msg.data)
+        same = (receipt.tenant, receipt.library, receipt.document_id) == wanted
+        if same and not done.done():
+            done.set_result(receipt)
+
+    sub = await nc.subscribe(subject, cb=on_removed) if listen else None
+    try:
+        yield done
+    finally:
+        if sub is not None:
+            await sub.unsubscribe()
 
 
 class ReceiptWatcher:

@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 from kbus_contract import SearchReply
 
-from kbus_client.client import KbClient, PublishResult
+from kbus_client.client import KbClient
+from kbus_client.results import PublishResult
 from kbus_client.tool import KbTool
 
 T = TypeVar("T")

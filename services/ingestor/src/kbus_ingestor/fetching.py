@@ -131,15 +131,20 @@ class PageFetcher:
             TransientError: the server did not answer in time, or answered 408, 429 or 5xx.
         """
         try:
-            async with asyncio.timeout(self.timeout_s):
-                return await self._follow(url)
+            async with (
+                asyncio.timeout(self.timeout_s),
+                # One client for every hop of a fetch (robots.txt and the page share its
+                # connections); each request goes to the address its own check returned.
+                httpx.AsyncClient(follow_redirects=False, trust_env=False) as client,
+            ):
+                return await self._follow(client, url)
         except TimeoutError as exc:
             raise TransientError(f"{url} did not answer within {self.timeout_s:g} s") from exc
 
-    async def _follow(self, url: str) -> Fetched:
+    async def _follow(self, client: httpx.AsyncClient, url: str) -> Fetched:
         for _ in range(self.max_redirects + 1):
-            await self._check_robots(url)
-            status, headers, data = await self._get(url, self.max_bytes)
+            await self._check_robots(client, url)
+            status, headers, data = await self._get(client, url, self.max_bytes)
             if status in (301, 302, 303, 307, 308) and "location" in headers:
                 url = urljoin(url, headers["location"])
                 continue
@@ -149,40 +154,43 @@ class PageFetcher:
             f"{url} redirects more than {self.max_redirects} times", code="too_many_redirects"
         )
 
-    async def _get(self, url: str, limit: int) -> tuple[int, httpx.Headers, bytes]:
+    async def _get(
+        self, client: httpx.AsyncClient, url: str, limit: int
+    ) -> tuple[int, httpx.Headers, bytes]:
         address = await self.policy.check(url)
         parts = urlsplit(url)
         host = f"[{address}]" if ":" in address else address
         pinned = urlunsplit(parts._replace(netloc=f"{host}:{parts.port or ''}".rstrip(":")))
         headers = {"Host": parts.netloc, "User-Agent": self.user_agent}
-        async with httpx.AsyncClient(follow_redirects=False, trust_env=False) as client:
-            request = client.build_request(
-                "GET", pinned, headers=headers, extensions={"sni_hostname": parts.hostname}
-            )
-            try:
-                response = await client.send(request, stream=True)
-            except httpx.HTTPError as exc:
-                raise TransientError(f"{url} could not be fetched: {exc}") from exc
-            try:
-                return response.status_code, response.headers, await _read(response, url, limit)
-            finally:
-                await response.aclose()
+        request = client.build_request(
+            "GET", pinned, headers=headers, extensions={"sni_hostname": parts.hostname}
+        )
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise TransientError(f"{url} could not be fetched: {exc}") from exc
+        try:
+            return response.status_code, response.headers, await _read(response, url, limit)
+        finally:
+            await response.aclose()
 
-    async def _check_robots(self, url: str) -> None:
+    async def _check_robots(self, client: httpx.AsyncClient, url: str) -> None:
         parts = urlsplit(url)
         origin = f"{parts.scheme}://{parts.netloc}"
         cached = self._robots.get(origin)
         if cached is None or time.monotonic() - cached[0] > self.robots_ttl_s:
-            cached = (time.monotonic(), await self._read_robots(origin))
+            cached = (time.monotonic(), await self._read_robots(client, origin))
             self._robots[origin] = cached
         if not cached[1].can_fetch(self.user_agent, url):
             raise PermanentError(
                 f"robots.txt of {origin} disallows {url}", code="robots_disallowed"
             )
 
-    async def _read_robots(self, origin: str) -> urllib.robotparser.RobotFileParser:
+    async def _read_robots(
+        self, client: httpx.AsyncClient, origin: str
+    ) -> urllib.robotparser.RobotFileParser:
         robots = urllib.robotparser.RobotFileParser()
-        status, _, data = await self._get(f"{origin}/robots.txt", 512 * 1024)
+        status, _, data = await self._get(client, f"{origin}/robots.txt", 512 * 1024)
         if status >= 500:
             raise TransientError(f"{origin}/robots.txt answered {status}")
         # No robots.txt (or one we may not read) allows everything, as crawlers agree.

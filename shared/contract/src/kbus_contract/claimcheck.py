@@ -33,15 +33,21 @@ async def open_bodies(
     return await js.create_object_store(bucket, config=topology.bodies_store(tenant))
 
 
+def body_ref(bucket: str, key: str, data: bytes) -> BodyRef:
+    """The reference ``data`` has once stored under ``key`` (known before it is stored)."""
+    name = hashlib.sha256(key.encode()).hexdigest()
+    return BodyRef(
+        bucket=bucket, name=name, size=len(data), sha256=hashlib.sha256(data).hexdigest()
+    )
+
+
 async def put_body(store: ObjectStore, bucket: str, key: str, body: str | bytes) -> BodyRef:
     """Store a document's text or bytes under a name derived from ``key``; returns its
     reference."""
     data = body.encode("utf-8") if isinstance(body, str) else body
-    name = hashlib.sha256(key.encode()).hexdigest()
-    await store.put(name, data)
-    return BodyRef(
-        bucket=bucket, name=name, size=len(data), sha256=hashlib.sha256(data).hexdigest()
-    )
+    ref = body_ref(bucket, key, data)
+    await store.put(ref.name, data)
+    return ref
 
 
 async def fetch_body(store: ObjectStore, bucket: str, ref: BodyRef) -> bytes:

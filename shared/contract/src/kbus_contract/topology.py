@@ -9,21 +9,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
-from nats.js.api import (
-    AckPolicy,
-    ConsumerConfig,
-    DiscardPolicy,
-    KeyValueConfig,
-    ObjectStoreConfig,
-    RetentionPolicy,
-    StorageType,
-    StreamConfig,
-)
+from nats.js.api import KeyValueConfig, ObjectStoreConfig
 
-DAY = 24 * 60 * 60.0
-DEDUPE_WINDOW_S = 2 * 60.0
+from kbus_contract import storage
+from kbus_contract.storage import Stream, work_consumer
+
+__all__ = [
+    "GRANT_ALL",
+    "Identity",
+    "StageConsumer",
+    "Stream",
+    "Topology",
+    "grant_token",
+    "work_consumer",
+]
+
 #: The grant token of a credential that may read every library of its tenant.
 GRANT_ALL = "_all"
 #: The token of a tenant or library a dead letter's message did not name.
@@ -76,22 +77,6 @@ def grant_token(libraries: Iterable[str] | None) -> str:
 
 def _known(token: str) -> str | None:
     return None if token == UNKNOWN else token
-
-
-@dataclass(frozen=True)
-class Stream:
-    """One stream: its name, and the configuration kbus declares it with."""
-
-    name: str
-    config: StreamConfig
-
-    @property
-    def subjects(self) -> list[str]:
-        return list(self.config.subjects or ())
-
-
-def _declared(name: str, **config: Any) -> Stream:
-    return Stream(name, StreamConfig(name=name, **config))
 
 
 @dataclass(frozen=True)
@@ -287,30 +272,13 @@ class Topology:
 
     @cached_property
     def receipts_stream(self) -> Stream:
-        return _declared(
-            self._name("receipts"),
-            num_replicas=self.replicas,
-            subjects=[self.document_indexed, self.document_removed, self.document_failed],
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            max_age=7 * DAY,
-            max_bytes=self.stream_max_bytes,
-            discard=DiscardPolicy.OLD,
-            duplicate_window=DEDUPE_WINDOW_S,
-        )
+        subjects = [self.document_indexed, self.document_removed, self.document_failed]
+        return storage.receipts_stream(self._name("receipts"), subjects, **self._sized)
 
     @cached_property
     def dead_letter_stream(self) -> Stream:
-        return _declared(
-            self._name("deadletter"),
-            num_replicas=self.replicas,
-            subjects=[self.dead_letters],
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            max_age=30 * DAY,
-            # Dead letters are the record of what failed: refuse new ones rather than drop old ones.
-            discard=DiscardPolicy.NEW,
-            max_bytes=self.stream_max_bytes,
+        return storage.dead_letter_stream(
+            self._name("deadletter"), [self.dead_letters], **self._sized
         )
 
     @property
@@ -328,33 +296,15 @@ class Topology:
 
     @cached_property
     def advisories_stream(self) -> Stream:
-        # The server publishes each advisory once, whether or not anyone listens: a stream
-        # keeps it until the dead-letterer has handled it, even if that was down at the time.
-        return _declared(
-            self._name("advisories"),
-            num_replicas=self.replicas,
-            subjects=[self.max_deliveries_advisory(s.name) for s in self.work_streams],
-            retention=RetentionPolicy.WORK_QUEUE,
-            storage=StorageType.FILE,
-            max_age=30 * DAY,
-            discard=DiscardPolicy.NEW,
-            max_bytes=min(self.stream_max_bytes, 64 * 1024**2),
-        )
+        subjects = [self.max_deliveries_advisory(s.name) for s in self.work_streams]
+        return storage.advisories_stream(self._name("advisories"), subjects, **self._sized)
+
+    @property
+    def _sized(self) -> dict[str, int]:
+        return {"replicas": self.replicas, "max_bytes": self.stream_max_bytes}
 
     def _work_stream(self, name: str, subjects: list[str]) -> Stream:
-        # Work queues: a message lives until a consumer acks it. With DiscardPolicy.NEW a full
-        # stream refuses the publish (the publisher sees an error) instead of evicting work.
-        return _declared(
-            self._name(name),
-            num_replicas=self.replicas,
-            subjects=subjects,
-            retention=RetentionPolicy.WORK_QUEUE,
-            storage=StorageType.FILE,
-            discard=DiscardPolicy.NEW,
-            max_bytes=self.stream_max_bytes,
-            max_msgs=10_000_000,
-            duplicate_window=DEDUPE_WINDOW_S,
-        )
+        return storage.work_stream(self._name(name), subjects, **self._sized)
 
     @property
     def embed_cache_bucket(self) -> str:
@@ -377,32 +327,16 @@ class Topology:
         return f"{self._name('bodies')}_{tenant}"
 
     def bodies_store(self, tenant: str) -> ObjectStoreConfig:
-        # Objects are removed once ingested; the TTL only bounds what a crash leaves behind.
-        return ObjectStoreConfig(
-            bucket=self.bodies_bucket(tenant),
-            description=f"kbus: text of {tenant}'s documents larger than one message",
-            ttl=7 * DAY,
-            max_bytes=self.stream_max_bytes,
-            storage=StorageType.FILE,
-            replicas=self.replicas,
-        )
+        description = f"kbus: text of {tenant}'s documents larger than one message"
+        return storage.object_store(self.bodies_bucket(tenant), description, **self._sized)
 
     def bucket(
         self, name: str, description: str, max_bytes: int | None = None, *, direct: bool = False
     ) -> KeyValueConfig:
-        """The configuration of one of kbus's key-value buckets (file storage, one value).
-
-        ``direct``: any replica answers reads, without the JetStream API, and many keys can be
-        read in one request. Only for a bucket whose values never change: a replica may lag.
-        """
-        return KeyValueConfig(
-            bucket=name,
-            history=1,
-            storage=StorageType.FILE,
-            replicas=self.replicas,
-            max_bytes=max_bytes if max_bytes is not None else self.stream_max_bytes,
-            description=description,
-            direct=direct,
+        """One of kbus's key-value buckets (see :func:`kbus_contract.storage.bucket`)."""
+        size = max_bytes if max_bytes is not None else self.stream_max_bytes
+        return storage.bucket(
+            name, description, replicas=self.replicas, max_bytes=size, direct=direct
         )
 
     @property
@@ -434,16 +368,3 @@ class Topology:
             self.dead_letter_stream,
             self.advisories_stream,
         )
-
-
-def work_consumer(
-    durable: str, *, ack_wait_s: float = 60.0, max_deliver: int = 10
-) -> ConsumerConfig:
-    """The durable pull consumer of one pipeline stage; replicas bind to the same name."""
-    return ConsumerConfig(
-        durable_name=durable,
-        ack_policy=AckPolicy.EXPLICIT,
-        ack_wait=ack_wait_s,
-        max_deliver=max_deliver,
-        max_ack_pending=1_000,
-    )

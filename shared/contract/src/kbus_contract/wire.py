@@ -139,15 +139,17 @@ _UNACKNOWLEDGED = (
     ServiceUnavailableError,
 )
 
-#: Seconds a publish is re-sent for while a stream has no leader (an election, a restart).
+#: Seconds a publish (or another JetStream call) is re-sent for while a stream has no leader
+#: (an election, a restart).
 PUBLISH_BOUND_S = 30.0
 
 
-async def publish_stored(
+async def until_acknowledged(
     publish: Callable[[], Awaitable[T]], *, bound_s: float = PUBLISH_BOUND_S
 ) -> T:
-    """Run ``publish`` (a JetStream publish carrying a ``Nats-Msg-Id``) until the stream
-    acknowledges it, or ``bound_s`` passes.
+    """Run ``publish`` (a JetStream publish carrying a ``Nats-Msg-Id``, or any JetStream API
+    call that is safe to repeat, such as declaring a stream) until it is acknowledged, or
+    ``bound_s`` passes.
 
     A publish that timed out may still have been stored, and one that found no responders
     met a stream between leaders: either way the same message is sent again, and the stream's

@@ -11,7 +11,7 @@ import logging
 from dataclasses import replace
 
 from kbus_contract.topology import Stream, Topology
-from kbus_contract.wire import publish_stored
+from kbus_contract.wire import until_acknowledged
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.errors import APIError, NotFoundError
@@ -33,7 +33,7 @@ async def declare_streams(js: JetStreamContext, topology: Topology) -> None:
         for stream in topology.streams:
             # A cluster placing a stream of three replicas may answer after the API's timeout
             # (the stream may then exist): asking again is safe, as declaring is idempotent.
-            await publish_stored(functools.partial(_declare, js, stream), bound_s=60)
+            await until_acknowledged(functools.partial(_declare, js, stream), bound_s=60)
     await check_streams(js, topology)
 
 

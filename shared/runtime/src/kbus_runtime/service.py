@@ -26,7 +26,8 @@ from kbus_runtime.bus import Handler, make_broker, work_subscriber
 from kbus_runtime.declaring import declare_streams
 from kbus_runtime.logs import configure_logging
 from kbus_runtime.settings import ServiceSettings
-from kbus_runtime.stage import Stage, StageMetrics
+from kbus_runtime.stage import Stage
+from kbus_runtime.stage_metrics import StageMetrics
 from kbus_runtime.tracing import start_tracing
 
 #: A service's own start-up and shutdown, entered once NATS is connected.

@@ -13,16 +13,16 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, Protocol, TypeVar
 
 from kbus_contract import ORIGINAL_LIMIT, DeadLetter, DocumentFailed, ErrorInfo, ErrorReply
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.topology import Topology
-from kbus_contract.wire import PUBLISH_BOUND_S, decode, publish_stored, request
+from kbus_contract.wire import PUBLISH_BOUND_S, decode, request, until_acknowledged
 from nats.aio.client import Client
-from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel
+
+from kbus_runtime.stage_metrics import StageMetrics
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)
@@ -85,72 +85,6 @@ def identity_of(body: bytes) -> dict[str, str]:
         for key in ("tenant", "library", "document_id")
         if isinstance(value := source.get(key), str)
     }
-
-
-class StageMetrics:
-    """The counters stages keep, declared by the services that can count with them.
-
-    A service declares the stream counters when it registers a consumer and the request
-    counters when it serves requests (so /metrics lists them, at zero, from the start); a
-    service that only answers requests never declares the stream counters, and the reverse.
-    """
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
-
-    def declare_stream_counters(self) -> None:
-        """Declare what consuming a stream counts (reading each property declares it)."""
-        _ = (self.processed, self.dead_lettered, self.retried, self.refusals)
-
-    def declare_request_counters(self) -> None:
-        """Declare what answering requests counts."""
-        _ = (self.answered, self.refusals)
-
-    @cached_property
-    def processed(self) -> Counter:
-        return Counter(
-            "kbus_messages_processed",
-            "Stream messages processed successfully",
-            ["stage"],
-            registry=self.registry,
-        )
-
-    @cached_property
-    def dead_lettered(self) -> Counter:
-        return Counter(
-            "kbus_messages_dead_lettered",
-            "Messages sent to the dead-letter stream",
-            ["stage", "code"],
-            registry=self.registry,
-        )
-
-    @cached_property
-    def retried(self) -> Counter:
-        return Counter(
-            "kbus_messages_retried",
-            "Messages nacked for a later retry",
-            ["stage", "code"],
-            registry=self.registry,
-        )
-
-    @cached_property
-    def refusals(self) -> Counter:
-        return Counter(
-            "kbus_tenant_refusals",
-            "Messages and requests refused for what a tenant may do: a body naming another "
-            "tenant or library than its subject, a library outside the grant, a quota",
-            ["stage", "tenant", "code"],
-            registry=self.registry,
-        )
-
-    @cached_property
-    def answered(self) -> Counter:
-        return Counter(
-            "kbus_requests",
-            "Requests answered, by outcome: ok, or the error reply's code",
-            ["stage", "outcome"],
-            registry=self.registry,
-        )
 
 
 @dataclass
@@ -256,7 +190,7 @@ class Stage:
         self, model: BaseModel, subject: str, *, stream: str, msg_id: str | None = None
     ) -> None:
         """Publish to a stream and wait for the server's acknowledgement that it is stored,
-        sending it again while the stream has no leader (:func:`publish_stored`).
+        sending it again while the stream has no leader (:func:`until_acknowledged`).
 
         With ``msg_id``, JetStream drops a second publish of the same id inside the stream's
         duplicate window; without one, the publish gets an id of its own, so that its own
@@ -267,7 +201,7 @@ class Stage:
             "Nats-Msg-Id": msg_id or uuid.uuid4().hex,
         }
         body = model.model_dump_json().encode()
-        await publish_stored(
+        await until_acknowledged(
             lambda: self.broker.publish(body, subject, stream=stream, headers=headers),
             bound_s=self.publish_bound_s,
         )

@@ -1,0 +1,61 @@
+"""Where a document's bytes go when they do not travel in its message: the tenant's object
+store (the claim check)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from kbus_contract import BodyRef, DocumentAdded
+from kbus_contract.claimcheck import body_ref, open_bodies, put_body
+from kbus_contract.topology import Topology
+from nats.aio.client import Client
+from nats.js.object_store import ObjectStore
+
+
+class ClaimChecks:
+    """The object stores of the tenants a client publishes for, opened on first use."""
+
+    def __init__(self, nc: Client, topology: Topology, limit_bytes: int | None) -> None:
+        self._nc = nc
+        self._topology = topology
+        #: Documents whose message would be larger go by claim check (default: the server's
+        #: message limit less room for headers).
+        self.limit_bytes = limit_bytes
+        self._stores: dict[str, ObjectStore] = {}
+
+    def file_ref(
+        self, tenant: str, library: str, document_id: str, data: bytes | None
+    ) -> BodyRef | None:
+        """The claim check a file's bytes will have (they are stored once the document is
+        valid): named by the document and the bytes' hash, from which its version comes."""
+        if data is None:
+            return None
+        key = f"file/{library}/{document_id}/{hashlib.sha256(data).hexdigest()}"
+        return body_ref(self._topology.bodies_bucket(tenant), key, data)
+
+    async def put_file(self, tenant: str, ref: BodyRef, data: bytes) -> None:
+        """Store a file's bytes under the name :meth:`file_ref` gave them."""
+        await (await self._store(tenant)).put(ref.name, data)
+
+    async def payload(self, doc: DocumentAdded, msg_id: str) -> bytes:
+        """The message body: the document itself, or its claim check if it is too large."""
+        payload = doc.model_dump_json().encode()
+        limit = self.limit_bytes or max(1, self._nc.max_payload - 16 * 1024)
+        if len(payload) <= limit:
+            return payload
+        bucket = self._topology.bodies_bucket(doc.tenant)
+        text = doc.text.encode("utf-8")
+        ref = await put_body(await self._store(doc.tenant), bucket, msg_id, text)
+        # The version is fixed from the text, so both forms of a document get the same one.
+        claimed = doc.model_copy(
+            update={"text": "", "body": ref, "version": doc.effective_version()}
+        )
+        return claimed.model_dump_json().encode()
+
+    async def _store(self, tenant: str) -> ObjectStore:
+        store = self._stores.get(tenant)
+        if store is None:
+            js = self._nc.jetstream()
+            store = await open_bodies(js, self._topology, tenant, create=True)
+            self._stores[tenant] = store
+        return store

@@ -1,0 +1,143 @@
+"""How kbus's streams, buckets and consumers are stored: their JetStream configurations.
+
+:class:`~kbus_contract.topology.Topology` names them; this module says how each kind keeps its
+messages (file storage always, the replica count of the installation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DiscardPolicy,
+    KeyValueConfig,
+    ObjectStoreConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+
+DAY = 24 * 60 * 60.0
+DEDUPE_WINDOW_S = 2 * 60.0
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One stream: its name, and the configuration kbus declares it with."""
+
+    name: str
+    config: StreamConfig
+
+    @property
+    def subjects(self) -> list[str]:
+        return list(self.config.subjects or ())
+
+
+def _declared(name: str, **config: Any) -> Stream:
+    return Stream(name, StreamConfig(name=name, storage=StorageType.FILE, **config))
+
+
+def work_stream(name: str, subjects: list[str], *, replicas: int, max_bytes: int) -> Stream:
+    """A work queue: a message lives until a consumer acks it. With DiscardPolicy.NEW a full
+    stream refuses the publish (the publisher sees an error) instead of evicting work."""
+    return _declared(
+        name,
+        num_replicas=replicas,
+        subjects=subjects,
+        retention=RetentionPolicy.WORK_QUEUE,
+        discard=DiscardPolicy.NEW,
+        max_bytes=max_bytes,
+        max_msgs=10_000_000,
+        duplicate_window=DEDUPE_WINDOW_S,
+    )
+
+
+def receipts_stream(name: str, subjects: list[str], *, replicas: int, max_bytes: int) -> Stream:
+    """Receipts for whoever listens: kept a week, the oldest dropped when full."""
+    return _declared(
+        name,
+        num_replicas=replicas,
+        subjects=subjects,
+        retention=RetentionPolicy.LIMITS,
+        max_age=7 * DAY,
+        max_bytes=max_bytes,
+        discard=DiscardPolicy.OLD,
+        duplicate_window=DEDUPE_WINDOW_S,
+    )
+
+
+def dead_letter_stream(name: str, subjects: list[str], *, replicas: int, max_bytes: int) -> Stream:
+    """Dead letters are the record of what failed: refuse new ones rather than drop old ones."""
+    return _declared(
+        name,
+        num_replicas=replicas,
+        subjects=subjects,
+        retention=RetentionPolicy.LIMITS,
+        max_age=30 * DAY,
+        discard=DiscardPolicy.NEW,
+        max_bytes=max_bytes,
+    )
+
+
+def advisories_stream(name: str, subjects: list[str], *, replicas: int, max_bytes: int) -> Stream:
+    """The server publishes each advisory once, whether or not anyone listens: a stream keeps it
+    until the dead-letterer has handled it, even if that was down at the time."""
+    return _declared(
+        name,
+        num_replicas=replicas,
+        subjects=subjects,
+        retention=RetentionPolicy.WORK_QUEUE,
+        max_age=30 * DAY,
+        discard=DiscardPolicy.NEW,
+        max_bytes=min(max_bytes, 64 * 1024**2),
+    )
+
+
+def bucket(
+    name: str, description: str, *, replicas: int, max_bytes: int, direct: bool = False
+) -> KeyValueConfig:
+    """A key-value bucket (file storage, one value per key).
+
+    ``direct``: any replica answers reads, without the JetStream API, and many keys can be
+    read in one request. Only for a bucket whose values never change: a replica may lag.
+    """
+    return KeyValueConfig(
+        bucket=name,
+        history=1,
+        storage=StorageType.FILE,
+        replicas=replicas,
+        max_bytes=max_bytes,
+        description=description,
+        direct=direct,
+    )
+
+
+def object_store(
+    name: str, description: str, *, replicas: int, max_bytes: int
+) -> ObjectStoreConfig:
+    """An object store; objects are removed once used, and the TTL only bounds what a crash
+    leaves behind."""
+    return ObjectStoreConfig(
+        bucket=name,
+        description=description,
+        ttl=7 * DAY,
+        max_bytes=max_bytes,
+        storage=StorageType.FILE,
+        replicas=replicas,
+    )
+
+
+def work_consumer(
+    durable: str, *, ack_wait_s: float = 60.0, max_deliver: int = 10
+) -> ConsumerConfig:
+    """The durable pull consumer of one pipeline stage; replicas bind to the same name."""
+    return ConsumerConfig(
+        durable_name=durable,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait_s,
+        max_deliver=max_deliver,
+        max_ack_pending=1_000,
+    )
