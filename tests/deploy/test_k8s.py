@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kbus_dev.k8s import validate
+from kbus_runtime.settings import StoreSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,6 +53,8 @@ def test_prod_replicates_streams_and_every_stage_scales_on_its_backlog() -> None
     config = next(r for r in resources if r["kind"] == "ConfigMap")
     assert config["data"]["KBUS_STREAM_REPLICAS"] == "3"
     assert config["data"]["KBUS_WEAVIATE_REPLICATION_FACTOR"] == "3"
+    hosts = StoreSettings(hosts=config["data"]["KBUS_WEAVIATE_HOSTS"]).nodes()
+    assert [n.host.split(".")[0] for n in hosts] == ["weaviate-0", "weaviate-1", "weaviate-2"]
     scaled = {
         r["spec"]["scaleTargetRef"]["name"]: r["spec"]["triggers"][0]["metadata"]
         for r in resources

@@ -13,10 +13,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kbus_dev.cluster import raft_leader, start_weaviate_cluster, wait_for_weaviate_nodes
+from kbus_dev.cluster import (
+    raft_leader,
+    start_weaviate_cluster,
+    wait_for_weaviate_nodes,
+    weaviate_hosts,
+)
 from kbus_dev.servers import Server
 from kbus_runtime.settings import StoreSettings
-from kbus_runtime.store import weaviate_client
+from kbus_runtime.store import WeaviateNodes, weaviate_client
 from kbus_searcher.store import ChunkStore
 from kbus_searcher.store.schema import Replication
 from weaviate.exceptions import WeaviateBaseError
@@ -65,6 +70,40 @@ def _victim(cluster: list[Server]) -> Server:
     the data)."""
     leader = raft_leader(cluster[0])
     return next(s for s in cluster[1:] if s.env and s.env["CLUSTER_HOSTNAME"] != leader)
+
+
+async def test_the_index_moves_to_a_live_node_when_the_one_in_use_stops(
+    cluster: list[Server],
+) -> None:
+    victim = _victim(cluster)
+    order = [victim, *(s for s in cluster if s is not victim)]
+    nodes = WeaviateNodes(StoreSettings(hosts=weaviate_hosts(order), failover_check_s=0.5))
+    await nodes.connect()
+    name = f"Failover{uuid.uuid4().hex[:8]}"
+    store = ChunkStore.create(
+        nodes, name, flat_search_cutoff=10_000, replication=Replication(factor=3)
+    )
+    try:
+        await _write(store, "acme", range(10))
+        assert nodes.current == 0
+        _down(victim, cluster)
+        failed, started = 0, time.monotonic()
+        while True:
+            try:
+                found = await _documents(store, "acme")
+                break
+            except WeaviateBaseError:
+                failed += 1
+                assert time.monotonic() - started < 15, "the index never left the lost node"
+                await asyncio.sleep(0.2)
+        assert found == {f"d{n}" for n in range(10)}
+        assert nodes.current != 0
+        await _write(store, "acme", range(10, 20))
+        assert await _documents(store, "acme") == {f"d{n}" for n in range(20)}
+    finally:
+        await nodes.close()
+        victim.restart()
+        await asyncio.to_thread(wait_for_weaviate_nodes, cluster, 3)
 
 
 def _down(server: Server, cluster: list[Server]) -> None:

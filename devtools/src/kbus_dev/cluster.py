@@ -122,3 +122,8 @@ def raft_leader(server: Server) -> str | None:
         return None
     leaders = {str(s.get("leaderId") or "") for s in stats}
     return leaders.pop() if len(leaders) == 1 and "" not in leaders else None
+
+
+def weaviate_hosts(servers: list[Server]) -> str:
+    """``KBUS_WEAVIATE_HOSTS`` for a cluster on this machine."""
+    return ",".join(f"127.0.0.1:{s.ports['http']}:{s.ports['grpc']}" for s in servers)

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbus_dev.cluster import start_nats_cluster, start_weaviate_cluster, urls
+from kbus_dev.cluster import start_nats_cluster, start_weaviate_cluster, urls, weaviate_hosts
 from kbus_dev.servers import Server, start_nats, start_weaviate
 from kbus_dev.services import SERVICES, service_env, start_service, wait_healthy
 
@@ -106,7 +106,11 @@ def _servers(
     started.extend(nats)
     weaviate = start_weaviate_cluster(data / "weaviate-cluster")
     started.extend(weaviate)
-    extra = {"KBUS_STREAM_REPLICAS": "3", "KBUS_WEAVIATE_REPLICATION_FACTOR": "3"}
+    extra = {
+        "KBUS_STREAM_REPLICAS": "3",
+        "KBUS_WEAVIATE_REPLICATION_FACTOR": "3",
+        "KBUS_WEAVIATE_HOSTS": weaviate_hosts(weaviate),
+    }
     return urls(nats), weaviate[0], extra
 
 

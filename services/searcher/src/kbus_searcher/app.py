@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from faststream.asgi import AsgiFastStream
 from kbus_runtime.advisories import MaxDeliveries
 from kbus_runtime.service import Service
-from kbus_runtime.store import weaviate_client
+from kbus_runtime.store import WeaviateNodes
 
 from kbus_searcher.handlers import register
 from kbus_searcher.indexing import Indexer
@@ -26,7 +26,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
     settings = settings or SearcherSettings()
     service = Service("searcher", settings)
     topology = service.topology
-    client = weaviate_client(settings.store)
+    client = WeaviateNodes(settings.store)
     store = ChunkStore.configured(client, settings)
     quotas = Quotas(
         settings.tenant_limits, settings.default_tenant_limit, store.queries.count_chunks

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import ssl
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from kbus_contract.topology import Topology
@@ -119,6 +120,16 @@ class BusSettings(BaseSettings):
         )
 
 
+@dataclass(frozen=True)
+class WeaviateNode:
+    """Where one Weaviate node answers."""
+
+    host: str
+    http_port: int
+    grpc_port: int
+    grpc_host: str
+
+
 class StoreSettings(BaseSettings):
     """How to reach Weaviate."""
 
@@ -137,6 +148,19 @@ class StoreSettings(BaseSettings):
         "(each model's vectors live in <name>_<model>; python -m kbus_searcher.reembed switches).",
     )
     timeout_s: float = Field(default=30.0, description="Timeout of Weaviate calls, seconds.")
+    hosts: str = Field(
+        default="",
+        pattern=r"^$|^[^,:\s]+:\d+:\d+(,[^,:\s]+:\d+:\d+)*$",
+        description="A cluster's nodes, host:rest_port:grpc_port, comma-separated: a client "
+        "per node, moving to the next that answers when the one in use stops. Empty: "
+        "http_host and grpc_host.",
+    )
+    failover_check_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="Seconds between liveness checks of the node in use when hosts names "
+        "several: a lost node is left within about two checks.",
+    )
     replication_factor: int = Field(
         default=1,
         ge=1,
@@ -159,6 +183,16 @@ class StoreSettings(BaseSettings):
         default="QUORUM",
         description="Replicas a search or read asks, so that it sees what a quorum wrote.",
     )
+
+    def nodes(self) -> list[WeaviateNode]:
+        """The nodes to connect to: those of ``hosts``, or the single node."""
+        if not self.hosts:
+            return [WeaviateNode(self.http_host, self.http_port, self.grpc_port, self.grpc_host)]
+        nodes = []
+        for entry in self.hosts.split(","):
+            host, rest, grpc = entry.split(":")
+            nodes.append(WeaviateNode(host, int(rest), int(grpc), host))
+        return nodes
 
 
 class CohereSettings(BaseSettings):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import weaviate
+from kbus_runtime.store import StoreClient
 
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store.collections import Collections
@@ -37,7 +37,7 @@ class ChunkStore:
     @classmethod
     def create(
         cls,
-        client: weaviate.WeaviateAsyncClient,
+        client: StoreClient,
         alias: str,
         *,
         flat_search_cutoff: int,
@@ -51,9 +51,7 @@ class ChunkStore:
         return cls(collections, ChunkWriter(collections), ChunkQueries(collections))
 
     @classmethod
-    def configured(
-        cls, client: weaviate.WeaviateAsyncClient, settings: SearcherSettings
-    ) -> ChunkStore:
+    def configured(cls, client: StoreClient, settings: SearcherSettings) -> ChunkStore:
         """The index a searcher's settings name."""
         store = settings.store
         replication = Replication(

@@ -11,7 +11,7 @@ import logging
 import time
 from typing import Any
 
-import weaviate
+from kbus_runtime.store import StoreClient
 from weaviate.classes.tenants import Tenant
 from weaviate.exceptions import WeaviateBaseError
 
@@ -33,7 +33,7 @@ class Collections:
 
     def __init__(
         self,
-        client: weaviate.WeaviateAsyncClient,
+        client: StoreClient,
         alias: str,
         *,
         flat_search_cutoff: int,
@@ -46,7 +46,7 @@ class Collections:
         self.flat_search_cutoff = flat_search_cutoff
         self._known: set[str] = set()
         self._tenants: set[tuple[str, str]] = set()
-        self._handles: dict[tuple[str, str, bool], Any] = {}
+        self._handles: dict[tuple[str, str, bool, int], Any] = {}
         self._active: tuple[float, str | None] = (-ACTIVE_TTL_S, None)
 
     def physical(self, model: str) -> str:
@@ -126,12 +126,13 @@ class Collections:
         """A handle to one tenant of a collection, at the consistency level of writes or of
         reads (kept: building one per call showed in profiles, and a handle holds no server
         state)."""
-        handle = self._handles.get((name, tenant, write))
+        collections = self.client.collections  # of the node in use: a handle is a node's
+        key = (name, tenant, write, id(collections))
+        handle = self._handles.get(key)
         if handle is None:
             level = self.replication.level(write)
-            handle = self.client.collections.use(name).with_tenant(tenant)
-            handle = handle.with_consistency_level(level)
-            self._handles[(name, tenant, write)] = handle
+            handle = collections.use(name).with_tenant(tenant).with_consistency_level(level)
+            self._handles[key] = handle
         return handle
 
     async def ensure_tenant(self, tenant: str, name: str) -> None:

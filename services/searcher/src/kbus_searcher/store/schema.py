@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import weaviate
+from kbus_runtime.store import StoreClient
 from weaviate.classes.config import (
     Configure,
     ConsistencyLevel,
@@ -126,7 +126,7 @@ class Replication:
 
 
 async def create_collection(
-    client: weaviate.WeaviateAsyncClient,
+    client: StoreClient,
     name: str,
     flat_search_cutoff: int,
     replication: Replication,
