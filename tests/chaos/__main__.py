@@ -36,8 +36,7 @@ def main() -> int:
             report = asyncio.run(run_chaos(config, Path(root)))
     args.out.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
     print(json.dumps(report.as_dict(), indent=2))
-    damaged = any(report.findings.damage().values())
-    return 1 if damaged != config.ack_first else 0
+    return 0 if report.as_expected() else 1
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ class Findings:
     good_documents_dead_lettered: int = 0
     not_found_by_keyword: int = 0
     not_found_by_vector: int = 0
+    #: Chunks a read at consistency ALL lacked, summed over the nodes it went through (cluster).
+    chunks_missing_at_all: int = 0
     chunks_checked: int = 0
     examples: list[str] = field(default_factory=list)
 

@@ -1,7 +1,10 @@
 """The chaos run: real servers and services, a paced publisher, and a monkey that kills things.
 
-Services are restarted after each SIGKILL, as Kubernetes would restart a pod. NATS is restarted
-once; Weaviate is stopped for 20 seconds once. Then the system drains and the checker runs.
+Services are restarted after each SIGKILL, as Kubernetes would restart a pod. On one node, NATS
+is restarted once and Weaviate is stopped for 20 seconds once. On a cluster (three NATS servers,
+three Weaviate nodes), the leader of the documents stream is SIGKILLed and Weaviate nodes are
+SIGKILLed one at a time, each started again, while searches run at a steady rate. Then the
+system drains and the checker runs.
 """
 
 from __future__ import annotations
@@ -18,12 +21,20 @@ from typing import Any
 
 from kbus_client import KbClient
 from kbus_contract.topology import Topology
+from kbus_dev.cluster import start_nats_cluster, start_weaviate_cluster, urls, weaviate_hosts
 from kbus_dev.servers import Server, free_port, start_nats, start_weaviate
 from kbus_dev.services import SERVICES, service_env, start_service, wait_healthy
 from nats.js import JetStreamContext
 
 from tests.chaos.checker import Findings, check_all
-from tests.chaos.ledger import Event, build_ledger
+from tests.chaos.cluster import (
+    SearchStats,
+    bounce_weaviate_node,
+    kill_stream_leader,
+    replicas_missing,
+    search_steadily,
+)
+from tests.chaos.ledger import Event, LedgerDoc, build_ledger
 
 log = logging.getLogger("kbus.chaos")
 
@@ -42,6 +53,17 @@ class ChaosConfig:
     ack_first: bool = False
     drain_timeout_s: float = 900.0
     ack_wait_s: float = 10.0
+    #: Three NATS servers and three Weaviate nodes instead of one of each.
+    cluster: bool = False
+    #: Copies of every stream and of every Weaviate shard on a cluster (1: the negative control).
+    replication: int = 3
+    #: SIGKILLs of the documents stream's leader (cluster only).
+    leader_kills: int = 2
+    #: SIGKILLs of a Weaviate node, one at a time, each down this long (cluster only).
+    weaviate_kills: int = 2
+    weaviate_down_s: float = 15.0
+    #: Searches asked per second while documents are published (0: none).
+    searches_per_s: float = 0.0
 
 
 @dataclass
@@ -56,19 +78,43 @@ class ChaosReport:
     drain_s: float = 0.0
     check_s: float = 0.0
     findings: Findings = field(default_factory=Findings)
+    searches: SearchStats = field(default_factory=SearchStats)
+    #: Per Weaviate node, chunks a read at ALL through it lacked after the repair (cluster).
+    missing_at_all: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def control(self) -> bool:
+        """Whether this run is a negative control (it must show damage)."""
+        return bool(self.config["ack_first"]) or (
+            bool(self.config["cluster"]) and self.config["replication"] == 1
+        )
+
+    def harmed(self) -> bool:
+        """Anything lost, doubled, stale or misplaced, or searches that failed for want of a
+        copy of their tenant's data (``store_error``: a node down with no other copy)."""
+        damaged = any(self.findings.damage().values())
+        return damaged or self.searches.errors.get("store_error", 0) > 0
+
+    def as_expected(self) -> bool:
+        """A run passes with no damage and only retryable search errors; a negative control
+        passes when it shows harm."""
+        if self.control:
+            return self.harmed()
+        return not any(self.findings.damage().values()) and self.searches.not_retryable == 0
 
 
 class Cluster:
     """NATS, Weaviate and the four services, each of which can be killed and brought back."""
 
-    def __init__(self, root: Path, env_extra: dict[str, str]) -> None:
+    def __init__(self, root: Path, env_extra: dict[str, str], config: ChaosConfig) -> None:
         self.root = root
+        self.config = config
         self.nats_port = free_port()
-        self.nats: Server | None = None
-        self.weaviate: Server | None = None
+        self.nats: list[Server] = []
+        self.weaviate: list[Server] = []
         self.services: dict[str, Server] = {}
         #: Services the monkey holds down on purpose; the supervisor leaves them alone.
         self.held: set[str] = set()
@@ -78,25 +124,34 @@ class Cluster:
 
     @property
     def nats_url(self) -> str:
-        return f"nats://127.0.0.1:{self.nats_port}"
+        return urls(self.nats) if self.config.cluster else f"nats://127.0.0.1:{self.nats_port}"
 
     def start(self) -> None:
-        self.nats = start_nats(self.root / "nats", self.nats_port)
-        self.weaviate = start_weaviate(self.root / "weaviate")
+        if self.config.cluster:
+            self.nats = start_nats_cluster(self.root / "nats")
+            self.weaviate = start_weaviate_cluster(self.root / "weaviate")
+        else:
+            self.nats = [start_nats(self.root / "nats", self.nats_port)]
+            self.weaviate = [start_weaviate(self.root / "weaviate")]
         env = self._env()
         for name in SERVICES:
             self.services[name] = start_service(name, env, self.root / "logs")
         wait_healthy(list(self.services.values()), timeout_s=300)
 
     def _env(self) -> dict[str, str]:
-        assert self.weaviate is not None
+        extra = {"KBUS_STREAM_MAX_BYTES": str(256 * 1024**2), **self.env_extra}
+        if self.config.cluster:
+            factor = str(self.config.replication)
+            extra["KBUS_STREAM_REPLICAS"] = factor
+            extra["KBUS_WEAVIATE_REPLICATION_FACTOR"] = factor
+            extra["KBUS_WEAVIATE_HOSTS"] = weaviate_hosts(self.weaviate)
         return service_env(
             self.nats_url,
-            self.weaviate.ports["http"],
-            self.weaviate.ports["grpc"],
+            self.weaviate[0].ports["http"],
+            self.weaviate[0].ports["grpc"],
             prefix=self.prefix,
             collection=self.collection,
-            extra={"KBUS_STREAM_MAX_BYTES": str(256 * 1024**2), **self.env_extra},
+            extra=extra,
         )
 
     def kill(self, name: str) -> None:
@@ -112,17 +167,15 @@ class Cluster:
         self.services[name] = start_service(name, self._env(), self.root / "logs", port)
 
     def restart_nats(self) -> None:
-        assert self.nats is not None
-        self.nats.stop()
-        self.nats = start_nats(self.root / "nats", self.nats_port)
+        self.nats[0].stop()
+        self.nats = [start_nats(self.root / "nats", self.nats_port)]
 
     def stop_weaviate(self) -> None:
-        assert self.weaviate is not None
-        self.weaviate.stop()
+        self.weaviate[0].stop()
 
     def start_weaviate(self) -> None:
-        assert self.weaviate is not None
-        self.weaviate = start_weaviate(self.root / "weaviate", ports=self.weaviate.ports)
+        ports = self.weaviate[0].ports
+        self.weaviate = [start_weaviate(self.root / "weaviate", ports=ports)]
 
     def revive_dead(self) -> list[str]:
         """Restart any service that died on its own (Kubernetes would); names them."""
@@ -136,9 +189,8 @@ class Cluster:
     def stop(self) -> None:
         for server in self.services.values():
             server.stop()
-        for infra in (self.weaviate, self.nats):
-            if infra is not None:
-                infra.stop()
+        for infra in (*self.weaviate, *self.nats):
+            infra.stop()
 
 
 def _schedule(config: ChaosConfig, rng: random.Random) -> list[tuple[float, str]]:
@@ -148,34 +200,54 @@ def _schedule(config: ChaosConfig, rng: random.Random) -> list[tuple[float, str]
         for name in SERVICES
         for _ in range(config.kills_per_service)
     ]
+    if config.cluster:
+        # Leaders go at random moments; Weaviate nodes in turn, spread over the window (the
+        # monkey takes one node at a time).
+        actions += [
+            (rng.uniform(0.1, 0.9) * window, "leader:nats") for _ in range(config.leader_kills)
+        ]
+        actions += [
+            ((i + 0.3) / config.weaviate_kills * window, f"node:weaviate{i % 3}")
+            for i in range(config.weaviate_kills)
+        ]
+        return sorted(actions)
     # NATS and Weaviate go down once each, apart from each other.
     actions.append((rng.uniform(0.15, 0.4) * window, "restart:nats"))
     actions.append((rng.uniform(0.55, 0.8) * window, "outage:weaviate"))
     return sorted(actions)
 
 
-async def _monkey(cluster: Cluster, config: ChaosConfig, report: ChaosReport) -> None:
+async def _monkey(
+    cluster: Cluster, config: ChaosConfig, report: ChaosReport, kb: KbClient, topology: Topology
+) -> None:
     """Every action at its own moment; outages and kills may overlap, as they do in life."""
     rng = random.Random(config.seed + 1)
-    started = time.monotonic()
+    one_node_at_a_time = asyncio.Lock()
 
     async def act(at: float, action: str) -> None:
         await asyncio.sleep(at)
         kind, name = action.split(":")
-        report.actions.append(f"{time.monotonic() - started:6.1f}s {action}")
         log.info("chaos: %s", action)
+        done = ""
         if kind == "kill":
             cluster.held.add(name)
             cluster.kill(name)
             await asyncio.sleep(rng.uniform(0.5, 3.0))
             cluster.revive(name)
             cluster.held.discard(name)
+        elif kind == "leader":
+            done = await kill_stream_leader(kb, cluster.nats, topology.documents_stream.name)
+        elif kind == "node":
+            async with one_node_at_a_time:
+                index = int(name.removeprefix("weaviate"))
+                done = await bounce_weaviate_node(cluster.weaviate, index, config.weaviate_down_s)
         elif kind == "restart":
             await asyncio.to_thread(cluster.restart_nats)
         else:
             cluster.stop_weaviate()
             await asyncio.sleep(config.weaviate_outage_s)
             await asyncio.to_thread(cluster.start_weaviate)
+        report.actions.append(f"{at:6.1f}s {action} {done}".rstrip())
 
     await asyncio.gather(*(act(at, action) for at, action in _schedule(config, rng)))
 
@@ -251,7 +323,7 @@ async def run_chaos(config: ChaosConfig, root: Path) -> ChaosReport:
     env_extra = {"KBUS_ACK_WAIT_S": str(config.ack_wait_s)}
     if config.ack_first:
         env_extra["KBUS_UNSAFE_ACK_FIRST"] = "true"
-    cluster = Cluster(root, env_extra)
+    cluster = Cluster(root, env_extra, config)
     await asyncio.to_thread(cluster.start)
     try:
         kb = await KbClient.connect(
@@ -260,29 +332,54 @@ async def run_chaos(config: ChaosConfig, root: Path) -> ChaosReport:
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.5,
         )
-        topology = Topology(cluster.prefix)
         try:
-            started = time.monotonic()
-            supervisor = asyncio.create_task(_supervise(cluster, report))
-            monkey = asyncio.create_task(_monkey(cluster, config, report))
-            await _publish(kb, events, config.publish_seconds, report)
-            report.publish_s = time.monotonic() - started
-            await monkey
-            started = time.monotonic()
-            await _drain(kb, cluster, topology, config.drain_timeout_s)
-            report.drain_s = time.monotonic() - started
-            supervisor.cancel()
-            started = time.monotonic()
-            report.findings = await check_all(
-                docs=docs,
-                weaviate_ports=cluster.weaviate.ports if cluster.weaviate else {},
-                collection=cluster.collection,
-                kb=kb,
-                topology=topology,
-            )
-            report.check_s = time.monotonic() - started
+            await _run(config, report, cluster, kb, docs, events)
         finally:
             await kb.close()
     finally:
         await asyncio.to_thread(cluster.stop)
     return report
+
+
+async def _run(
+    config: ChaosConfig,
+    report: ChaosReport,
+    cluster: Cluster,
+    kb: KbClient,
+    docs: list[LedgerDoc],
+    events: list[Event],
+) -> None:
+    topology = Topology(cluster.prefix)
+    started = time.monotonic()
+    supervisor = asyncio.create_task(_supervise(cluster, report))
+    monkey = asyncio.create_task(_monkey(cluster, config, report, kb, topology))
+    searches = None
+    if config.searches_per_s > 0:
+        load = search_steadily(kb, docs, config.searches_per_s, report.searches, config.seed)
+        searches = asyncio.create_task(load)
+    await _publish(kb, events, config.publish_seconds, report)
+    report.publish_s = time.monotonic() - started
+    await monkey
+    if searches is not None:
+        searches.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await searches
+    started = time.monotonic()
+    await _drain(kb, cluster, topology, config.drain_timeout_s)
+    report.drain_s = time.monotonic() - started
+    supervisor.cancel()
+    started = time.monotonic()
+    report.findings = await check_all(
+        docs=docs,
+        weaviate_ports=cluster.weaviate[0].ports,
+        collection=cluster.collection,
+        kb=kb,
+        topology=topology,
+    )
+    if config.cluster:
+        expected = set().union(*(doc.expected_chunk_ids() for doc in docs))
+        report.missing_at_all = await replicas_missing(
+            cluster.weaviate, cluster.collection, expected, timeout_s=180.0
+        )
+        report.findings.chunks_missing_at_all = sum(report.missing_at_all.values())
+    report.check_s = time.monotonic() - started

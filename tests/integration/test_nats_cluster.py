@@ -5,6 +5,8 @@ is SIGKILLed are all stored, once each, and a negative control shows what the re
 from __future__ import annotations
 
 import asyncio
+import collections
+import functools
 import json
 import uuid
 from collections.abc import Iterator
@@ -19,8 +21,10 @@ from kbus_dev.cluster import by_name, start_nats_cluster, urls, wait_for_meta_le
 from kbus_dev.servers import Server
 from kbus_runtime.declaring import declare_streams
 from nats.aio.client import Client
+from nats.errors import ConnectionClosedError
 from nats.errors import Error as NatsError
 from nats.js.api import StreamInfo
+from nats.js.errors import ServiceUnavailableError
 
 pytestmark = pytest.mark.integration
 
@@ -130,3 +134,62 @@ async def test_without_resending_the_same_kills_fail_publishes(cluster: list[Ser
         assert len(stored) == MESSAGES - failed
     finally:
         await nc.close()
+
+
+async def test_a_pull_consumer_keeps_receiving_after_its_server_and_the_leader_restart(
+    cluster: list[Server],
+) -> None:
+    """nats.py's issue 504 (a pull subscription stops receiving after its server reboots) on
+    the pinned versions, consumed as FastStream's pull loop does: a fetch with a timeout, again
+    and again, passing over exactly the errors it passes over. Any other error would end
+    FastStream's loop, so it fails this test."""
+    nc = await _connect(cluster)
+    js = nc.jetstream(timeout=5.0)
+    name = f"PULL{uuid.uuid4().hex[:8].upper()}"
+    subject = f"pull.{name}"
+    config = Topology().documents_stream.config
+    await js.add_stream(config, name=name, subjects=[subject], num_replicas=3)
+    sub = await js.pull_subscribe(subject, durable="worker", stream=name)
+    received: list[bytes] = []
+    ended: list[BaseException] = []
+    passed: list[str] = []
+
+    async def consume() -> None:
+        while True:
+            try:
+                messages = await sub.fetch(10, timeout=1.0)
+            except (TimeoutError, ConnectionClosedError, ServiceUnavailableError) as exc:
+                passed.append(type(exc).__name__)
+                # While the consumer has no leader each fetch gets a 503 at once (thousands
+                # a second). FastStream's loop asks again without a pause; without this one,
+                # the test's own timeouts were starved and it hung.
+                await asyncio.sleep(0)
+                continue
+            except Exception as exc:  # would end FastStream's loop
+                ended.append(exc)
+                raise
+            for msg in messages:
+                received.append(msg.data)
+                await msg.ack()
+
+    consumer = asyncio.create_task(consume())
+    try:
+        connected = next(s for s in cluster if str(s.ports["client"]) in str(nc.connected_url))
+        leader = by_name(cluster, await _leader(nc, name))
+        for n, victim in enumerate((connected, leader)):
+            victim.kill()
+            await asyncio.sleep(1.0)
+            victim.restart()
+            await asyncio.to_thread(wait_for_meta_leader, cluster)
+            body = f"after restart {n}".encode()
+            headers = {"Nats-Msg-Id": f"{name}-{n}"}
+            await until_acknowledged(functools.partial(js.publish, subject, body, headers=headers))
+            async with asyncio.timeout(60):
+                while body not in received:
+                    assert not ended, ended
+                    await asyncio.sleep(0.2)
+    finally:
+        consumer.cancel()
+        await nc.close()
+        print("passed over:", collections.Counter(passed))
+    assert not ended
