@@ -179,15 +179,9 @@ def check_vectors(
             findings.note(f"chunk {chunk.uuid} of {chunk.document_id} is not its own neighbour")
 
 
-async def check_all(
-    *,
-    docs: list[LedgerDoc],
-    weaviate_ports: dict[str, int],
-    collection: str,
-    kb: KbClient,
-    topology: Topology,
-) -> Findings:
-    """Run every check against the drained system."""
+def check_index(weaviate_ports: dict[str, int], collection: str, docs: list[LedgerDoc]) -> Findings:
+    """What the index holds, read through one node: every chunk where it belongs, each one its
+    own nearest neighbour."""
     findings = Findings()
     client: Any = weaviate.connect_to_local(
         port=weaviate_ports["http"], grpc_port=weaviate_ports["grpc"], skip_init_checks=True
@@ -198,6 +192,19 @@ async def check_all(
         check_vectors(client, collection, stored, findings)
     finally:
         client.close()
+    return findings
+
+
+async def check_all(
+    *,
+    docs: list[LedgerDoc],
+    weaviate_ports: dict[str, int],
+    collection: str,
+    kb: KbClient,
+    topology: Topology,
+) -> Findings:
+    """Run every check against the drained system."""
+    findings = await asyncio.to_thread(check_index, weaviate_ports, collection, docs)
     await check_dead_letters(kb.nc.jetstream(), topology, docs, findings)
     await check_keyword(kb, docs, findings)
     return findings

@@ -40,3 +40,38 @@ async def test_the_checker_sees_the_loss_when_services_ack_before_processing(
         + findings.deleted_documents_present
     )
     assert lost > 0, findings
+
+
+CLUSTER_CI_SIZE = ChaosConfig(
+    documents=60,
+    publish_seconds=30.0,
+    kills_per_service=1,
+    cluster=True,
+    leader_kills=1,
+    weaviate_kills=1,
+    weaviate_down_s=10.0,
+    searches_per_s=2.0,
+)
+
+
+async def test_a_cluster_loses_nothing_through_leader_node_and_service_kills(
+    tmp_path: Path,
+) -> None:
+    report = await run_chaos(CLUSTER_CI_SIZE, tmp_path)
+    findings = report.findings
+    assert findings.damage() == dict.fromkeys(findings.damage(), 0), findings.examples
+    assert findings.chunks_checked > 80
+    assert report.missing_at_all
+    assert not any(report.missing_at_all.values())
+    assert report.searches.answered > 0
+    assert report.searches.not_retryable == 0, report.searches
+    kinds = {a.split()[1].split(":")[0] for a in report.actions if ":" in a}
+    assert {"kill", "leader", "node"} <= kinds
+
+
+async def test_with_one_copy_the_same_kills_fail_searches_or_lose_documents(
+    tmp_path: Path,
+) -> None:
+    control = replace(CLUSTER_CI_SIZE, replication=1, kills_per_service=0, leader_kills=0)
+    report = await run_chaos(control, tmp_path)
+    assert report.harmed(), (report.findings, report.searches)

@@ -13,9 +13,12 @@ import httpx
 from kbus_dev.servers import Server, free_port, start_nats, start_weaviate, weaviate_ports
 
 
-def start_nats_cluster(data_dir: Path, size: int = 3, timeout_s: float = 60.0) -> list[Server]:
+def start_nats_cluster(
+    data_dir: Path, size: int = 3, timeout_s: float = 60.0, *, sync_always: bool = True
+) -> list[Server]:
     """``size`` nats-servers as one JetStream cluster (``n1``..``nN``), ready when every one
-    of them sees a JetStream meta leader."""
+    of them sees a JetStream meta leader. ``sync_always=False`` leaves the server's own
+    sync interval (every two minutes)."""
     routes = [free_port() for _ in range(size)]
     servers = []
     for n, route in enumerate(routes, start=1):
@@ -30,7 +33,7 @@ def start_nats_cluster(data_dir: Path, size: int = 3, timeout_s: float = 60.0) -
                 extra_config=cluster,
                 # Every write reaches the disk before it is acknowledged: a power loss of the
                 # whole cluster loses nothing acknowledged (docs/reliability.md, "A cluster").
-                jetstream_config="  sync_interval: always\n",
+                jetstream_config="  sync_interval: always\n" if sync_always else "",
                 wait=False,
             )
         )

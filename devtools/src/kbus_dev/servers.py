@@ -282,15 +282,16 @@ def _raft(
     """The Raft and gossip settings of a lone node, or of one node of a cluster."""
     if not cluster:
         return {"RAFT_JOIN": f"{node}:{ports['raft']}", "RAFT_BOOTSTRAP_EXPECT": "1"}
-    first = next(iter(cluster))
-    settings = {
+    # Each node joins the gossip through all the others: a node restarted alone finds the
+    # cluster through whichever is up (joining through the first node only, a restarted first
+    # node started a cluster of its own and the three never met again).
+    others = [f"127.0.0.1:{p['gossip']}" for name, p in cluster.items() if name != node]
+    return {
         "RAFT_JOIN": ",".join(f"{name}:{p['raft']}" for name, p in cluster.items()),
         "RAFT_BOOTSTRAP_EXPECT": str(len(cluster)),
         "CLUSTER_IN_LOCALHOST": "true",
+        "CLUSTER_JOIN": ",".join(others),
     }
-    if node != first:
-        settings["CLUSTER_JOIN"] = f"127.0.0.1:{cluster[first]['gossip']}"
-    return settings
 
 
 def weaviate_ports() -> dict[str, int]:
