@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install demo up up-cluster stop test unit lint docs bench chaos
+.PHONY: install demo up up-cluster stop test unit lint docs bench chaos chaos-cluster
 
 install:
 	./scripts/install.sh
@@ -45,3 +45,7 @@ bench: install
 # The chaos test at full size (CI runs it at 200 documents inside `make test`).
 chaos: install
 	$(RUN) python -m tests.chaos --documents 2000 --publish-seconds 150 --kills-per-service 3 --out chaos-results.json
+
+# The chaos test on three NATS servers and three Weaviate nodes (CI runs it at 60 documents).
+chaos-cluster: install
+	$(RUN) python -m tests.chaos --cluster --documents 500 --publish-seconds 150 --kills-per-service 2 --leader-kills 3 --weaviate-kills 3 --searches-per-s 2 --out chaos-cluster-results.json

@@ -64,6 +64,8 @@ class ChaosConfig:
     weaviate_down_s: float = 15.0
     #: Searches asked per second while documents are published (0: none).
     searches_per_s: float = 0.0
+    #: How long the checker waits for Weaviate's repair before it counts what is missing.
+    repair_timeout_s: float = 180.0
 
 
 @dataclass
@@ -310,14 +312,22 @@ async def _drain(kb: KbClient, cluster: Cluster, topology: Topology, timeout_s: 
     """Wait until every work stream is empty and stays empty (nothing nacked for later)."""
     deadline = time.monotonic() + timeout_s
     quiet_since: float | None = None
+    said = 0.0
     while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            if await _backlog(kb.nc.jetstream(), topology) == 0:
-                quiet_since = quiet_since or time.monotonic()
-                if time.monotonic() - quiet_since > 8.0:
-                    return
-            else:
-                quiet_since = None
+        try:
+            backlog = await _backlog(kb.nc.jetstream(timeout=5.0), topology)
+        except Exception as exc:  # a server is restarting; ask again
+            backlog = -1
+            log.info("drain: the backlog is not known yet (%s: %s)", type(exc).__name__, exc)
+        if backlog == 0:
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since > 8.0:
+                return
+        else:
+            quiet_since = None
+        if time.monotonic() - said > 10.0:
+            log.info("drain: %d messages in the work streams", backlog)
+            said = time.monotonic()
         await asyncio.sleep(1.0)
     raise TimeoutError(f"the pipeline did not drain within {timeout_s:.0f}s")
 
@@ -365,7 +375,9 @@ async def _run(
         searches = asyncio.create_task(load)
     await _publish(kb, events, config.publish_seconds, report)
     report.publish_s = time.monotonic() - started
+    log.info("published; waiting for the monkey")
     await monkey
+    log.info("the monkey is done; draining")
     if searches is not None:
         searches.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -404,12 +416,12 @@ async def _repair(
     started = time.monotonic()
     expected = set().union(*(doc.expected_chunk_ids() for doc in docs))
     report.missing_at_all = await replicas_missing(
-        cluster.weaviate, cluster.collection, expected, timeout_s=180.0
+        cluster.weaviate, cluster.collection, expected, timeout_s=config.repair_timeout_s
     )
     report.repair_s = time.monotonic() - started
     # A search runs on one replica of each shard: until the one that missed writes has them
     # in its vector index too, a chunk may not be found by its own vector there.
-    deadline = time.monotonic() + 180.0
+    deadline = time.monotonic() + config.repair_timeout_s
     while early.not_found_by_vector and time.monotonic() < deadline:
         await asyncio.sleep(2.0)
         early = await asyncio.to_thread(check_index, ports, cluster.collection, docs)
