@@ -51,6 +51,7 @@ CLUSTER_CI_SIZE = ChaosConfig(
     weaviate_kills=1,
     weaviate_down_s=10.0,
     searches_per_s=2.0,
+    repair_timeout_s=30.0,
 )
 
 
