@@ -178,3 +178,32 @@ def _shards_on(node: Server, collection: str) -> set[str]:
     answers = httpx.get(url, timeout=10).json()["nodes"]
     mine = next(n for n in answers if n["name"] == node.env["CLUSTER_HOSTNAME"])  # type: ignore[index]
     return {shard["name"] for shard in mine.get("shards") or []}
+
+
+async def test_a_new_tenant_while_a_node_is_down_is_written_and_reaches_it_on_return(
+    cluster: list[Server],
+) -> None:
+    """A tenant's first document while a node is down: Weaviate 1.38 creates the tenant's
+    shard and takes the writes at QUORUM on two nodes (it does not wait for the third), and the
+    node that was down holds them once it is back (read at ALL through it)."""
+    victim = _victim(cluster)
+    async for store in _store(cluster[0], factor=3):
+        await _write(store, "first", range(1))  # the collection exists before the node goes
+        _down(victim, cluster)
+        try:
+            await _write(store, "newcomer", range(3))
+            assert await _documents(store, "newcomer") == {"d0", "d1", "d2"}
+        finally:
+            victim.restart()
+            await asyncio.to_thread(wait_for_weaviate_nodes, cluster, 3)
+    async for store_all in _store(victim, factor=3, read="ALL"):
+        store_all.collections.alias = store.collections.alias
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if await _documents(store_all, "newcomer") == {"d0", "d1", "d2"}:
+                    break
+            except WeaviateBaseError:
+                pass
+            assert time.monotonic() < deadline, "the returned node never got the new tenant"
+            await asyncio.sleep(1)
