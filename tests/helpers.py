@@ -20,11 +20,14 @@ from kbus_contract import (
 )
 from kbus_contract.identifiers import chunk_id
 from kbus_contract.topology import GRANT_ALL, Topology
+from kbus_dev.cluster import by_name
+from kbus_dev.servers import Server
 from kbus_runtime.analysis import keyword_text
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
-from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy, StreamInfo
 
 
 async def read_stream(
@@ -234,3 +237,32 @@ def ready(
     return EmbeddingsReady(
         document=ref, model="test", dimension=dim, total_chunks=len(chunks), chunks=chunks
     )
+
+
+async def led_stream_info(nc: Client, stream: str, timeout_s: float = 60.0) -> StreamInfo:
+    """A clustered stream's info once it has a leader (asked until then: after a kill, the
+    cluster takes a few seconds to elect one)."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            try:
+                info = await nc.jetstream(timeout=2.0).stream_info(stream)
+                if info.cluster is not None and info.cluster.leader:
+                    return info
+            except (NatsError, TimeoutError):  # an election is under way
+                pass
+            await asyncio.sleep(0.2)
+
+
+async def kill_stream_leader(
+    nc: Client, servers: list[Server], stream: str, pause_s: float = 0.0
+) -> str:
+    """SIGKILL the server leading ``stream`` (read from the stream's info), start it again
+    after ``pause_s``; returns its name."""
+    info = await led_stream_info(nc, stream)
+    assert info.cluster is not None
+    name = str(info.cluster.leader)
+    victim = by_name(servers, name)
+    victim.kill()
+    await asyncio.sleep(pause_s)
+    victim.restart()
+    return name

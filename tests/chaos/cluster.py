@@ -11,7 +11,7 @@ from typing import Any
 
 import weaviate
 from kbus_client import KbClient, KbError
-from kbus_dev.cluster import by_name, raft_leader, wait_for_weaviate_nodes
+from kbus_dev.cluster import raft_leader, wait_for_weaviate_nodes
 from kbus_dev.servers import Server
 from weaviate.classes.config import ConsistencyLevel
 
@@ -71,26 +71,6 @@ async def search_steadily(
         for task in pending:
             task.cancel()
         stats.longest_gap_s = max(stats.longest_gap_s, time.monotonic() - last_ok)
-
-
-async def kill_stream_leader(kb: KbClient, nats: list[Server], stream: str) -> str:
-    """SIGKILL the server leading ``stream`` (from the stream's info) and start it again."""
-    async with asyncio.timeout(60):
-        while True:
-            try:
-                info = await kb.nc.jetstream(timeout=2.0).stream_info(stream)
-                if info.cluster is not None and info.cluster.leader:
-                    break
-            except Exception:  # an election is under way
-                pass
-            await asyncio.sleep(0.2)
-    assert info.cluster is not None
-    name = str(info.cluster.leader)
-    victim = by_name(nats, name)
-    victim.kill()
-    await asyncio.sleep(1.0)
-    victim.restart()
-    return name
 
 
 async def bounce_weaviate_node(nodes: list[Server], index: int, down_s: float) -> str:

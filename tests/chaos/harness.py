@@ -30,11 +30,11 @@ from tests.chaos.checker import Findings, check_all, check_index
 from tests.chaos.cluster import (
     SearchStats,
     bounce_weaviate_node,
-    kill_stream_leader,
     replicas_missing,
     search_steadily,
 )
 from tests.chaos.ledger import Event, LedgerDoc, build_ledger
+from tests.helpers import kill_stream_leader
 
 log = logging.getLogger("kbus.chaos")
 
@@ -244,7 +244,9 @@ async def _monkey(
             cluster.revive(name)
             cluster.held.discard(name)
         elif kind == "leader":
-            done = await kill_stream_leader(kb, cluster.nats, topology.documents_stream.name)
+            done = await kill_stream_leader(
+                kb.nc, cluster.nats, topology.documents_stream.name, pause_s=1.0
+            )
         elif kind == "node":
             async with one_node_at_a_time:
                 index = int(name.removeprefix("weaviate"))

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 from kbus_client import KbClient
-from kbus_dev.cluster import by_name, start_nats_cluster, urls, wait_for_meta_leader
+from kbus_dev.cluster import start_nats_cluster, urls, wait_for_meta_leader
 from kbus_dev.servers import Server
 from kbus_dev.services import service_env, start_all
 
 from tests.conftest import Servers
+from tests.helpers import kill_stream_leader
 
 pytestmark = pytest.mark.e2e
 
@@ -47,23 +48,6 @@ def cluster(
             server.stop()
 
 
-async def _kill_leader(kb: KbClient, nats: list[Server], stream: str) -> str:
-    async with asyncio.timeout(60):
-        while True:
-            try:
-                info = await kb.nc.jetstream(timeout=2.0).stream_info(stream)
-                if info.cluster is not None and info.cluster.leader:
-                    break
-            except Exception:  # an election is under way
-                pass
-            await asyncio.sleep(0.2)
-    name = str(info.cluster.leader)
-    victim = by_name(nats, name)
-    victim.kill()
-    victim.restart()
-    return name
-
-
 async def test_documents_flow_through_stream_leader_kills(
     cluster: tuple[list[Server], str],
 ) -> None:
@@ -74,7 +58,7 @@ async def test_documents_flow_through_stream_leader_kills(
     try:
         for n in range(DOCUMENTS):
             if n and n % (DOCUMENTS // 3) == 0:
-                killed.append(await _kill_leader(kb, nats, stream))
+                killed.append(await kill_stream_leader(kb.nc, nats, stream))
             await kb.publish_document(
                 library=LIBRARY,
                 document_id=f"d{n}",

@@ -23,8 +23,9 @@ from kbus_runtime.declaring import declare_streams
 from nats.aio.client import Client
 from nats.errors import ConnectionClosedError
 from nats.errors import Error as NatsError
-from nats.js.api import StreamInfo
 from nats.js.errors import ServiceUnavailableError
+
+from tests.helpers import kill_stream_leader, led_stream_info
 
 pytestmark = pytest.mark.integration
 
@@ -47,26 +48,6 @@ async def _connect(servers: list[Server]) -> Client:
     )
 
 
-async def _info(nc: Client, stream: str) -> StreamInfo:
-    """The stream's info once it has a leader (asked until then: after a kill, the cluster
-    takes a few seconds to elect one)."""
-    async with asyncio.timeout(60):
-        while True:
-            try:
-                info = await nc.jetstream(timeout=2.0).stream_info(stream)
-            except (NatsError, TimeoutError):
-                continue
-            if info.cluster is not None and info.cluster.leader:
-                return info
-            await asyncio.sleep(0.2)
-
-
-async def _leader(nc: Client, stream: str) -> str:
-    info = await _info(nc, stream)
-    assert info.cluster is not None
-    return str(info.cluster.leader)
-
-
 async def _publish_through_kills(
     servers: list[Server], *, resend: bool, kills: int = 2
 ) -> tuple[Client, Topology, int]:
@@ -82,9 +63,7 @@ async def _publish_through_kills(
     kill_at = {MESSAGES * (k + 1) // (kills + 1) for k in range(kills)}
     for n in range(MESSAGES):
         if n in kill_at:
-            leader = by_name(servers, await _leader(nc, stream))
-            leader.kill()
-            leader.restart()
+            await kill_stream_leader(nc, servers, stream)
         body = json.dumps({"n": n}).encode()
         headers = {"Nats-Msg-Id": f"ledger-{n}"}
 
@@ -103,7 +82,7 @@ async def _stored(nc: Client, topology: Topology) -> list[dict[str, Any]]:
     """Every message the stream holds, read by sequence (a consumer on an interest stream must
     have the stream's replicas; a direct read needs none)."""
     name = topology.documents_stream.name
-    info = await _info(nc, name)
+    info = await led_stream_info(nc, name)
     js = nc.jetstream()
     first, last = info.state.first_seq, info.state.last_seq
     return [
@@ -118,7 +97,7 @@ async def test_every_publish_is_stored_once_through_leader_kills(cluster: list[S
         numbers = [m["n"] for m in stored]
         assert failed == 0
         assert sorted(numbers) == list(range(MESSAGES))  # none lost, none twice
-        info = await _info(nc, topology.documents_stream.name)
+        info = await led_stream_info(nc, topology.documents_stream.name)
         assert info.config.num_replicas == 3
     finally:
         await nc.close()
@@ -175,7 +154,9 @@ async def test_a_pull_consumer_keeps_receiving_after_its_server_and_the_leader_r
     consumer = asyncio.create_task(consume())
     try:
         connected = next(s for s in cluster if str(s.ports["client"]) in str(nc.connected_url))
-        leader = by_name(cluster, await _leader(nc, name))
+        info = await led_stream_info(nc, name)
+        assert info.cluster is not None
+        leader = by_name(cluster, str(info.cluster.leader))
         for n, victim in enumerate((connected, leader)):
             victim.kill()
             await asyncio.sleep(1.0)

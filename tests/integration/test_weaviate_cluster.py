@@ -64,6 +64,21 @@ async def _write(store: ChunkStore, tenant: str, ids: range) -> None:
         await store.writes.upsert(ready(tenant, "ledger", f"d{n}", "v1", [f"entry {n}"], seed=n))
 
 
+async def _caught_up(node: Server, alias: str, tenant: str, expected: set[str]) -> None:
+    """Until a read at ALL through ``node`` (one that was down) has every expected document."""
+    async for store_all in _store(node, factor=3, read="ALL"):
+        store_all.collections.alias = alias
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if await _documents(store_all, tenant) == expected:
+                    return
+            except WeaviateBaseError:
+                pass
+            assert time.monotonic() < deadline, "the returned node never caught up"
+            await asyncio.sleep(1)
+
+
 def _victim(cluster: list[Server]) -> Server:
     """A node to stop: neither the one the test's client talks to nor the schema's Raft leader
     (losing the leader pauses schema changes for an election; this test is about the copies of
@@ -130,17 +145,7 @@ async def test_factor_three_writes_and_reads_through_a_node_down(cluster: list[S
             victim.restart()
             await asyncio.to_thread(wait_for_weaviate_nodes, cluster, 3)
     # Every copy, the returned node's included, answers with everything (read at ALL).
-    async for store_all in _store(victim, factor=3, read="ALL"):
-        store_all.collections.alias = store.collections.alias
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if await _documents(store_all, "acme") == {f"d{n}" for n in range(20)}:
-                    break
-            except WeaviateBaseError:
-                pass
-            assert time.monotonic() < deadline, "the returned node never caught up"
-            await asyncio.sleep(1)
+    await _caught_up(victim, store.collections.alias, "acme", {f"d{n}" for n in range(20)})
 
 
 async def test_factor_one_loses_reads_of_a_tenant_on_the_stopped_node(
@@ -196,14 +201,4 @@ async def test_a_new_tenant_while_a_node_is_down_is_written_and_reaches_it_on_re
         finally:
             victim.restart()
             await asyncio.to_thread(wait_for_weaviate_nodes, cluster, 3)
-    async for store_all in _store(victim, factor=3, read="ALL"):
-        store_all.collections.alias = store.collections.alias
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if await _documents(store_all, "newcomer") == {"d0", "d1", "d2"}:
-                    break
-            except WeaviateBaseError:
-                pass
-            assert time.monotonic() < deadline, "the returned node never got the new tenant"
-            await asyncio.sleep(1)
+    await _caught_up(victim, store.collections.alias, "newcomer", {"d0", "d1", "d2"})

@@ -29,6 +29,8 @@ from kbus_runtime.settings import StoreSettings, WeaviateNode
 log = logging.getLogger("kbus.store")
 
 T = TypeVar("T")
+#: What a guarded object hands out as it is: data, and async iterators (pages of their own).
+_PLAIN = (str, int, float, bool, bytes, type(None), list, dict, tuple)
 
 
 class StoreClient(Protocol):
@@ -192,8 +194,6 @@ class _Guarded:
         return call
 
     def _wrap(self, value: Any) -> Any:
-        # Data and async iterators (pages of their own) pass as they are.
-        plain = (str, int, float, bool, bytes, type(None), list, dict, tuple)
-        if isinstance(value, plain) or hasattr(value, "__aiter__"):
+        if isinstance(value, _PLAIN) or hasattr(value, "__aiter__"):
             return value
         return _Guarded(value, self._nodes, self._node)
