@@ -84,13 +84,15 @@ def _spans(trace: dict[str, Any]) -> dict[str, Span]:
 
 
 def _trace(ui_port: int, trace_id: str, until: float) -> dict[str, Span]:
-    """The trace once spans of all four services have arrived."""
+    """The trace once spans of all four services have arrived and every span's parent with
+    them (each service exports its spans in batches of its own, so a child can arrive first)."""
     spans: dict[str, Span] = {}
     while time.monotonic() < until:
         response = httpx.get(f"http://127.0.0.1:{ui_port}/api/traces/{trace_id}", timeout=5)
         if response.status_code == 200 and response.json().get("data"):
             spans = _spans(response.json()["data"][0])
-            if set(SERVICES) <= {s.service for s in spans.values()}:
+            whole = all(s.parent is None or s.parent in spans for s in spans.values())
+            if whole and set(SERVICES) <= {s.service for s in spans.values()}:
                 return spans
         time.sleep(0.5)
     return spans
