@@ -22,8 +22,11 @@ async def embedder_rate(
     processes: int,
     logs: Path,
     threads: int = 1,
+    extra: dict[str, str] | None = None,
 ) -> dict[str, float]:
-    """Chunks per second for ``processes`` embedders draining a backlog of chunks.ready."""
+    """Chunks per second for ``processes`` embedders draining a backlog of chunks.ready.
+
+    ``extra``: more of the embedders' environment."""
     topology = Topology(f"scale{processes}x{uuid.uuid4().hex[:6]}", 256 * 1024**2)
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
@@ -36,6 +39,7 @@ async def embedder_rate(
         extra={
             "KBUS_EMBEDDER_THREADS": str(threads),
             "KBUS_STREAM_MAX_BYTES": str(256 * 1024**2),
+            **(extra or {}),
         },
     )
     messages = [ready.model_dump_json().encode() for ready in corpus.chunked]

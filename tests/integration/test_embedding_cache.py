@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 from kbus_contract.topology import Topology
-from kbus_embedder.caching import EmbeddingCache, cache_key
+from kbus_embedder.caching import EmbeddingCache
+from kbus_runtime.keyed_cache import cache_key
 from nats.aio.client import Client
 
 MODEL = "test-model"
@@ -102,9 +103,9 @@ async def test_a_full_bucket_is_reported_not_raised(
     await cache.open(nc, create=True)
     texts = [f"long text {i}" for i in range(64)]
 
-    with caplog.at_level(logging.WARNING, logger="kbus.embedder"):
+    with caplog.at_level(logging.WARNING, logger="kbus.cache"):
         await cache.put_many(MODEL, texts, _vectors(64))  # about 20 fit
 
-    assert "writing 64 vectors failed" in caplog.text
+    assert "embedding cache: writing 64 values failed" in caplog.text
     found = await cache.get_many(MODEL, texts, DIMENSION)
     assert 0 < sum(v is not None for v in found) < 64

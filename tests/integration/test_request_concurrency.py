@@ -84,6 +84,9 @@ class SlowEmbedder:
         self.overlap.leave()
         return np.ones((len(texts), self.dimension), dtype=np.float32)
 
+    async def embed_documents(self, texts: Sequence[str]) -> tuple[np.ndarray, None]:
+        return await self.embed(texts, InputType.DOCUMENT), None
+
 
 async def _ask_five(
     broker: NatsBroker,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Future, wait
 from functools import partial
@@ -32,3 +33,17 @@ def test_results_and_exceptions_reach_the_caller() -> None:
     with pytest.raises(ValueError, match="bad batch"):
         pool.submit(fail).result(timeout=5)
     assert pool.submit(lambda: "still working").result(timeout=5) == "still working"
+
+
+def _niceness() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+def test_a_nice_pool_runs_its_calls_on_threads_that_much_nicer() -> None:
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    nice = WorkerPool(2, "nice", nice=5)
+    plain = WorkerPool(1, "plain")
+
+    assert nice.submit(_niceness).result(timeout=10) == min(base + 5, 19)
+    assert plain.submit(_niceness).result(timeout=10) == base
+    assert _niceness() == base  # the caller's thread is untouched

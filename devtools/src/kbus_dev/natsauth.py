@@ -102,13 +102,17 @@ def _reader(stream: str) -> list[str]:
 
 def _kv(bucket: str) -> list[str]:
     """Read and write one key-value bucket (not create it)."""
+    return [*_kv_reads(bucket), f"$KV.{bucket}.>"]
+
+
+def _kv_reads(bucket: str) -> list[str]:
+    """Read one key-value bucket."""
     return [
         f"$JS.API.STREAM.INFO.KV_{bucket}",
         # Batched reads (many keys in one request) go to the stream's own subject.
         f"$JS.API.DIRECT.GET.KV_{bucket}",
         f"$JS.API.DIRECT.GET.KV_{bucket}.>",
         f"$JS.API.STREAM.MSG.GET.KV_{bucket}",
-        f"$KV.{bucket}.>",
     ]
 
 
@@ -209,6 +213,7 @@ def permissions(t: Topology, credentials: Sequence[Credential] = ()) -> dict[str
                 *_consumer(t.chunks_stream.name, t.embedder_durable, t.chunks_ready),
                 t.embeddings_ready,
                 *_kv(t.embed_cache_bucket),
+                *_kv(t.token_states_bucket),
                 t.dead_letter("embedder", "*", "*"),
                 t.document_failed,
             ],
@@ -244,7 +249,7 @@ def permissions(t: Topology, credentials: Sequence[Credential] = ()) -> dict[str
             allow_responses=True,
         ),
         "reranker": Permissions(
-            publish=[*_stream_checks(t)],
+            publish=[*_stream_checks(t), *_kv_reads(t.token_states_bucket)],
             subscribe=[f"{inbox('reranker')}.>", *_served(t, "reranker")],
             allow_responses=True,
         ),

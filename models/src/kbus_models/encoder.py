@@ -91,7 +91,9 @@ class Encoder:
     calls of one text wins back (``lone_threads``; docs/tuning.md, "The encoder's batches").
     """
 
-    def __init__(self, spec: ModelSpec, threads: int = 0, lone_threads: int = 1) -> None:
+    def __init__(
+        self, spec: ModelSpec, threads: int = 0, lone_threads: int = 1, batch_nice: int = 0
+    ) -> None:
         """Load the tokenizer and build the session.
 
         Args:
@@ -102,6 +104,9 @@ class Encoder:
                 of its own (0: one per core this process may use; 1: no second session, the
                 call runs on one core with the batches; docs/tuning.md,
                 "KBUS_EMBEDDER_QUERY_THREADS").
+            batch_nice: Niceness of the batches' threads where calls of one text have a session
+                of their own (0: that of the process): the operating system then gives a
+                query's threads the cores first.
         """
         self.spec = spec
         self.tokenizer = Tokenizer.from_file(str(spec.directory / "tokenizer.json"))
@@ -115,10 +120,11 @@ class Encoder:
         self.session = _session(model, 1)
         self.dimension = int(self.session.get_outputs()[0].shape[-1])
         self.workers = threads or len(os.sched_getaffinity(0))
-        self._pool = WorkerPool(self.workers, "encoder")
         lone = lone_threads or len(os.sched_getaffinity(0))
         # Its own thread too: a query never waits for a document batch to finish.
         self._lone = (_session(model, lone), WorkerPool(1, "encoder-lone")) if lone > 1 else None
+        nice = batch_nice if self._lone is not None else 0
+        self._pool = WorkerPool(self.workers, "encoder", nice=nice)
 
     def token_states(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
         """Hidden states ``[batch, tokens, dim]``, the attention mask and the token ids."""
@@ -168,13 +174,19 @@ class Encoder:
         self, texts: list[str], batch_size: int = 4, *, urgent: bool = False
     ) -> list[np.ndarray]:
         """Each text's unit-length token states ``[tokens, dim]`` (padding removed), in order."""
-        out: list[np.ndarray] = [np.empty(0)] * len(texts)
+        return self.embed_with_tokens(texts, batch_size, urgent=urgent)[1]
+
+    def embed_with_tokens(
+        self, texts: list[str], batch_size: int = 4, *, urgent: bool = False
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """:meth:`embed` and :meth:`token_vectors` of the same texts from one forward pass."""
+        pooled = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        tokens: list[np.ndarray] = [np.empty(0)] * len(texts)
         for rows, hidden, mask in self._by_length(texts, batch_size, urgent):
+            pooled[rows] = mean_pool(hidden, mask)
             for row, i in enumerate(rows):
-                states = hidden[row, : int(mask[row].sum())].astype(np.float32)
-                norms = np.clip(np.linalg.norm(states, axis=1, keepdims=True), 1e-12, None)
-                out[i] = states / norms
-        return out
+                tokens[i] = unit_rows(hidden[row, : int(mask[row].sum())])
+        return pooled, tokens
 
     def _by_length(
         self, texts: list[str], batch_size: int, urgent: bool = False
@@ -251,6 +263,13 @@ def _session(model: bytes | str, threads: int) -> ort.InferenceSession:
     # from the batches (the same latency without it, measured).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def unit_rows(states: np.ndarray) -> np.ndarray:
+    """Each row scaled to unit length (float32)."""
+    states = states.astype(np.float32)
+    unit: np.ndarray = states / np.clip(np.linalg.norm(states, axis=1, keepdims=True), 1e-12, None)
+    return unit
 
 
 def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ order they were submitted.
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -23,11 +24,13 @@ _URGENT, _ORDINARY = 0, 1
 class WorkerPool:
     """``workers`` daemon threads taking calls from one priority queue."""
 
-    def __init__(self, workers: int, name: str) -> None:
+    def __init__(self, workers: int, name: str, nice: int = 0) -> None:
+        """``nice``: added to the threads' niceness (Linux schedules threads one by one)."""
         self._queue: queue.PriorityQueue[tuple[int, int, Callable[[], Any], Future[Any]]] = (
             queue.PriorityQueue()
         )
         self._order = itertools.count()
+        self._nice = nice
         for n in range(workers):
             threading.Thread(target=self._work, name=f"{name}_{n}", daemon=True).start()
 
@@ -38,6 +41,10 @@ class WorkerPool:
         return future
 
     def _work(self) -> None:
+        if self._nice:
+            thread = threading.get_native_id()
+            nice = os.getpriority(os.PRIO_PROCESS, thread) + self._nice
+            os.setpriority(os.PRIO_PROCESS, thread, min(nice, 19))
         while True:
             _, _, call, future = self._queue.get()
             if not future.set_running_or_notify_cancel():

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from faststream.asgi import AsgiFastStream
 from kbus_runtime.service import Service
+from kbus_runtime.token_states import TokenStateStore
 
 from kbus_embedder.caching import EmbeddingCache
 from kbus_embedder.embedding import create_embedder
@@ -29,12 +30,20 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
         if settings.cache
         else None
     )
+    tokens = (
+        TokenStateStore(
+            replace(topology.token_states_kv, max_bytes=settings.token_states_max_bytes)
+        )
+        if settings.token_states
+        else None
+    )
     vectorizer = Vectorizer(
         service.stage(),
         lambda on_call: create_embedder(settings, on_call),
         settings.include_title,
         service.registry,
         cache,
+        tokens,
     )
     register(service, vectorizer, settings)
 
@@ -42,8 +51,9 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
     async def start_up() -> AsyncIterator[None]:
         embedder = vectorizer.load()
         log.info("embedding with %s (%d dimensions)", embedder.model, embedder.dimension)
-        if cache is not None:
-            await cache.open(service.broker.connection, create=topology.declare)
+        for bucket in (cache, tokens):
+            if bucket is not None:
+                await bucket.open(service.broker.connection, create=topology.declare)
         yield
 
     return service.app(start_up)

@@ -17,6 +17,8 @@ from kbus_embedder.settings import EmbedderSettings
 
 #: Told the number of texts of each local model call for documents.
 CallObserver = Callable[[int], None]
+#: Documents' vectors ``[texts, dim]`` and, from a local encoder, each text's token states.
+Embedded = tuple[np.ndarray, list[np.ndarray] | None]
 
 
 class Embedder(Protocol):
@@ -26,6 +28,10 @@ class Embedder(Protocol):
     dimension: int
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray: ...
+
+    async def embed_documents(self, texts: Sequence[str]) -> Embedded:
+        """Documents' vectors, and their token states where the backend has them."""
+        ...
 
 
 class LocalEmbedder:
@@ -40,16 +46,19 @@ class LocalEmbedder:
         gather: int = 64,
         query_threads: int = 1,
         on_call: CallObserver | None = None,
+        batch_nice: int = 0,
     ) -> None:
         from kbus_models.encoder import Encoder, resolve
 
-        self.encoder = Encoder(resolve(name_or_path), threads=threads, lone_threads=query_threads)
+        self.encoder = Encoder(
+            resolve(name_or_path), threads, lone_threads=query_threads, batch_nice=batch_nice
+        )
         self.model = self.encoder.spec.name
         self.dimension = self.encoder.dimension
         self.batch_size = batch_size
         # Documents are gathered across messages; a query never waits for a deadline. Two
         # gathered calls at once: one running, the next already queued at the encoder.
-        self._documents: Batcher[list[str], np.ndarray] = Batcher(
+        self._documents: Batcher[list[str], tuple[np.ndarray, list[np.ndarray]]] = Batcher(
             self._documents_call,
             max_size=gather,
             linger_s=flush_ms / 1000.0,
@@ -64,17 +73,28 @@ class LocalEmbedder:
             queries = [self.encoder.spec.query_prefix + t for t in texts]
             # Urgent: a query's batch runs before any document batches queued at the encoder.
             return await self.encoder.embed_async(queries, self.batch_size, urgent=True)
+        return (await self.embed_documents(texts))[0]
+
+    async def embed_documents(self, texts: Sequence[str]) -> Embedded:
         prefix = self.encoder.spec.document_prefix
         return await self._documents.submit([prefix + t for t in texts])
 
-    async def _documents_call(self, messages: list[list[str]]) -> list[np.ndarray]:
-        """One model call for the texts of several messages; each message gets its rows."""
+    async def _documents_call(
+        self, messages: list[list[str]]
+    ) -> list[tuple[np.ndarray, list[np.ndarray]]]:
+        """One model call for the texts of several messages; each message gets its rows.
+
+        The token states come from the same forward pass as the vectors, at no extra cost.
+        """
         texts = [text for message in messages for text in message]
-        vectors: np.ndarray = await asyncio.to_thread(self.encoder.embed, texts, self.batch_size)
+        vectors, tokens = await asyncio.to_thread(
+            self.encoder.embed_with_tokens, texts, self.batch_size
+        )
         rows, start = [], 0
         for message in messages:
-            rows.append(vectors[start : start + len(message)])
-            start += len(message)
+            end = start + len(message)
+            rows.append((vectors[start:end], tokens[start:end]))
+            start = end
         return rows
 
 
@@ -119,6 +139,9 @@ class CohereEmbedder:
         )
         return unit
 
+    async def embed_documents(self, texts: Sequence[str]) -> Embedded:
+        return await self.embed(texts, InputType.DOCUMENT), None
+
 
 def create_embedder(settings: EmbedderSettings, on_call: CallObserver | None = None) -> Embedder:
     """The configured backend; Cohere only when asked for or when a key is set with ``auto``.
@@ -138,6 +161,7 @@ def create_embedder(settings: EmbedderSettings, on_call: CallObserver | None = N
         settings.gather,
         settings.query_threads,
         on_call,
+        settings.batch_nice,
     )
 
 

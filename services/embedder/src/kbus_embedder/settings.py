@@ -37,6 +37,14 @@ class EmbedderSettings(ServiceSettings):
         "document batches (0: every core; 1: none of its own). Why: "
         "docs/tuning.md#kbus_embedder_query_threads.",
     )
+    batch_nice: int = Field(
+        default=0,
+        ge=0,
+        le=19,
+        description="Niceness added to the threads that embed documents (Linux), where queries "
+        "have a session of their own: searches then take the cores first while a backlog "
+        "drains. Why 0: docs/tuning.md#kbus_embedder_batch_nice.",
+    )
     batch_size: int = Field(
         default=4,
         gt=0,
@@ -77,5 +85,18 @@ class EmbedderSettings(ServiceSettings):
     )
     cache_max_bytes: int = Field(
         default=1024**3, gt=0, description="Bytes the embedding cache bucket may hold."
+    )
+    token_states: bool = Field(
+        default=True,
+        description="Keep each chunk's token states (int8) in a JetStream KV bucket by model and "
+        "text hash, so the local reranker re-scores without encoding the candidates again. Why: "
+        "docs/tuning.md#kbus_embedder_token_states.",
+    )
+    token_states_max_bytes: int = Field(
+        default=4 * 1024**3,
+        gt=0,
+        description="Bytes the token-state bucket may hold (reserved on the server); a chunk of "
+        "about 512 characters takes about 50 kB. Once full, the reranker encodes the "
+        "candidates it finds no states for.",
     )
     cohere: CohereSettings = Field(default_factory=CohereSettings)

@@ -14,12 +14,12 @@ from kbus_contract import (
     EmbedReply,
     EmbedRequest,
     ErrorReply,
-    InputType,
 )
 from kbus_contract.errors import TransientError
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
+from kbus_runtime.token_states import TokenStateStore
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from kbus_embedder.caching import EmbeddingCache
@@ -36,9 +36,11 @@ class Vectorizer:
         include_title: bool,
         registry: CollectorRegistry,
         cache: EmbeddingCache | None = None,
+        tokens: TokenStateStore | None = None,
     ) -> None:
         self.stage = stage
         self.cache = cache
+        self.tokens = tokens
         self._load = load
         self._embedder: Embedder | None = None
         self.include_title = include_title
@@ -81,7 +83,7 @@ class Vectorizer:
     async def embed_chunks(self, ready: ChunksReady) -> None:
         """Embed one part of a document's chunks and publish it on ``embeddings.ready``."""
         texts = [document_text(ready.document, c, self.include_title) for c in ready.chunks]
-        vectors = await self._vectors(texts)
+        vectors = await self.vectors_of(texts)
         # The array itself: a tuple of floats would be validated float by float.
         embedded = [
             EmbeddedChunk(**chunk.model_dump(), vector=vector)
@@ -101,7 +103,7 @@ class Vectorizer:
             out, topology.embeddings_ready, stream=topology.embeddings_stream.name
         )
 
-    async def _vectors(self, texts: list[str]) -> np.ndarray:
+    async def vectors_of(self, texts: list[str]) -> np.ndarray:
         """Cached vectors where there are any; the rest embedded (and then cached)."""
         model, dimension = self.embedder.model, self.embedder.dimension
         cached = (
@@ -118,13 +120,15 @@ class Vectorizer:
         unique = list(dict.fromkeys(texts[i] for i in missing))
         if unique:
             started = time.perf_counter()
-            fresh = await self.embedder.embed(unique, InputType.DOCUMENT)
+            fresh, states = await self.embedder.embed_documents(unique)
             self.seconds.labels("document").observe(time.perf_counter() - started)
             by_text = dict(zip(unique, fresh, strict=True))
             for i in missing:
                 out[i] = by_text[texts[i]]
             if self.cache:
                 await self.cache.put_many(model, unique, np.asarray(fresh))
+            if self.tokens and states is not None:
+                await self.tokens.put_many(model, unique, states)
         self.chunks_embedded.labels(model).inc(len(unique))
         self.cached.labels(model).inc(len(texts) - len(missing))
         return out

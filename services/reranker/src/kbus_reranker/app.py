@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from faststream.asgi import AsgiFastStream
 from kbus_runtime.service import Service
+from kbus_runtime.token_states import TokenStateStore
 
 from kbus_reranker.handlers import register
 from kbus_reranker.reranking import Reranker
@@ -27,6 +28,7 @@ def create_app(settings: RerankerSettings | None = None) -> AsgiFastStream:
         prior_weight=settings.prior_weight,
         max_candidates=settings.max_candidates,
         registry=service.registry,
+        tokens=TokenStateStore(service.topology.token_states_kv) if settings.token_states else None,
     )
     register(service, reranker, settings)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 from kbus_contract import ErrorReply, RerankCandidate, RerankReply, RerankRequest
@@ -12,9 +13,10 @@ from kbus_contract.errors import PermanentError, TransientError
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
-from prometheus_client import CollectorRegistry, Histogram
+from kbus_runtime.token_states import TokenStateStore
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from kbus_reranker.scoring import Scorer, score_async
+from kbus_reranker.scoring import MaxSimScorer, Scorer, score_async
 
 
 class Reranker:
@@ -28,15 +30,24 @@ class Reranker:
         prior_weight: float,
         max_candidates: int,
         registry: CollectorRegistry,
+        tokens: TokenStateStore | None = None,
     ) -> None:
         self.stage = stage
         self._load = load
+        self.tokens = tokens
         self._scorer: Scorer | None = None
         self._lock = asyncio.Lock()
         self.prior_weight = prior_weight
         self.max_candidates = max_candidates
         self.seconds = Histogram(
             "kbus_rerank_seconds", "Time to rerank one request", registry=registry
+        )
+        self.passages = Counter(
+            "kbus_rerank_passages",
+            "Passages scored (stored: from the token states the embedder kept; encoded: read "
+            "by the scorer's model)",
+            ["states"],
+            registry=registry,
         )
 
     def load(self) -> Scorer:
@@ -73,13 +84,29 @@ class Reranker:
         if not request.candidates:
             return RerankReply(model=self.model_name, scores=())
         started = time.perf_counter()
-        scores = await score_async(
-            self.scorer, self._lock, request.query, [c.text for c in request.candidates], deadline
-        )
+        scores = await self._score(request.query, [c.text for c in request.candidates], deadline)
         self.seconds.observe(time.perf_counter() - started)
         return RerankReply(
             model=self.model_name, scores=blend(scores, request.candidates, self.prior_weight)
         )
+
+    async def _score(
+        self, query: str, passages: list[str], deadline: Deadline | None
+    ) -> np.ndarray:
+        """The scorer's scores; MaxSim with the token states the embedder kept, where it did."""
+        scorer = self.scorer
+        if not (isinstance(scorer, MaxSimScorer) and self.tokens is not None):
+            self.passages.labels("encoded").inc(len(passages))
+            return await score_async(
+                scorer, self._lock, partial(scorer.score, query, passages), deadline
+            )
+        await self.tokens.reopen(self.stage.broker.connection)
+        states = await self.tokens.get_many(scorer.model, passages, scorer.dimension)
+        stored = sum(s is not None for s in states)
+        self.passages.labels("stored").inc(stored)
+        self.passages.labels("encoded").inc(len(passages) - stored)
+        call = partial(scorer.score_states, query, passages, states)
+        return await score_async(scorer, self._lock, call, deadline, alone=stored < len(passages))
 
 
 def blend(

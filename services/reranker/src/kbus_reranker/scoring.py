@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,6 +71,9 @@ class MaxSimScorer:
     last hidden states) and the score is the mean over query tokens. The first stage compares
     mean-pooled vectors, which average away which part of a passage matched which part of the
     query; MaxSim keeps that, with the same model and no extra weights.
+
+    A passage's token states may come from the embedder's store
+    (:mod:`kbus_runtime.token_states`): then only the query is encoded.
     """
 
     local = True
@@ -80,13 +83,24 @@ class MaxSimScorer:
 
         self.encoder = Encoder(resolve(name_or_path), threads=threads)
         self.batch_size = batch_size
-        self.name = f"maxsim/{self.encoder.spec.name}"
+        self.model = self.encoder.spec.name
+        self.dimension = self.encoder.dimension
+        self.name = f"maxsim/{self.model}"
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        return self.score_states(query, passages, [None] * len(passages))
+
+    def score_states(
+        self, query: str, passages: Sequence[str], states: Sequence[np.ndarray | None]
+    ) -> np.ndarray:
+        """:meth:`score`, encoding only the passages whose token states are not given."""
         spec = self.encoder.spec
-        (q,) = self.encoder.token_vectors([spec.query_prefix + query])
-        texts = [spec.document_prefix + p for p in passages]
-        tokens = self.encoder.token_vectors(texts, self.batch_size)
+        missing = [i for i, s in enumerate(states) if s is None]
+        texts = [spec.query_prefix + query] + [spec.document_prefix + passages[i] for i in missing]
+        encoded = self.encoder.token_vectors(texts, self.batch_size)
+        fresh = dict(zip(missing, encoded[1:], strict=True))
+        tokens = [s if s is not None else fresh[i] for i, s in enumerate(states)]
+        q = encoded[0]
         return np.array([(q @ t.T).max(axis=1).mean() for t in tokens], dtype=np.float32)
 
 
@@ -193,16 +207,20 @@ def create_scorer(settings: RerankerSettings) -> Scorer:
 async def score_async(
     scorer: Scorer,
     lock: asyncio.Lock,
-    query: str,
-    passages: Sequence[str],
+    call: Callable[[], np.ndarray],
     deadline: Deadline | None = None,
+    *,
+    alone: bool = True,
 ) -> np.ndarray:
-    """Run a scorer in a worker thread; a local scorer's calls one at a time.
+    """Run a scorer's ``call`` in a worker thread; a local scorer's calls one at a time.
+
+    ``alone``: the call encodes passages, which takes every core, so local calls take turns. A
+    call that encodes only a query takes one core and runs beside the others.
 
     A request whose caller stopped waiting while it queued for the model is not scored: the
     turn goes to the requests behind it.
     """
-    async with lock if scorer.local else contextlib.nullcontext():
+    async with lock if scorer.local and alone else contextlib.nullcontext():
         if deadline is not None:
             deadline.check("waiting for the reranker's model")
-        return await asyncio.to_thread(scorer.score, query, passages)
+        return await asyncio.to_thread(call)

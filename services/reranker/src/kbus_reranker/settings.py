@@ -45,4 +45,10 @@ class RerankerSettings(ServiceSettings):
         "a time on every core (the others wait their turn); Cohere's calls overlap.",
     )
     max_candidates: int = Field(default=200, gt=0, description="Larger requests are refused.")
+    token_states: bool = Field(
+        default=True,
+        description="maxsim: read the candidates' token states from the bucket the embedder "
+        "fills (when both run the same model) and encode only the query; false: encode every "
+        "candidate. Why: docs/tuning.md#kbus_embedder_token_states.",
+    )
     cohere: CohereSettings = Field(default_factory=CohereSettings)

@@ -312,6 +312,11 @@ class Topology:
         return self._name("embedcache")
 
     @property
+    def token_states_bucket(self) -> str:
+        """KV bucket of each chunk's token states by model and text hash, for re-scoring."""
+        return self._name("tokenstates")
+
+    @property
     def tombstones_bucket(self) -> str:
         """KV bucket of deletions: tombstone key to the stream sequence of the delete."""
         return self._name("tombstones")
@@ -354,9 +359,15 @@ class Topology:
         )
 
     @property
+    def token_states_kv(self) -> KeyValueConfig:
+        return self.bucket(
+            self.token_states_bucket, "kbus token states by sha256(model, text)", direct=True
+        )
+
+    @property
     def buckets(self) -> tuple[KeyValueConfig, ...]:
         """Every bucket, as the set-up job creates them."""
-        return (self.tombstones_kv, self.versions_kv, self.embed_cache_kv)
+        return (self.tombstones_kv, self.versions_kv, self.embed_cache_kv, self.token_states_kv)
 
     @property
     def streams(self) -> tuple[Stream, ...]:

@@ -1,0 +1,265 @@
+"""``python -m bench.concurrency``: many agents at once, and searches while documents pour in.
+
+One run, one machine, the four services as processes on one NATS and one Weaviate:
+
+1. The embedder alone draining the same chunks.ready backlog with and without keeping token
+   states, taking turns over ``--rounds`` rounds: what keeping them costs ingestion.
+2. A library of ``--documents`` SciFact documents ingested once (token states kept).
+3. Per round, each reranker variant in turn (the reranker process restarted with it):
+   ``stored`` reads the candidates' token states from the embedder's store and encodes only
+   the query; ``encoded`` encodes every candidate, as before the store. For each: searches at
+   concurrency 32 with the default chain and with ``rerank: false`` (the first stage alone),
+   and at concurrency 1 with the default chain.
+4. With the ``stored`` reranker, for each niceness of the embedder's document threads in turn:
+   ``--queries`` searches at concurrency 1 on an idle pipeline, then the same searches over and
+   over while ``--load-documents`` new documents (new text: every chunk is embedded) are
+   published at once and drain; one more lone document published right behind that backlog is
+   timed to searchable.
+
+Prints and writes JSON; no dataset text is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import nats
+from kbus_client import KbClient
+from kbus_contract.topology import Topology
+from kbus_dev.servers import Server, ensure_installed, start_nats, start_weaviate
+from kbus_dev.services import service_env, start_all, start_service, wait_healthy
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench import corpus as corpora
+from bench import pipeline, scaling
+from bench.corpus import Corpus, body
+
+SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
+TENANT = "bench"
+LIBRARY = "scifact"
+VARIANTS = {"stored": "true", "encoded": "false"}
+#: Niceness of the embedder's document threads under load: the default, and an attempt.
+NICENESS = (0, 10)
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.concurrency")
+    parser.add_argument("--data", type=Path, default=SCIFACT)
+    parser.add_argument("--documents", type=int, default=1_000, help="the searched library")
+    parser.add_argument("--queries", type=int, default=300, help="test queries, as load")
+    parser.add_argument("--load-documents", type=int, default=500, help="ingested under search")
+    parser.add_argument("--stream-documents", type=int, default=300, help="embedder alone")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path("concurrency-results.json"))
+    return parser.parse_args()
+
+
+def counter(server: Server, name: str) -> dict[str, float]:
+    """A Prometheus counter's samples on a service's /metrics, by their labels' values."""
+    url = f"http://127.0.0.1:{server.ports['http']}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    for family in text_string_to_metric_families(text):
+        if family.name == name:
+            return {
+                ",".join(s.labels.values()): s.value
+                for s in family.samples
+                if s.name.endswith("_total")
+            }
+    return {}
+
+
+async def searches(
+    kb: KbClient, queries: list[str], concurrency: int, rerank: bool | None
+) -> dict[str, object]:
+    """Every query once at ``concurrency``: throughput and latency."""
+    limit = asyncio.Semaphore(concurrency)
+    recorder = pipeline.SearchRecorder(concurrency, rerank)
+
+    async def one(query: str) -> None:
+        async with limit:
+            await recorder.search(kb, query, LIBRARY)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(q) for q in queries))
+    recorder.seconds = time.perf_counter() - started
+    return recorder.summary()
+
+
+class Bench:
+    """The run's servers and services."""
+
+    def __init__(self, args: argparse.Namespace, root: Path) -> None:
+        self.args = args
+        self.root = root
+        self.nats = start_nats(root / "nats")
+        self.weaviate = start_weaviate(root / "weaviate")
+        self.url = f"nats://127.0.0.1:{self.nats.ports['client']}"
+        self.env = service_env(
+            self.url, self.weaviate.ports["http"], self.weaviate.ports["grpc"], collection="Bench"
+        )
+        self.logs = root / "logs"
+        self.services: list[Server] = []
+
+    def stop(self) -> None:
+        for server in [*self.services, self.nats, self.weaviate]:
+            server.stop()
+
+    def restart(self, name: str, extra: dict[str, str], label: str) -> Server:
+        """A service restarted with more environment."""
+        old = next(s for s in self.services if s.name == name)
+        old.stop()
+        new = start_service(name, {**self.env, **extra}, self.logs / label)
+        wait_healthy([new])
+        self.services[self.services.index(old)] = new
+        return new
+
+    def reranker(self, variant: str) -> Server:
+        """The reranker restarted with one variant."""
+        return self.restart("reranker", {"KBUS_RERANKER_TOKEN_STATES": VARIANTS[variant]}, variant)
+
+
+async def ingestion_cost(bench: Bench, data: Corpus, rounds: int) -> dict[str, Any]:
+    """The embedder alone on the same backlog, keeping token states or not, taking turns."""
+    subset = Corpus(data.documents, data.chunked[: bench.args.stream_documents], [], 0.0)
+    http, grpc = bench.weaviate.ports["http"], bench.weaviate.ports["grpc"]
+    rates: dict[str, list[float]] = {"kept": [], "not kept": []}
+    for _ in range(rounds):
+        for name, kept in (("kept", "true"), ("not kept", "false")):
+            extra = {"KBUS_EMBEDDER_TOKEN_STATES": kept}
+            result = await scaling.embedder_rate(
+                bench.url, (http, grpc), subset, 1, bench.logs, threads=0, extra=extra
+            )
+            rates[name].append(result["chunks_per_s"])
+    return {"chunks": subset.chunks, "chunks_per_s": rates}
+
+
+async def variants(bench: Bench, kb: KbClient, queries: list[str]) -> dict[str, Any]:
+    """Each reranker variant in turn, per round: concurrency 32 and 1."""
+    out: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+    for round_ in range(bench.args.rounds):
+        for variant in VARIANTS:
+            print(f"round {round_ + 1}: reranker {variant}", flush=True)
+            reranker = bench.reranker(variant)
+            await searches(kb, queries[:10], 4, None)  # warm up
+            before = counter(reranker, "kbus_rerank_passages")
+            result = {
+                "default_32": await searches(kb, queries, 32, None),
+                "first_stage_32": await searches(kb, queries, 32, False),
+                "default_1": await searches(kb, queries[:100], 1, None),
+            }
+            after = counter(reranker, "kbus_rerank_passages")
+            result["passages"] = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+            out[variant].append(result)
+    return out
+
+
+async def pending(js: Any, topology: Topology) -> int:
+    """Messages not yet settled by the three work consumers."""
+    total = 0
+    for consumer in topology.stages:
+        if consumer.stage == "deleter":
+            continue
+        info = await js.consumer_info(consumer.stream, consumer.durable)
+        total += info.num_pending + info.num_ack_pending
+    return total
+
+
+async def under_load(bench: Bench, kb: KbClient, data: Corpus, queries: list[str]) -> Any:
+    """Per niceness of the embedder's document threads: :func:`drain`."""
+    bench.reranker("stored")
+    out = {}
+    for nice in NICENESS:
+        bench.restart("embedder", {"KBUS_EMBEDDER_BATCH_NICE": str(nice)}, f"nice{nice}")
+        print(f"under load: embedder batches at niceness {nice}", flush=True)
+        out[f"nice_{nice}"] = await drain(bench, kb, data, queries)
+    return out
+
+
+async def drain(bench: Bench, kb: KbClient, data: Corpus, queries: list[str]) -> Any:
+    """Idle searches, then searches while a backlog of new documents drains, and a lone one."""
+    idle = pipeline.SearchRecorder(1, None)
+    for query in queries:
+        await idle.search(kb, query, LIBRARY)
+    tag = uuid.uuid4().hex[:8]
+    load = data.documents[: bench.args.load_documents]
+    nc = await nats.connect(bench.url)
+    js, topology = nc.jetstream(), Topology()
+    started = time.perf_counter()
+    for doc in load:
+        await kb.publish_document(
+            library="load",
+            document_id=f"{doc['_id']}-{tag}",
+            title=f"{doc.get('title', '')} [{tag}]",
+            text=body(doc),
+        )
+    published_s = time.perf_counter() - started
+    lone = asyncio.create_task(_lone(kb, data, tag))
+    loaded = pipeline.SearchRecorder(1, None)
+    while await pending(js, topology) or not lone.done():
+        for query in queries[:20]:
+            await loaded.search(kb, query, LIBRARY)
+    drained_s = time.perf_counter() - started
+    await nc.close()
+    return {
+        "idle": idle.summary(),
+        "loaded": loaded.summary(),
+        "load_documents": len(load),
+        "publish_s": published_s,
+        "drain_s": drained_s,
+        "lone_to_searchable_s": await lone,
+    }
+
+
+async def _lone(kb: KbClient, data: Corpus, tag: str) -> float:
+    doc = data.documents[-1]
+    started = time.perf_counter()
+    await kb.publish_document(
+        library="lone",
+        document_id=f"lone-{tag}",
+        title=f"lone [{tag}]",
+        text=body(doc),
+        wait=True,
+        timeout_s=3_600,
+    )
+    return time.perf_counter() - started
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    data = corpora.load(args.data, args.documents, args.queries)
+    print(f"{len(data.documents)} documents, {data.chunks} chunks", flush=True)
+    ensure_installed()
+    root = Path(tempfile.mkdtemp(prefix="kbus-concurrency-"))
+    bench = Bench(args, root)
+    try:
+        result: dict[str, Any] = {"ingestion_cost": await ingestion_cost(bench, data, args.rounds)}
+        bench.services = start_all(bench.env, bench.logs)
+        kb = await KbClient.connect(bench.url, tenant=TENANT)
+        async with kb:
+            result["ingest"] = await pipeline.ingest(kb, data, LIBRARY)
+            result["variants"] = await variants(bench, kb, data.queries)
+            result["under_load"] = await under_load(bench, kb, data, data.queries[:100])
+    finally:
+        bench.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    args = _args()
+    result = asyncio.run(run(args))
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
