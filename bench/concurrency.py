@@ -6,11 +6,12 @@ One run, one machine, the four services as processes on one NATS and one Weaviat
    states, taking turns over ``--rounds`` rounds: what keeping them costs ingestion.
 2. A library of ``--documents`` SciFact documents ingested once (token states kept).
 3. Per round, each reranker variant in turn (the reranker process restarted with it):
-   ``stored`` reads the candidates' token states from the embedder's store and encodes only
-   the query; ``encoded`` encodes every candidate, as before the store. For each: searches at
+   ``sent`` reads the candidates' token states from the embedder's store and takes the query's
+   from the request (the default: no encoder runs); ``stored`` encodes the query;
+   ``encoded`` encodes every candidate, as before the store. For each: searches at
    concurrency 32 with the default chain and with ``rerank: false`` (the first stage alone),
    and at concurrency 1 with the default chain.
-4. With the ``stored`` reranker, for each niceness of the embedder's document threads in turn:
+4. With the ``sent`` reranker, for each niceness of the embedder's document threads in turn:
    ``--queries`` searches at concurrency 1 on an idle pipeline, then the same searches over and
    over while ``--load-documents`` new documents (new text: every chunk is embedded) are
    published at once and drain; one more lone document published right behind that backlog is
@@ -46,8 +47,15 @@ from bench.corpus import Corpus, body
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 TENANT = "bench"
 LIBRARY = "scifact"
-VARIANTS = {"stored": "true", "encoded": "false"}
-#: Niceness of the embedder's document threads under load: the default, and an attempt.
+#: The reranker's variants: the environment each runs with.
+VARIANTS = {
+    "sent": {"KBUS_RERANKER_TOKEN_STATES": "true", "KBUS_RERANKER_QUERY_STATES": "true"},
+    "stored": {"KBUS_RERANKER_TOKEN_STATES": "true", "KBUS_RERANKER_QUERY_STATES": "false"},
+    "encoded": {"KBUS_RERANKER_TOKEN_STATES": "false", "KBUS_RERANKER_QUERY_STATES": "false"},
+}
+#: The reranker's counters of where the states it scored came from.
+COUNTED = ("passages", "queries")
+#: Niceness of the embedder's document threads under load: none, and the default.
 NICENESS = (0, 10)
 
 
@@ -125,7 +133,7 @@ class Bench:
 
     def reranker(self, variant: str) -> Server:
         """The reranker restarted with one variant."""
-        return self.restart("reranker", {"KBUS_RERANKER_TOKEN_STATES": VARIANTS[variant]}, variant)
+        return self.restart("reranker", VARIANTS[variant], variant)
 
 
 async def ingestion_cost(bench: Bench, data: Corpus, rounds: int) -> dict[str, Any]:
@@ -151,14 +159,15 @@ async def variants(bench: Bench, kb: KbClient, queries: list[str]) -> dict[str, 
             print(f"round {round_ + 1}: reranker {variant}", flush=True)
             reranker = bench.reranker(variant)
             await searches(kb, queries[:10], 4, None)  # warm up
-            before = counter(reranker, "kbus_rerank_passages")
-            result = {
+            before = {name: counter(reranker, f"kbus_rerank_{name}") for name in COUNTED}
+            result: dict[str, Any] = {
                 "default_32": await searches(kb, queries, 32, None),
                 "first_stage_32": await searches(kb, queries, 32, False),
                 "default_1": await searches(kb, queries[:100], 1, None),
             }
-            after = counter(reranker, "kbus_rerank_passages")
-            result["passages"] = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+            for name in COUNTED:
+                after = counter(reranker, f"kbus_rerank_{name}")
+                result[name] = {k: after.get(k, 0) - before[name].get(k, 0) for k in after}
             out[variant].append(result)
     return out
 
@@ -176,7 +185,7 @@ async def pending(js: Any, topology: Topology) -> int:
 
 async def under_load(bench: Bench, kb: KbClient, data: Corpus, queries: list[str]) -> Any:
     """Per niceness of the embedder's document threads: :func:`drain`."""
-    bench.reranker("stored")
+    bench.reranker("sent")
     out = {}
     for nice in NICENESS:
         bench.restart("embedder", {"KBUS_EMBEDDER_BATCH_NICE": str(nice)}, f"nice{nice}")

@@ -48,13 +48,19 @@ async def test_the_concurrency_bench_runs_each_variant_as_it_says(tmp_path: Path
 
     result = await run(args)
 
+    [sent] = result["variants"]["sent"]
     [stored] = result["variants"]["stored"]
     [encoded] = result["variants"]["encoded"]
-    assert stored["passages"].get("stored", 0) > 0
-    assert stored["passages"].get("encoded", 0) == 0
+    for variant in (sent, stored):
+        assert variant["passages"].get("stored", 0) > 0
+        assert variant["passages"].get("encoded", 0) == 0
+    assert sent["queries"].get("sent", 0) > 0
+    assert sent["queries"].get("encoded", 0) == 0
+    assert stored["queries"].get("encoded", 0) > 0
+    assert stored["queries"].get("sent", 0) == 0
     assert encoded["passages"].get("encoded", 0) > 0
     assert encoded["passages"].get("stored", 0) == 0
-    for variant in (stored, encoded):
+    for variant in (sent, stored, encoded):
         assert variant["default_32"]["queries"] == 12
         assert variant["first_stage_32"]["queries"] == 12
     cost = result["ingestion_cost"]["chunks_per_s"]

@@ -87,6 +87,11 @@ class SlowEmbedder:
     async def embed_documents(self, texts: Sequence[str]) -> tuple[np.ndarray, None]:
         return await self.embed(texts, InputType.DOCUMENT), None
 
+    async def embed_with_tokens(
+        self, texts: Sequence[str], input_type: InputType
+    ) -> tuple[np.ndarray, None]:
+        return await self.embed(texts, input_type), None
+
 
 async def _ask_five(
     broker: NatsBroker,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from kbus_contract import RerankCandidate, RerankRequest
+from kbus_contract import EmbedRequest, InputType, QueryStates, RerankCandidate, RerankRequest
 from kbus_embedder.embedding import LocalEmbedder
 from kbus_embedder.vectorizing import Vectorizer
 from kbus_reranker.reranking import Reranker
@@ -35,6 +35,10 @@ class Pair:
 
     def passages(self, states: str) -> float:
         value = self.registry.get_sample_value("kbus_rerank_passages_total", {"states": states})
+        return value or 0.0
+
+    def queries(self, states: str) -> float:
+        value = self.registry.get_sample_value("kbus_rerank_queries_total", {"states": states})
         return value or 0.0
 
 
@@ -68,9 +72,9 @@ async def pair(bus: BusSettings, scorer: MaxSimScorer) -> AsyncIterator[Pair]:
         yield Pair(vectorizer, reranker, registry)
 
 
-def _request(texts: list[str]) -> RerankRequest:
+def _request(texts: list[str], query_states: QueryStates | None = None) -> RerankRequest:
     candidates = tuple(RerankCandidate(id=str(i), text=t) for i, t in enumerate(texts))
-    return RerankRequest(query=QUERY, candidates=candidates)
+    return RerankRequest(query=QUERY, candidates=candidates, query_states=query_states)
 
 
 async def test_the_reranker_scores_what_the_embedder_kept_without_encoding_it(
@@ -117,3 +121,37 @@ async def test_a_reranker_started_before_the_bucket_exists_finds_it_later(
         store._tried_at -= 60  # as if the wait between attempts had passed
         await reranker.rerank(_request(PASSAGES[:1]))
         assert store.is_open
+
+
+async def test_with_the_query_s_states_from_the_embedder_the_reranker_encodes_nothing(
+    pair: Pair, scorer: MaxSimScorer
+) -> None:
+    await pair.vectorizer.vectors_of(PASSAGES)
+    asked = EmbedRequest(texts=(QUERY,), input_type=InputType.QUERY, token_states=True)
+    embedded = await pair.vectorizer.embed_request(asked)
+    assert embedded.token_states is not None
+    sent = QueryStates(model=embedded.model, states=embedded.token_states[0])
+
+    reply = await pair.reranker.rerank(_request(PASSAGES, sent))
+
+    assert (pair.queries("sent"), pair.queries("encoded")) == (1, 0)
+    assert pair.passages("encoded") == 0
+    assert np.allclose(reply.scores, scorer.score(QUERY, PASSAGES), atol=3e-3)
+    assert int(np.argmax(reply.scores)) == 1
+
+
+async def test_a_query_s_states_of_another_model_are_not_used(pair: Pair) -> None:
+    asked = EmbedRequest(texts=(QUERY,), input_type=InputType.QUERY, token_states=True)
+    embedded = await pair.vectorizer.embed_request(asked)
+    assert embedded.token_states is not None
+    other = QueryStates(model="another-model", states=embedded.token_states[0])
+
+    await pair.reranker.rerank(_request(PASSAGES, other))
+
+    assert (pair.queries("sent"), pair.queries("encoded")) == (0, 1)
+
+
+async def test_vectors_alone_come_without_token_states(pair: Pair) -> None:
+    embedded = await pair.vectorizer.embed_request(EmbedRequest(texts=(QUERY, "another")))
+    assert embedded.token_states is None
+    assert len(embedded.vectors) == 2

@@ -9,9 +9,13 @@ import pytest
 from kbus_contract import (
     DocumentAdded,
     EmbeddedChunk,
+    EmbedRequest,
     ErrorInfo,
     ErrorReply,
+    QueryStates,
+    RerankCandidate,
     RerankReply,
+    RerankRequest,
     SearchRequest,
 )
 from kbus_contract.errors import PermanentError, TransientError
@@ -100,6 +104,29 @@ def test_vectors_travel_as_base64_float32_and_round_trip() -> None:
     # Plain lists are accepted too, for clients that do not know the encoding.
     as_list = {**json.loads(wire), "vector": [0.5, 0.25]}
     assert EmbeddedChunk.model_validate(as_list).vector == (0.5, 0.25)
+
+
+def test_a_query_s_token_states_travel_as_base64_and_come_back_as_the_same_bytes() -> None:
+    packed = bytes(range(256)) * 3
+    request = RerankRequest(
+        query="q",
+        candidates=(RerankCandidate(id="a", text="t"),),
+        query_states=QueryStates(model="m", states=packed),
+    )
+    wire = request.model_dump_json()
+
+    assert isinstance(json.loads(wire)["query_states"]["states"], str)
+    back = RerankRequest.model_validate_json(wire).query_states
+    assert back is not None
+    assert back.states == packed
+    with pytest.raises(ValidationError):
+        QueryStates(model="m", states="not base64!")
+
+
+def test_token_states_are_asked_for_one_text_only() -> None:
+    assert EmbedRequest(texts=("q",), token_states=True).token_states
+    with pytest.raises(ValidationError, match="one text"):
+        EmbedRequest(texts=("q", "r"), token_states=True)
 
 
 def test_chunk_ids_are_uuid5_of_identity() -> None:

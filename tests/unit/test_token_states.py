@@ -63,3 +63,32 @@ def test_maxsim_on_stored_states_keeps_the_encoded_scores_and_their_order() -> N
     assert np.allclose(from_store, encoded, atol=2e-3)
     assert list(np.argsort(from_store)) == list(np.argsort(encoded))
     assert mixed[1] == pytest.approx(encoded[1], abs=1e-5)
+
+
+def test_maxsim_with_the_query_states_sent_encodes_nothing_and_keeps_the_scores() -> None:
+    scorer = MaxSimScorer("all-MiniLM-L6-v2", threads=1, batch_size=2)
+    query = "Does the receptor protect mice from obesity?"
+    _, tokens = scorer.encoder.embed_with_tokens(PASSAGES, 2)
+    stored = [unpack(pack(t), scorer.dimension) for t in tokens]
+    [sent] = scorer.encoder.token_vectors([query])
+    query_states = unpack(pack(sent), scorer.dimension)
+    assert query_states is not None
+
+    encoded = scorer.score(query, PASSAGES)
+    given = scorer.score_states(query, PASSAGES, stored, query_states)
+    mixed = scorer.score_states(query, PASSAGES, [stored[0], None, stored[2]], query_states)
+
+    assert np.allclose(given, encoded, atol=2e-3)
+    assert list(np.argsort(given)) == list(np.argsort(encoded))
+    assert np.array_equal(scorer.maxsim(query_states, [s for s in stored if s is not None]), given)
+    assert mixed[1] == pytest.approx(encoded[1], abs=2e-3)
+
+
+async def test_a_query_s_vector_and_token_states_come_from_one_urgent_pass() -> None:
+    encoder = Encoder(resolve("all-MiniLM-L6-v2"), threads=1, lone_threads=2)
+    query = ["where is the boiler room key?"]
+
+    vectors, [states] = await encoder.embed_with_tokens_async(query, urgent=True)
+
+    assert np.allclose(vectors, encoder.embed(query), atol=1e-5)
+    assert np.allclose(states, encoder.token_vectors(query)[0], atol=1e-4)

@@ -164,11 +164,22 @@ class Encoder:
         No thread of the caller's waits for the encoder's threads (``asyncio.to_thread(embed)``
         holds one), so a lone query's vector comes back sooner.
         """
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        return (await self.embed_with_tokens_async(texts, batch_size, urgent=urgent, tokens=False))[
+            0
+        ]
+
+    async def embed_with_tokens_async(
+        self, texts: list[str], batch_size: int = 4, *, urgent: bool = False, tokens: bool = True
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """:meth:`embed_with_tokens`, awaited on an event loop (``tokens``: keep the states)."""
+        pooled = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        states: list[np.ndarray] = [np.empty(0)] * len(texts)
         for rows, future in self._submit(texts, batch_size, urgent):
             hidden, mask, _ = await asyncio.wrap_future(future)
-            out[rows] = mean_pool(hidden, mask)
-        return out
+            pooled[rows] = mean_pool(hidden, mask)
+            if tokens:
+                _unit_states(hidden, mask, rows, states)
+        return pooled, states
 
     def token_vectors(
         self, texts: list[str], batch_size: int = 4, *, urgent: bool = False
@@ -184,8 +195,7 @@ class Encoder:
         tokens: list[np.ndarray] = [np.empty(0)] * len(texts)
         for rows, hidden, mask in self._by_length(texts, batch_size, urgent):
             pooled[rows] = mean_pool(hidden, mask)
-            for row, i in enumerate(rows):
-                tokens[i] = unit_rows(hidden[row, : int(mask[row].sum())])
+            _unit_states(hidden, mask, rows, tokens)
         return pooled, tokens
 
     def _by_length(
@@ -263,6 +273,14 @@ def _session(model: bytes | str, threads: int) -> ort.InferenceSession:
     # from the batches (the same latency without it, measured).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def _unit_states(
+    hidden: np.ndarray, mask: np.ndarray, rows: list[int], out: list[np.ndarray]
+) -> None:
+    """Each batch row's unit token states, padding removed, into ``out`` at the text's index."""
+    for row, i in enumerate(rows):
+        out[i] = unit_rows(hidden[row, : int(mask[row].sum())])
 
 
 def unit_rows(states: np.ndarray) -> np.ndarray:

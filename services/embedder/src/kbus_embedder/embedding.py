@@ -29,6 +29,10 @@ class Embedder(Protocol):
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray: ...
 
+    async def embed_with_tokens(self, texts: Sequence[str], input_type: InputType) -> Embedded:
+        """:meth:`embed`, and each text's token states where the backend has them."""
+        ...
+
     async def embed_documents(self, texts: Sequence[str]) -> Embedded:
         """Documents' vectors, and their token states where the backend has them."""
         ...
@@ -74,6 +78,12 @@ class LocalEmbedder:
             # Urgent: a query's batch runs before any document batches queued at the encoder.
             return await self.encoder.embed_async(queries, self.batch_size, urgent=True)
         return (await self.embed_documents(texts))[0]
+
+    async def embed_with_tokens(self, texts: Sequence[str], input_type: InputType) -> Embedded:
+        if input_type is InputType.QUERY:
+            queries = [self.encoder.spec.query_prefix + t for t in texts]
+            return await self.encoder.embed_with_tokens_async(queries, self.batch_size, urgent=True)
+        return await self.embed_documents(texts)
 
     async def embed_documents(self, texts: Sequence[str]) -> Embedded:
         prefix = self.encoder.spec.document_prefix
@@ -141,6 +151,9 @@ class CohereEmbedder:
 
     async def embed_documents(self, texts: Sequence[str]) -> Embedded:
         return await self.embed(texts, InputType.DOCUMENT), None
+
+    async def embed_with_tokens(self, texts: Sequence[str], input_type: InputType) -> Embedded:
+        return await self.embed(texts, input_type), None
 
 
 def create_embedder(settings: EmbedderSettings, on_call: CallObserver | None = None) -> Embedder:

@@ -38,12 +38,12 @@ class EmbedderSettings(ServiceSettings):
         "docs/tuning.md#kbus_embedder_query_threads.",
     )
     batch_nice: int = Field(
-        default=0,
+        default=10,
         ge=0,
         le=19,
-        description="Niceness added to the threads that embed documents (Linux), where queries "
-        "have a session of their own: searches then take the cores first while a backlog "
-        "drains. Why 0: docs/tuning.md#kbus_embedder_batch_nice.",
+        description="Niceness added to the threads embedding documents (Linux) when queries have "
+        "their own session: searches get the cores first while a backlog drains. Why 10: "
+        "docs/tuning.md#kbus_embedder_batch_nice.",
     )
     batch_size: int = Field(
         default=4,
@@ -89,14 +89,14 @@ class EmbedderSettings(ServiceSettings):
     token_states: bool = Field(
         default=True,
         description="Keep each chunk's token states (int8) in a JetStream KV bucket by model and "
-        "text hash, so the local reranker re-scores without encoding the candidates again. Why: "
+        "text hash, for the local reranker to score without encoding again. Why: "
         "docs/tuning.md#kbus_embedder_token_states.",
     )
     token_states_max_bytes: int = Field(
         default=4 * 1024**3,
         gt=0,
-        description="Bytes the token-state bucket may hold (reserved on the server); a chunk of "
-        "about 512 characters takes about 50 kB. Once full, the reranker encodes the "
-        "candidates it finds no states for.",
+        description="Bytes the token-state bucket may hold (reserved on the server); once full, "
+        "the reranker encodes the candidates it finds no states for. Why: "
+        "docs/tuning.md#kbus_embedder_token_states.",
     )
     cohere: CohereSettings = Field(default_factory=CohereSettings)

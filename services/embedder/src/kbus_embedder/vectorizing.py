@@ -19,7 +19,7 @@ from kbus_contract.errors import TransientError
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
-from kbus_runtime.token_states import TokenStateStore
+from kbus_runtime.token_states import TokenStateStore, pack
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from kbus_embedder.caching import EmbeddingCache
@@ -148,10 +148,16 @@ class Vectorizer:
         if deadline is not None:
             deadline.check("waiting for the embedder")
         started = time.perf_counter()
-        vectors = await self.embedder.embed(request.texts, request.input_type)
+        if request.token_states:
+            vectors, tokens = await self.embedder.embed_with_tokens(
+                request.texts, request.input_type
+            )
+        else:
+            vectors, tokens = await self.embedder.embed(request.texts, request.input_type), None
         self.seconds.labels("request").observe(time.perf_counter() - started)
         return EmbedReply(
             model=self.embedder.model,
             dimension=self.embedder.dimension,
             vectors=tuple(vectors),
+            token_states=None if tokens is None else tuple(pack(t) for t in tokens),
         )

@@ -29,6 +29,7 @@ def create_app(settings: RerankerSettings | None = None) -> AsgiFastStream:
         max_candidates=settings.max_candidates,
         registry=service.registry,
         tokens=TokenStateStore(service.topology.token_states_kv) if settings.token_states else None,
+        query_states=settings.query_states,
     )
     register(service, reranker, settings)
 

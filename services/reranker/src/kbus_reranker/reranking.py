@@ -8,12 +8,18 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 import numpy as np
-from kbus_contract import ErrorReply, RerankCandidate, RerankReply, RerankRequest
+from kbus_contract import (
+    ErrorReply,
+    QueryStates,
+    RerankCandidate,
+    RerankReply,
+    RerankRequest,
+)
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
-from kbus_runtime.token_states import TokenStateStore
+from kbus_runtime.token_states import TokenStateStore, unpack
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from kbus_reranker.scoring import MaxSimScorer, Scorer, score_async
@@ -31,10 +37,12 @@ class Reranker:
         max_candidates: int,
         registry: CollectorRegistry,
         tokens: TokenStateStore | None = None,
+        query_states: bool = True,
     ) -> None:
         self.stage = stage
         self._load = load
         self.tokens = tokens
+        self.query_states = query_states
         self._scorer: Scorer | None = None
         self._lock = asyncio.Lock()
         self.prior_weight = prior_weight
@@ -45,6 +53,13 @@ class Reranker:
         self.passages = Counter(
             "kbus_rerank_passages",
             "Passages scored (stored: from the token states the embedder kept; encoded: read "
+            "by the scorer's model)",
+            ["states"],
+            registry=registry,
+        )
+        self.queries = Counter(
+            "kbus_rerank_queries",
+            "Queries MaxSim scored (sent: with the token states the embedder sent; encoded: read "
             "by the scorer's model)",
             ["states"],
             registry=registry,
@@ -84,16 +99,22 @@ class Reranker:
         if not request.candidates:
             return RerankReply(model=self.model_name, scores=())
         started = time.perf_counter()
-        scores = await self._score(request.query, [c.text for c in request.candidates], deadline)
+        passages = [c.text for c in request.candidates]
+        scores = await self._score(request.query, passages, deadline, request.query_states)
         self.seconds.observe(time.perf_counter() - started)
         return RerankReply(
             model=self.model_name, scores=blend(scores, request.candidates, self.prior_weight)
         )
 
     async def _score(
-        self, query: str, passages: list[str], deadline: Deadline | None
+        self,
+        query: str,
+        passages: list[str],
+        deadline: Deadline | None,
+        query_states: QueryStates | None = None,
     ) -> np.ndarray:
-        """The scorer's scores; MaxSim with the token states the embedder kept, where it did."""
+        """The scorer's scores; MaxSim with the token states the embedder kept or sent, where it
+        did: with every state at hand, no encoder runs."""
         scorer = self.scorer
         if not (isinstance(scorer, MaxSimScorer) and self.tokens is not None):
             self.passages.labels("encoded").inc(len(passages))
@@ -105,8 +126,23 @@ class Reranker:
         stored = sum(s is not None for s in states)
         self.passages.labels("stored").inc(stored)
         self.passages.labels("encoded").inc(len(passages) - stored)
-        call = partial(scorer.score_states, query, passages, states)
+        query_tokens = self._query_tokens(scorer, query_states)
+        kept = [s for s in states if s is not None]
+        if query_tokens is not None and len(kept) == len(passages):
+            return scorer.maxsim(query_tokens, kept)
+        call = partial(scorer.score_states, query, passages, states, query_tokens)
         return await score_async(scorer, self._lock, call, deadline, alone=stored < len(passages))
+
+    def _query_tokens(
+        self, scorer: MaxSimScorer, query_states: QueryStates | None
+    ) -> np.ndarray | None:
+        """The query's token states as sent, if the embedder ran the scorer's model."""
+        if not self.query_states or query_states is None or query_states.model != scorer.model:
+            self.queries.labels("encoded").inc()
+            return None
+        tokens = unpack(query_states.states, scorer.dimension)
+        self.queries.labels("encoded" if tokens is None else "sent").inc()
+        return tokens
 
 
 def blend(

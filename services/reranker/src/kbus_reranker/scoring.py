@@ -91,17 +91,31 @@ class MaxSimScorer:
         return self.score_states(query, passages, [None] * len(passages))
 
     def score_states(
-        self, query: str, passages: Sequence[str], states: Sequence[np.ndarray | None]
+        self,
+        query: str,
+        passages: Sequence[str],
+        states: Sequence[np.ndarray | None],
+        query_states: np.ndarray | None = None,
     ) -> np.ndarray:
-        """:meth:`score`, encoding only the passages whose token states are not given."""
+        """:meth:`score`, encoding only what is not given: the query's token states, and the
+        passages' whose states are None."""
         spec = self.encoder.spec
         missing = [i for i, s in enumerate(states) if s is None]
-        texts = [spec.query_prefix + query] + [spec.document_prefix + passages[i] for i in missing]
-        encoded = self.encoder.token_vectors(texts, self.batch_size)
-        fresh = dict(zip(missing, encoded[1:], strict=True))
-        tokens = [s if s is not None else fresh[i] for i, s in enumerate(states)]
-        q = encoded[0]
-        return np.array([(q @ t.T).max(axis=1).mean() for t in tokens], dtype=np.float32)
+        texts = [spec.document_prefix + passages[i] for i in missing]
+        if query_states is None:
+            texts.insert(0, spec.query_prefix + query)
+        encoded = self.encoder.token_vectors(texts, self.batch_size) if texts else []
+        if query_states is None:
+            query_states = encoded.pop(0)
+        fresh = dict(zip(missing, encoded, strict=True))
+        return self.maxsim(
+            query_states, [s if s is not None else fresh[i] for i, s in enumerate(states)]
+        )
+
+    @staticmethod
+    def maxsim(query: np.ndarray, passages: Sequence[np.ndarray]) -> np.ndarray:
+        """Per passage, the mean over query tokens of the best cosine with a passage token."""
+        return np.array([(query @ p.T).max(axis=1).mean() for p in passages], dtype=np.float32)
 
 
 class OnnxCrossEncoder:

@@ -47,8 +47,14 @@ class RerankerSettings(ServiceSettings):
     max_candidates: int = Field(default=200, gt=0, description="Larger requests are refused.")
     token_states: bool = Field(
         default=True,
-        description="maxsim: read the candidates' token states from the bucket the embedder "
-        "fills (when both run the same model) and encode only the query; false: encode every "
-        "candidate. Why: docs/tuning.md#kbus_embedder_token_states.",
+        description="maxsim: read the candidates' token states from the embedder's bucket (same "
+        "model) instead of encoding them; false: encode every candidate. Why: "
+        "docs/tuning.md#kbus_embedder_token_states.",
+    )
+    query_states: bool = Field(
+        default=True,
+        description="maxsim: score with the query's token states the embedder sent with its "
+        "vector (same model), so a search runs no encoder; false: encode the query. Why: "
+        "docs/tuning.md#kbus_reranker_query_states.",
     )
     cohere: CohereSettings = Field(default_factory=CohereSettings)

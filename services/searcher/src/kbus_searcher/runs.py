@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from kbus_contract import (
     DegradedReason,
     NoMatchReason,
+    QueryStates,
     SearchHit,
     SearchReply,
     SearchRequest,
@@ -34,6 +35,7 @@ class SearchRun:
     verdict: Verdict = field(default_factory=Verdict)
     query: str = ""
     model: str = ""
+    query_states: QueryStates | None = None  # the query's token states, from its embedding
     reranker: str = ""
     candidates: int = 0
     degraded_reason: DegradedReason | None = None

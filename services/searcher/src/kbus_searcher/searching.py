@@ -16,6 +16,7 @@ from kbus_contract import (
     ErrorReply,
     InputType,
     LibraryStats,
+    QueryStates,
     SearchReply,
     SearchRequest,
     SearchType,
@@ -248,13 +249,19 @@ class Searcher:
         reply = await self.stage.ask(
             self.stage.topology.embed,
             EmbedRequest(
-                texts=(query,), input_type=InputType.QUERY, budget_ms=run.deadline.left_ms() or 1
+                texts=(query,),
+                input_type=InputType.QUERY,
+                budget_ms=run.deadline.left_ms() or 1,
+                token_states=self.second_stage.wanted(run.request),
             ),
             EmbedReply,
             stage="embedder",
             timeout_s=run.deadline.cap(self.settings.embed_timeout_s, self._reserve_s),
         )
         run.timings["embed_ms"] = self._observe("embed", t0)
+        if reply.token_states:
+            # The reranker scores with these instead of encoding the query again.
+            run.query_states = QueryStates(model=reply.model, states=reply.token_states[0])
         return list(reply.vectors[0]), reply.model
 
     async def _embed_probes(self, texts: list[str]) -> tuple[str, list[list[float]]]:
@@ -347,7 +354,9 @@ class Searcher:
         found: Sequence[Candidate],
         firsts: Sequence[float],
     ) -> list[float] | None:
-        reranked = await self.second_stage.rerank(req, run.query, found, firsts, run.deadline)
+        reranked = await self.second_stage.rerank(
+            req, run.query, found, firsts, run.deadline, run.query_states
+        )
         if reranked.waited_s:
             self.latency.labels("rerank").observe(reranked.waited_s)
         run.timings["rerank_ms"] = reranked.waited_s * 1000.0

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from kbus_contract import (
     DegradedReason,
+    QueryStates,
     RerankCandidate,
     RerankReply,
     RerankRequest,
@@ -58,17 +59,22 @@ class SecondStage:
         found: Sequence[Candidate],
         firsts: Sequence[float],
         deadline: Deadline,
+        query_states: QueryStates | None = None,
     ) -> Reranked:
         """Scores for the first ``rerank_depth`` of ``found`` (in first-stage order)."""
-        wanted = self.settings.rerank if req.rerank is None else req.rerank
-        if not (wanted and found):
+        if not (self.wanted(req) and found):
             return Reranked()
         candidates = self._candidates(req, found, firsts)
         reserve_s = self.settings.reserve_ms / 1000.0
         left_s = deadline.left_s() - reserve_s
         if req.rerank is None and not self.cost.fits(len(candidates), left_s):
             return Reranked(degraded=DegradedReason.RERANK_OVER_BUDGET)
-        return await self._ask(req, query, candidates, deadline, reserve_s)
+        request = RerankRequest(query=query, candidates=candidates, query_states=query_states)
+        return await self._ask(req, request, deadline, reserve_s)
+
+    def wanted(self, req: SearchRequest) -> bool:
+        """Whether the request is to be reranked."""
+        return self.settings.rerank if req.rerank is None else req.rerank
 
     def _candidates(
         self, req: SearchRequest, found: Sequence[Candidate], firsts: Sequence[float]
@@ -83,19 +89,17 @@ class SecondStage:
     async def _ask(
         self,
         req: SearchRequest,
-        query: str,
-        candidates: tuple[RerankCandidate, ...],
+        request: RerankRequest,
         deadline: Deadline,
         reserve_s: float,
     ) -> Reranked:
         timeout_s = deadline.cap(self.settings.rerank_timeout_s, reserve_s)
+        candidates = request.candidates
         started = time.perf_counter()
         try:
             reply = await self.stage.ask(
                 self.stage.topology.rerank,
-                RerankRequest(
-                    query=query, candidates=candidates, budget_ms=max(1, int(timeout_s * 1000))
-                ),
+                request.model_copy(update={"budget_ms": max(1, int(timeout_s * 1000))}),
                 RerankReply,
                 stage="reranker",
                 timeout_s=timeout_s,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from kbus_contract.base import MAX_QUERY_CHARS, Contract, Metadata, MetadataScalar, budget_field
 from kbus_contract.identifiers import LibraryId, TenantId
-from kbus_contract.vectors import Vector
+from kbus_contract.vectors import MAX_PACKED_BYTES, PackedStates, Vector
 
 
 class ErrorInfo(Contract):
@@ -45,6 +45,17 @@ class EmbedRequest(Contract):
     budget_ms: int | None = budget_field(
         ": a request still waiting when it is spent is not embedded"
     )
+    token_states: bool = Field(
+        default=False,
+        description="Also return the text's token states, for a reranker that scores them "
+        "(a request of one text only: the states of many texts could pass NATS's payload limit).",
+    )
+
+    @model_validator(mode="after")
+    def _one_text_for_states(self) -> EmbedRequest:
+        if self.token_states and len(self.texts) > 1:
+            raise ValueError("token_states is for a request of one text")
+        return self
 
 
 class EmbedReply(Contract):
@@ -54,6 +65,18 @@ class EmbedReply(Contract):
     model: str
     dimension: int
     vectors: tuple[Vector, ...]
+    token_states: tuple[PackedStates, ...] | None = Field(
+        default=None,
+        description="Each text's token states, when asked for and the model has them.",
+    )
+
+
+class QueryStates(Contract):
+    """A query's token states from the embedder that made its vector: the reranker then encodes
+    nothing for the query."""
+
+    model: str = Field(description="The embedder's model: states of another model are ignored.")
+    states: PackedStates = Field(max_length=MAX_PACKED_BYTES)
 
 
 class RerankCandidate(Contract):
@@ -70,6 +93,7 @@ class RerankRequest(Contract):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     candidates: tuple[RerankCandidate, ...] = Field(max_length=1_000)
     budget_ms: int | None = budget_field(": a request still waiting when it is spent is not scored")
+    query_states: QueryStates | None = None
 
 
 class RerankReply(Contract):

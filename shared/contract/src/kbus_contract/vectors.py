@@ -56,3 +56,36 @@ Vector = Annotated[
         }
     ),
 ]
+
+
+def decode_packed(value: Any) -> bytes:
+    """Bytes from base64 text (as on the wire) or as they are."""
+    if isinstance(value, str):
+        return base64.b64decode(value, validate=True)
+    if isinstance(value, bytes):
+        return value
+    raise ValueError("packed token states are base64 text")
+
+
+def encode_packed(value: bytes) -> str:
+    """Base64 text of packed token states."""
+    return base64.b64encode(value).decode("ascii")
+
+
+#: Bytes of one text's packed token states at most: 512 tokens of 1,024 dimensions.
+MAX_PACKED_BYTES = 512 * (4 + 1024)
+
+#: One text's token states as the embedder packs them (``kbus_runtime.token_states.pack``:
+#: each token's float32 scale, then each token's int8 values), base64 on the wire.
+PackedStates = Annotated[
+    bytes,
+    BeforeValidator(decode_packed),
+    PlainSerializer(encode_packed, return_type=str, when_used="json"),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "contentEncoding": "base64",
+            "description": "per token a little-endian float32 scale, then per token int8 values",
+        }
+    ),
+]
