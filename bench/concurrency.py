@@ -11,7 +11,8 @@ One run, one machine, the four services as processes on one NATS and one Weaviat
    ``encoded`` encodes every candidate, as before the store. For each: searches at
    concurrency 32 with the default chain and with ``rerank: false`` (the first stage alone),
    and at concurrency 1 with the default chain.
-4. With the ``sent`` reranker, for each niceness of the embedder's document threads in turn:
+4. With the ``sent`` reranker, for each configuration of ``LOADS`` in turn (the embedder's
+   document threads' niceness; the searcher's indexing in a process of its own or not):
    ``--queries`` searches at concurrency 1 on an idle pipeline, then the same searches over and
    over while ``--load-documents`` new documents (new text: every chunk is embedded) are
    published at once and drain; one more lone document published right behind that backlog is
@@ -55,8 +56,9 @@ VARIANTS = {
 }
 #: The reranker's counters of where the states it scored came from.
 COUNTED = ("passages", "queries")
-#: Niceness of the embedder's document threads under load: none, and the default.
-NICENESS = (0, 10)
+#: Under load: the niceness of the embedder's document threads (none, and the default), and
+#: whether the searcher's indexing runs in a process of its own, as the Kubernetes manifests run it.
+LOADS = {"nice_0": (0, False), "nice_10": (10, False), "nice_10_split": (10, True)}
 
 
 def _args() -> argparse.Namespace:
@@ -131,6 +133,14 @@ class Bench:
         self.services[self.services.index(old)] = new
         return new
 
+    def split_searcher(self) -> None:
+        """One searcher process answers searches, another indexes (``KBUS_SEARCHER_SERVE``)."""
+        self.restart("searcher", {"KBUS_SEARCHER_INDEX": "false"}, "searcher-query")
+        env = {**self.env, "KBUS_SEARCHER_SERVE": "false"}
+        indexer = start_service("searcher", env, self.logs / "searcher-indexer")
+        wait_healthy([indexer])
+        self.services.append(indexer)
+
     def reranker(self, variant: str) -> Server:
         """The reranker restarted with one variant."""
         return self.restart("reranker", VARIANTS[variant], variant)
@@ -184,13 +194,15 @@ async def pending(js: Any, topology: Topology) -> int:
 
 
 async def under_load(bench: Bench, kb: KbClient, data: Corpus, queries: list[str]) -> Any:
-    """Per niceness of the embedder's document threads: :func:`drain`."""
+    """Per configuration of :data:`LOADS`, in turn: :func:`drain`."""
     bench.reranker("sent")
     out = {}
-    for nice in NICENESS:
-        bench.restart("embedder", {"KBUS_EMBEDDER_BATCH_NICE": str(nice)}, f"nice{nice}")
-        print(f"under load: embedder batches at niceness {nice}", flush=True)
-        out[f"nice_{nice}"] = await drain(bench, kb, data, queries)
+    for name, (nice, split) in LOADS.items():
+        bench.restart("embedder", {"KBUS_EMBEDDER_BATCH_NICE": str(nice)}, name)
+        if split:
+            bench.split_searcher()
+        print(f"under load: {name}", flush=True)
+        out[name] = await drain(bench, kb, data, queries)
     return out
 
 

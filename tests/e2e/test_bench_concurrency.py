@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from bench.concurrency import NICENESS, run
+from bench.concurrency import LOADS, run
 
 TOPICS = ("boilers", "badges", "lunch", "parking", "printers", "keys")
 
@@ -65,7 +65,7 @@ async def test_the_concurrency_bench_runs_each_variant_as_it_says(tmp_path: Path
         assert variant["first_stage_32"]["queries"] == 12
     cost = result["ingestion_cost"]["chunks_per_s"]
     assert len(cost["kept"]) == len(cost["not kept"]) == 1
-    for nice in NICENESS:
-        drained = result["under_load"][f"nice_{nice}"]
+    for name in LOADS:
+        drained = result["under_load"][name]
         assert drained["loaded"]["queries"] >= 20
         assert 0 < drained["lone_to_searchable_s"] <= drained["drain_s"]
