@@ -12,7 +12,8 @@ One run, one machine, the four services as processes on one NATS and one Weaviat
    concurrency 32 with the default chain and with ``rerank: false`` (the first stage alone),
    and at concurrency 1 with the default chain.
 4. With the ``sent`` reranker, for each configuration of ``LOADS`` in turn (the embedder's
-   document threads' niceness; the searcher's indexing in a process of its own or not):
+   document threads' niceness, token states kept or not; the searcher's indexing in a process
+   of its own or not):
    ``--queries`` searches at concurrency 1 on an idle pipeline, then the same searches over and
    over while ``--load-documents`` new documents (new text: every chunk is embedded) are
    published at once and drain; one more lone document published right behind that backlog is
@@ -56,9 +57,16 @@ VARIANTS = {
 }
 #: The reranker's counters of where the states it scored came from.
 COUNTED = ("passages", "queries")
-#: Under load: the niceness of the embedder's document threads (none, and the default), and
-#: whether the searcher's indexing runs in a process of its own, as the Kubernetes manifests run it.
-LOADS = {"nice_0": (0, False), "nice_10": (10, False), "nice_10_split": (10, True)}
+#: Under load, in turn: the embedder's environment (its document threads' niceness: none, and
+#: the default; token states not kept, to see what writing them costs the searches), and whether
+#: the searcher's indexing runs in a process of its own, as the Kubernetes manifests run it (last:
+#: the bench does not join the two again).
+LOADS: dict[str, tuple[dict[str, str], bool]] = {
+    "nice_0": ({"KBUS_EMBEDDER_BATCH_NICE": "0"}, False),
+    "nice_10": ({"KBUS_EMBEDDER_BATCH_NICE": "10"}, False),
+    "no_states": ({"KBUS_EMBEDDER_BATCH_NICE": "10", "KBUS_EMBEDDER_TOKEN_STATES": "false"}, False),
+    "split": ({"KBUS_EMBEDDER_BATCH_NICE": "10"}, True),
+}
 
 
 def _args() -> argparse.Namespace:
@@ -197,8 +205,8 @@ async def under_load(bench: Bench, kb: KbClient, data: Corpus, queries: list[str
     """Per configuration of :data:`LOADS`, in turn: :func:`drain`."""
     bench.reranker("sent")
     out = {}
-    for name, (nice, split) in LOADS.items():
-        bench.restart("embedder", {"KBUS_EMBEDDER_BATCH_NICE": str(nice)}, name)
+    for name, (embedder, split) in LOADS.items():
+        bench.restart("embedder", embedder, name)
         if split:
             bench.split_searcher()
         print(f"under load: {name}", flush=True)
