@@ -100,17 +100,7 @@ async def searches(
     kb: KbClient, queries: list[str], concurrency: int, rerank: bool | None
 ) -> dict[str, object]:
     """Every query once at ``concurrency``: throughput and latency."""
-    limit = asyncio.Semaphore(concurrency)
-    recorder = pipeline.SearchRecorder(concurrency, rerank)
-
-    async def one(query: str) -> None:
-        async with limit:
-            await recorder.search(kb, query, LIBRARY)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(one(q) for q in queries))
-    recorder.seconds = time.perf_counter() - started
-    return recorder.summary()
+    return await pipeline.query_load(kb, queries, LIBRARY, concurrency, rerank)
 
 
 class Bench:

@@ -175,11 +175,12 @@ class SearchRecorder:
 
 
 async def query_load(
-    kb: KbClient, queries: list[str], library: str, concurrency: int
+    kb: KbClient, queries: list[str], library: str, concurrency: int, rerank: bool | None = None
 ) -> dict[str, object]:
-    """Latency, per-stage timings and throughput of default searches at a concurrency."""
+    """Latency, per-stage timings and throughput of searches at a concurrency (``rerank``: as
+    the request's, None for the default chain)."""
     limit = asyncio.Semaphore(concurrency)
-    recorder = SearchRecorder(concurrency, None)
+    recorder = SearchRecorder(concurrency, rerank)
 
     async def one(query: str) -> None:
         async with limit:

@@ -78,19 +78,11 @@ class SlowEmbedder:
     def __init__(self) -> None:
         self.overlap = Overlap()
 
-    async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
+    async def embed(self, texts: Sequence[str], input_type: InputType) -> tuple[np.ndarray, None]:
         self.overlap.enter()
         await asyncio.sleep(WAIT_S)
         self.overlap.leave()
-        return np.ones((len(texts), self.dimension), dtype=np.float32)
-
-    async def embed_documents(self, texts: Sequence[str]) -> tuple[np.ndarray, None]:
-        return await self.embed(texts, InputType.DOCUMENT), None
-
-    async def embed_with_tokens(
-        self, texts: Sequence[str], input_type: InputType
-    ) -> tuple[np.ndarray, None]:
-        return await self.embed(texts, input_type), None
+        return np.ones((len(texts), self.dimension), dtype=np.float32), None
 
 
 async def _ask_five(

@@ -93,7 +93,10 @@ def test_batches_on_several_threads_give_each_text_its_own_row(fp32: Encoder) ->
 async def test_awaited_on_an_event_loop_it_gives_the_same_rows(fp32: Encoder) -> None:
     several = Encoder(fp32.spec, threads=2)
     texts = [*SENTENCES, "x" * 5000, "a b"]
-    assert np.abs(await several.embed_async(texts, batch_size=2) - fp32.embed(texts)).max() < 1e-5
+    vectors, tokens = await several.embed_with_tokens_async(texts, batch_size=2)
+    assert np.abs(vectors - fp32.embed(texts)).max() < 1e-5
+    for awaited, alone in zip(tokens, fp32.token_vectors(texts), strict=True):
+        assert np.allclose(awaited, alone, atol=1e-4)
 
 
 def test_matches_the_published_similarity(fp32: Encoder) -> None:

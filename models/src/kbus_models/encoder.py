@@ -156,30 +156,21 @@ class Encoder:
             out[rows] = mean_pool(hidden, mask)
         return out
 
-    async def embed_async(
+    async def embed_with_tokens_async(
         self, texts: list[str], batch_size: int = 4, *, urgent: bool = False
-    ) -> np.ndarray:
-        """:meth:`embed`, awaited on an event loop.
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """:meth:`embed_with_tokens`, awaited on an event loop.
 
-        No thread of the caller's waits for the encoder's threads (``asyncio.to_thread(embed)``
+        No thread of the caller's waits for the encoder's threads (``asyncio.to_thread``
         holds one), so a lone query's vector comes back sooner.
         """
-        return (await self.embed_with_tokens_async(texts, batch_size, urgent=urgent, tokens=False))[
-            0
-        ]
-
-    async def embed_with_tokens_async(
-        self, texts: list[str], batch_size: int = 4, *, urgent: bool = False, tokens: bool = True
-    ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """:meth:`embed_with_tokens`, awaited on an event loop (``tokens``: keep the states)."""
         pooled = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        states: list[np.ndarray] = [np.empty(0)] * len(texts)
+        tokens: list[np.ndarray] = [np.empty(0)] * len(texts)
         for rows, future in self._submit(texts, batch_size, urgent):
             hidden, mask, _ = await asyncio.wrap_future(future)
             pooled[rows] = mean_pool(hidden, mask)
-            if tokens:
-                _unit_states(hidden, mask, rows, states)
-        return pooled, states
+            _unit_states(hidden, mask, rows, tokens)
+        return pooled, tokens
 
     def token_vectors(
         self, texts: list[str], batch_size: int = 4, *, urgent: bool = False

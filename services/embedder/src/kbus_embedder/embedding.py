@@ -17,25 +17,17 @@ from kbus_embedder.settings import EmbedderSettings
 
 #: Told the number of texts of each local model call for documents.
 CallObserver = Callable[[int], None]
-#: Documents' vectors ``[texts, dim]`` and, from a local encoder, each text's token states.
+#: Texts' vectors ``[texts, dim]`` and, from a local encoder, each text's token states.
 Embedded = tuple[np.ndarray, list[np.ndarray] | None]
 
 
 class Embedder(Protocol):
-    """Turns texts into unit-length vectors."""
+    """Turns texts into unit-length vectors (and token states, where the backend has them)."""
 
     model: str
     dimension: int
 
-    async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray: ...
-
-    async def embed_with_tokens(self, texts: Sequence[str], input_type: InputType) -> Embedded:
-        """:meth:`embed`, and each text's token states where the backend has them."""
-        ...
-
-    async def embed_documents(self, texts: Sequence[str]) -> Embedded:
-        """Documents' vectors, and their token states where the backend has them."""
-        ...
+    async def embed(self, texts: Sequence[str], input_type: InputType) -> Embedded: ...
 
 
 class LocalEmbedder:
@@ -72,20 +64,11 @@ class LocalEmbedder:
             name="embed documents",
         )
 
-    async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
+    async def embed(self, texts: Sequence[str], input_type: InputType) -> Embedded:
         if input_type is InputType.QUERY:
             queries = [self.encoder.spec.query_prefix + t for t in texts]
             # Urgent: a query's batch runs before any document batches queued at the encoder.
-            return await self.encoder.embed_async(queries, self.batch_size, urgent=True)
-        return (await self.embed_documents(texts))[0]
-
-    async def embed_with_tokens(self, texts: Sequence[str], input_type: InputType) -> Embedded:
-        if input_type is InputType.QUERY:
-            queries = [self.encoder.spec.query_prefix + t for t in texts]
             return await self.encoder.embed_with_tokens_async(queries, self.batch_size, urgent=True)
-        return await self.embed_documents(texts)
-
-    async def embed_documents(self, texts: Sequence[str]) -> Embedded:
         prefix = self.encoder.spec.document_prefix
         return await self._documents.submit([prefix + t for t in texts])
 
@@ -126,7 +109,10 @@ class CohereEmbedder:
         self._model_id = settings.embed_model
         self.dimension = self.DIMENSIONS.get(settings.embed_model, 1024)
 
-    async def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
+    async def embed(self, texts: Sequence[str], input_type: InputType) -> Embedded:
+        return await self._vectors(texts, input_type), None
+
+    async def _vectors(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
         import cohere
 
         vectors: list[list[float]] = []
@@ -148,12 +134,6 @@ class CohereEmbedder:
             np.linalg.norm(array, axis=1, keepdims=True), 1e-12, None
         )
         return unit
-
-    async def embed_documents(self, texts: Sequence[str]) -> Embedded:
-        return await self.embed(texts, InputType.DOCUMENT), None
-
-    async def embed_with_tokens(self, texts: Sequence[str], input_type: InputType) -> Embedded:
-        return await self.embed(texts, input_type), None
 
 
 def create_embedder(settings: EmbedderSettings, on_call: CallObserver | None = None) -> Embedder:

@@ -14,6 +14,7 @@ from kbus_contract import (
     EmbedReply,
     EmbedRequest,
     ErrorReply,
+    InputType,
 )
 from kbus_contract.errors import TransientError
 from kbus_runtime.answering import Inbound
@@ -120,7 +121,7 @@ class Vectorizer:
         unique = list(dict.fromkeys(texts[i] for i in missing))
         if unique:
             started = time.perf_counter()
-            fresh, states = await self.embedder.embed_documents(unique)
+            fresh, states = await self.embedder.embed(unique, InputType.DOCUMENT)
             self.seconds.labels("document").observe(time.perf_counter() - started)
             by_text = dict(zip(unique, fresh, strict=True))
             for i in missing:
@@ -148,16 +149,15 @@ class Vectorizer:
         if deadline is not None:
             deadline.check("waiting for the embedder")
         started = time.perf_counter()
-        if request.token_states:
-            vectors, tokens = await self.embedder.embed_with_tokens(
-                request.texts, request.input_type
-            )
-        else:
-            vectors, tokens = await self.embedder.embed(request.texts, request.input_type), None
+        vectors, tokens = await self.embedder.embed(request.texts, request.input_type)
         self.seconds.labels("request").observe(time.perf_counter() - started)
         return EmbedReply(
             model=self.embedder.model,
             dimension=self.embedder.dimension,
             vectors=tuple(vectors),
-            token_states=None if tokens is None else tuple(pack(t) for t in tokens),
+            token_states=(
+                tuple(pack(t) for t in tokens)
+                if request.token_states and tokens is not None
+                else None
+            ),
         )
