@@ -28,6 +28,41 @@ from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 from nats.js.api import ConsumerConfig, DeliverPolicy, StreamInfo
+from nats.js.errors import NotFoundError
+
+#: Storage limits for the services a test starts on a shared NATS. JetStream reserves each
+#: stream's and bucket's max bytes from the server's store, so the defaults (GiBs) would add up
+#: across a session to more than a small disk gives.
+TEST_STORAGE = {
+    "KBUS_STREAM_MAX_BYTES": str(64 * 1024**2),
+    "KBUS_EMBEDDER_CACHE_MAX_BYTES": str(64 * 1024**2),
+    "KBUS_EMBEDDER_TOKEN_STATES_MAX_BYTES": str(256 * 1024**2),
+}
+
+
+async def drop_namespace(nc: Client, prefix: str) -> list[str]:
+    """Delete the streams, buckets and object stores of one bus prefix (what a test declared),
+    so that the storage the server reserves for them is given back; returns their names."""
+    js = nc.jetstream()
+    stem = f"{prefix.upper()}_"
+    names = [n for n in await stream_names(nc) if _unwrapped(n).startswith(stem)]
+    for name in names:
+        with contextlib.suppress(NotFoundError):
+            await js.delete_stream(name)
+    return names
+
+
+async def stream_names(nc: Client) -> list[str]:
+    """Every stream on the server, page by page."""
+    js, names = nc.jetstream(), list[str]()
+    while page := await js.streams_info(offset=len(names)):
+        names += [info.config.name or "" for info in page]
+    return names
+
+
+def _unwrapped(stream: str) -> str:
+    """A stream's name without the prefix JetStream gives a bucket's or object store's."""
+    return stream.removeprefix("KV_").removeprefix("OBJ_")
 
 
 async def read_stream(

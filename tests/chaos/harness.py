@@ -34,7 +34,7 @@ from tests.chaos.cluster import (
     search_steadily,
 )
 from tests.chaos.ledger import Event, LedgerDoc, build_ledger
-from tests.helpers import kill_stream_leader
+from tests.helpers import TEST_STORAGE, kill_stream_leader
 
 log = logging.getLogger("kbus.chaos")
 
@@ -147,7 +147,7 @@ class Cluster:
         wait_healthy(list(self.services.values()), timeout_s=300)
 
     def _env(self) -> dict[str, str]:
-        extra = {"KBUS_STREAM_MAX_BYTES": str(256 * 1024**2), **self.env_extra}
+        extra = {**TEST_STORAGE, "KBUS_STREAM_MAX_BYTES": str(256 * 1024**2), **self.env_extra}
         if self.config.cluster:
             factor = str(self.config.replication)
             extra["KBUS_STREAM_REPLICAS"] = factor

@@ -14,6 +14,7 @@ from kbus_dev.services import service_env, start_all
 from nats.aio.client import Client
 
 from tests.conftest import Servers
+from tests.helpers import TEST_STORAGE
 
 pytestmark = pytest.mark.e2e
 
@@ -38,6 +39,7 @@ def stack(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         prefix=prefix,
         collection=collection,
         extra={
+            **TEST_STORAGE,
             "KBUS_STREAM_MAX_BYTES": str(256 * 1024**2),
             "KBUS_BACKLOG_INTERVAL_S": "1",
             # The pages of tests/webserver.py are served on loopback.

@@ -17,7 +17,7 @@ from kbus_dev.servers import Server
 from kbus_dev.services import service_env, start_all
 
 from tests.conftest import Servers
-from tests.helpers import kill_stream_leader
+from tests.helpers import TEST_STORAGE, kill_stream_leader
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +37,7 @@ def cluster(
         servers.weaviate_grpc,
         prefix=f"cl{tag}",
         collection=f"Cl{tag}",
-        extra={"KBUS_STREAM_REPLICAS": "3", "KBUS_STREAM_MAX_BYTES": str(64 * 1024**2)},
+        extra={**TEST_STORAGE, "KBUS_STREAM_REPLICAS": "3"},
     )
     running: list[Server] = []
     try:

@@ -21,7 +21,7 @@ from kbus_dev.services import service_env, start_service, wait_healthy
 from kbus_runtime.declaring import declare_streams
 
 from tests.conftest import Servers
-from tests.helpers import chunks_ready
+from tests.helpers import TEST_STORAGE, chunks_ready
 
 DOCUMENTS = 96
 CHUNKS_PER_DOCUMENT = 4  # about SciFact's mean (19,979 chunks of 5,183 documents)
@@ -60,7 +60,7 @@ async def test_a_backlog_is_embedded_in_full_model_calls(servers: Servers, tmp_p
         servers.weaviate_http,
         servers.weaviate_grpc,
         prefix=topology.prefix,
-        extra={"KBUS_STREAM_MAX_BYTES": str(64 * 1024**2)},
+        extra=TEST_STORAGE,
     )
     embedder = start_service("embedder", env, tmp_path)
     try:

@@ -17,6 +17,7 @@ from kbus_dev.servers import Server
 from kbus_dev.services import service_env, start_all, start_service, wait_healthy
 
 from tests.conftest import Servers
+from tests.helpers import TEST_STORAGE
 
 DOCS = {
     "pump": "The pump primes itself within ninety seconds of power-on.",
@@ -34,7 +35,7 @@ def own_stack(servers: Servers, tmp_path: Path) -> Iterator[tuple[dict[str, str]
         servers.weaviate_grpc,
         prefix=f"switch{tag}",
         collection=f"Switch{tag}",
-        extra={"KBUS_STREAM_MAX_BYTES": str(64 * 1024**2)},
+        extra=TEST_STORAGE,
     )
     running = start_all(env, tmp_path)
     try:

@@ -20,7 +20,7 @@ from kbus_dev.services import service_env, start_service, wait_healthy
 from kbus_runtime.declaring import declare_streams
 
 from tests.conftest import Servers
-from tests.helpers import chunks_ready
+from tests.helpers import TEST_STORAGE, chunks_ready
 
 DOCUMENTS = 36
 CHUNKS_PER_DOCUMENT = 8
@@ -54,7 +54,7 @@ async def _run(servers: Servers, processes: int, logs: Path) -> list[float]:
         extra={
             "KBUS_EMBEDDER_THREADS": "1",
             "KBUS_EMBEDDER_CONCURRENCY": "4",
-            "KBUS_STREAM_MAX_BYTES": str(64 * 1024**2),
+            **TEST_STORAGE,
         },
     )
     embedders = [

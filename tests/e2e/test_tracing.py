@@ -22,6 +22,7 @@ from kbus_dev.observability import start_jaeger
 from kbus_dev.services import service_env, start_all
 
 from tests.conftest import Servers
+from tests.helpers import TEST_STORAGE
 
 SERVICES = ("kbus-ingestor", "kbus-embedder", "kbus-searcher", "kbus-reranker")
 
@@ -46,7 +47,11 @@ def traced(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         servers.weaviate_grpc,
         prefix=f"tr{tag}",
         collection=f"Tr{tag}",
-        extra={"KBUS_TRACING_ENDPOINT": otlp, "KBUS_TRACING_SCHEDULE_DELAY_MS": "100"},
+        extra={
+            **TEST_STORAGE,
+            "KBUS_TRACING_ENDPOINT": otlp,
+            "KBUS_TRACING_SCHEDULE_DELAY_MS": "100",
+        },
     )
     try:
         running = start_all(env, root / "logs")

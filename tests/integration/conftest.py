@@ -13,8 +13,20 @@ from kbus_searcher.store import ChunkStore
 from nats.aio.client import Client
 
 from tests.conftest import Namespace, Servers
+from tests.helpers import drop_namespace
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+async def _drop_namespace(servers: Servers, namespace: Namespace) -> AsyncIterator[None]:
+    """After the test, give back what its streams and buckets reserved on the shared server."""
+    yield
+    client = await nats.connect(servers.nats_url)
+    try:
+        await drop_namespace(client, namespace.prefix)
+    finally:
+        await client.close()
 
 
 @pytest.fixture
