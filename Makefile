@@ -20,6 +20,7 @@ stop:
 	$(RUN) python -m kbus_dev down
 
 test: install
+	$(RUN) python -m kbus_dev install --llm  # the tests' LLM server, built once (minutes)
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy

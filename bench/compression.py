@@ -28,6 +28,7 @@ from kbus_dev.servers import start_weaviate
 from kbus_embedder.embedding import document_text
 from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.profiling import Cutter
 from kbus_models.encoder import MINILM, Encoder, resolve
 from kbus_searcher.settings import SearcherSettings
 from weaviate.classes.config import Configure, DataType, Property, VectorDistances
@@ -137,7 +138,7 @@ def _chunks(docs: list[dict[str, str]]) -> Iterator[tuple[str, str]]:
     them."""
     for doc in docs:
         added = as_added(doc, "bench", "bench")
-        ready = chunk_document(added, ChunkingConfig(), max_chunks=10_000)
+        ready = chunk_document(added, Cutter.recursive(ChunkingConfig()), max_chunks=10_000)
         for chunk in ready.chunks:
             yield doc["_id"], document_text(ready.document, chunk, include_title=True)
 

@@ -11,6 +11,7 @@ from kbus_contract import ChunksReady, DocumentAdded
 from kbus_embedder.embedding import document_text
 from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.profiling import Cutter
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,9 @@ def load(folder: Path, documents: int | None, queries: int) -> Corpus:
     chosen = [texts[q] for q in judged if q in texts][:queries]
     added = [as_added(d, "bench", "bench") for d in docs]
     cpu = time.process_time()
-    chunked = [chunk_document(d, ChunkingConfig(), max_chunks=10_000) for d in added]
+    chunked = [
+        chunk_document(d, Cutter.recursive(ChunkingConfig()), max_chunks=10_000) for d in added
+    ]
     return Corpus(docs, chunked, chosen, time.process_time() - cpu)
 
 

@@ -18,6 +18,7 @@ from kbus_contract import ContentType, DocumentAdded, RecordTemplate
 from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.ingesting import chunk_document
 from kbus_ingestor.parsing import Limits, Parsed, parse
+from kbus_ingestor.profiling import Cutter
 
 from tests import samples
 
@@ -88,7 +89,9 @@ def _kept(content_type: ContentType, parsed: Parsed) -> dict[str, Any]:
         content_type=ContentType.JSON if content_type.records else ContentType.PLAIN,
         template=TEMPLATE if content_type.records else None,
     )
-    chunks = chunk_document(doc, ChunkingConfig(512, 50), 10**6, parsed=parsed).chunks
+    chunks = chunk_document(
+        doc, Cutter.recursive(ChunkingConfig(512, 50)), 10**6, parsed=parsed
+    ).chunks
     return {
         "chunks": len(chunks),
         "heading_paths": len({c.heading_path for c in chunks if c.heading_path}),

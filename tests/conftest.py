@@ -1,7 +1,8 @@
 """Fixtures: one real NATS and one real Weaviate per test session, started on loopback.
 
 Set KBUS_TEST_NATS_URL, KBUS_TEST_WEAVIATE_HTTP_PORT and KBUS_TEST_WEAVIATE_GRPC_PORT to use
-servers that are already running instead.
+servers that are already running instead; KBUS_TEST_LLM_URL likewise for the LLM server (an
+OpenAI-compatible base URL serving SmolLM2-135M-Instruct), which starts only for tests that ask.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kbus_dev.llm import llm_url, start_llm
 from kbus_dev.servers import start_nats, start_weaviate
 
 
@@ -35,7 +37,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     root: Path = tmp_path_factory.mktemp("servers")
     # A fixed store budget instead of a share of the free disk: JetStream reserves every stream's
     # and bucket's max bytes, and a session that reserves too much then fails on every machine.
-    nats = start_nats(root / "nats", jetstream_config="  max_file_store: 10GB\n")
+    nats = start_nats(root / "nats", jetstream_config="  max_file_store: 16GB\n")
     try:
         weaviate = start_weaviate(root / "weaviate")
     except BaseException:
@@ -50,6 +52,19 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     finally:
         weaviate.stop()
         nats.stop()
+
+
+@pytest.fixture(scope="session")
+def llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of a real LLM server: SmolLM2-135M-Instruct on llama-cpp-python."""
+    if os.environ.get("KBUS_TEST_LLM_URL"):
+        yield os.environ["KBUS_TEST_LLM_URL"]
+        return
+    server = start_llm(tmp_path_factory.mktemp("llm"))
+    try:
+        yield llm_url(server)
+    finally:
+        server.stop()
 
 
 @dataclass(frozen=True)

@@ -115,12 +115,17 @@ async def ask(
     kind: str = "search",
     grant: str = GRANT_ALL,
     timeout_s: float = 10.0,
+    tenant: str | None = None,
 ) -> Msg:
-    """A ``kb.search`` (or ``kb.stats``) request on the subject of the tenant its payload names
-    (``t`` where it names none)."""
-    tenant = str(_named(payload).get("tenant") or "t")
-    subject = (topology.search_for if kind == "search" else topology.stats_for)(tenant, grant)
-    return await nc.request(subject, payload, timeout=timeout_s)
+    """A ``kb.search`` (or ``kb.stats``, ``kb.profile``) request on the subject of ``tenant``,
+    by default the tenant its payload names (``t`` where it names none)."""
+    tenant = tenant or str(_named(payload).get("tenant") or "t")
+    subjects = {
+        "search": topology.search_for,
+        "stats": topology.stats_for,
+        "profile": topology.profile_for,
+    }
+    return await nc.request(subjects[kind](tenant, grant), payload, timeout=timeout_s)
 
 
 def document(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from kbus_contract import DocumentAdded
 from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.profiling import Cutter
 
 LIBRARY = "chaos"
 TENANTS = tuple(f"tenant{i}" for i in range(5))
@@ -56,7 +57,9 @@ class LedgerDoc:
         """The chunk ids the store must hold for this document when all is done."""
         if self.deleted:
             return set()
-        ready = chunk_document(self.added(len(self.versions) - 1), ChunkingConfig(), 1_000)
+        ready = chunk_document(
+            self.added(len(self.versions) - 1), Cutter.recursive(ChunkingConfig()), 1_000
+        )
         return {chunk.chunk_id for chunk in ready.chunks}
 
 

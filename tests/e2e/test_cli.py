@@ -160,3 +160,25 @@ def test_a_sitemap_ingests_every_page_it_lists(stack: Stack) -> None:
         )
     assert found["results"][0]["source_uri"] == f"{site.url}/a.html"
     assert {"/a.html", "/b.html"} <= set(site.asked)  # fetched by the ingestor
+
+
+def test_a_library_s_chunker_is_set_tried_and_listed(stack: Stack, tmp_path: Path) -> None:
+    sheet = tmp_path / "sheet.txt"
+    sheet.write_text("Product: Kettle\nBoils water.\n\nProduct: Toaster\nBrowns bread.\n")
+    for library in ("shop", "plain"):
+        kbus(stack, "ingest", str(sheet), "--library", library)
+    pattern = ("--chunker", "pattern", "--pattern", "^Product:")
+    set_to = kbus(stack, "profile", "shop", *pattern, "--example", str(sheet)).stdout
+    assert "chunker: pattern (at '^Product:')" in set_to
+    assert "the example was cut into 2 chunks" in set_to
+    bad = ("--chunker", "pattern", "--pattern", "(?<=x)y")
+    refused = kbus(stack, "profile", "shop", *bad, check=False)
+    assert refused.returncode == 1
+    assert "RE2" in refused.stderr
+    rows = {
+        line.split()[1]: line
+        for line in kbus(stack, "libraries").stdout.splitlines()[3:]
+        if len(line.split()) > 1
+    }
+    assert "pattern (at '^Product:')" in rows["shop"]
+    assert "default" in rows["plain"]

@@ -40,6 +40,8 @@ OPERATIONS = (
     "search",
     "search-subject",
     "stats-subject",
+    "profile",
+    "profile-subject",
     "publish",
     "delete",
     "receipts",
@@ -96,6 +98,10 @@ class Attempt:
             return c.write and self.tenant == c.tenant
         if self.operation in ("search-subject", "stats-subject"):
             return self.tenant == c.tenant and c.libraries is None  # the whole tenant's grant
+        if self.operation == "profile":
+            return c.write and self.readable
+        if self.operation == "profile-subject":
+            return c.write and self.tenant == c.tenant and c.libraries is None
         return self.readable
 
 
@@ -142,6 +148,10 @@ async def _request(nc: Client, subject: str, body: dict[str, Any]) -> dict[str, 
     return result
 
 
+def _error(reply: dict[str, Any]) -> str:
+    return str(reply.get("error", {}).get("code", ""))
+
+
 async def _search(nc: Client, a: Attempt, subject: str) -> Outcome:
     body = {
         "tenant": a.tenant,
@@ -180,7 +190,13 @@ async def _run(nc: Client, a: Attempt) -> Outcome:
         return await _search(nc, a, T.search_for(a.tenant, GRANT_ALL))
     if a.operation == "stats-subject":
         reply = await _request(nc, T.stats_for(a.tenant, GRANT_ALL), {"tenant": a.tenant})
-        return Outcome(reply["kind"] == "stats", reply.get("error", {}).get("code", ""))
+        return Outcome(reply["kind"] == "stats", _error(reply))
+    if a.operation in ("profile", "profile-subject"):
+        subject = T.profile_for(
+            *(c.tenant, c.grant) if a.operation == "profile" else (a.tenant, GRANT_ALL)
+        )
+        reply = await _request(nc, subject, {"tenant": a.tenant, "library": a.library})
+        return Outcome(reply["kind"] == "library_profile", _error(reply))
     if a.operation == "publish":
         doc = {
             "tenant": a.tenant,
@@ -220,6 +236,8 @@ def _subject_of(a: Attempt) -> str:
     return {
         "search-subject": T.search_for(a.tenant, GRANT_ALL),
         "stats-subject": T.stats_for(a.tenant, GRANT_ALL),
+        "profile": T.profile_for(a.credential.tenant, a.credential.grant),
+        "profile-subject": T.profile_for(a.tenant, GRANT_ALL),
         "publish": T.added(a.tenant, a.library),
         "delete": T.deleted(a.tenant, a.library),
         "receipts": T.indexed_of(a.tenant, a.library),
@@ -254,7 +272,7 @@ async def test_a_library_credential_reaches_its_library_only(seeded: Locked) -> 
     connections = Connections(seeded)
     limited = credential("t1-a")
     try:
-        for operation in ("search", "publish", "delete", "receipts", "dead-letters"):
+        for operation in ("search", "profile", "publish", "delete", "receipts", "dead-letters"):
             other = await attempt(connections, Attempt(limited, operation, "t1", "lib-b", 3))
             assert not other.ok, operation
             assert _expected_reason(other), (operation, other.reason)

@@ -10,8 +10,10 @@ from kbus_contract.errors import PermanentError
 from kbus_ingestor.chunking import ChunkingConfig, split_text
 from kbus_ingestor.ingesting import chunk_document
 from kbus_ingestor.markdown import sections
+from kbus_ingestor.profiling import Cutter
 
 CONFIG = ChunkingConfig(size=512, overlap=50)
+CUTTER = Cutter.recursive(CONFIG)
 
 
 def _sentence(i: int) -> str:
@@ -127,7 +129,7 @@ def test_markdown_heading_paths() -> None:
         ("Guide", "Install", "macOS"),
         ("Guide", "Configure"),
     ]
-    ready = chunk_document(_doc(text, ContentType.MARKDOWN), CONFIG, max_chunks=100)
+    ready = chunk_document(_doc(text, ContentType.MARKDOWN), CUTTER, max_chunks=100)
     linux = next(c for c in ready.chunks if "apt" in c.text)
     assert linux.heading_path == ("Guide", "Install", "Linux")
     assert text[linux.char_start : linux.char_end] == linux.text
@@ -140,21 +142,21 @@ def test_text_before_the_first_heading_has_an_empty_path() -> None:
 
 def test_chunk_ids_are_deterministic_and_depend_on_version_and_position() -> None:
     text = " ".join(_sentence(i) for i in range(40))
-    first = chunk_document(_doc(text), CONFIG, 100)
-    again = chunk_document(_doc(text), CONFIG, 100)
+    first = chunk_document(_doc(text), CUTTER, 100)
+    again = chunk_document(_doc(text), CUTTER, 100)
     assert [c.chunk_id for c in first.chunks] == [c.chunk_id for c in again.chunks]
     assert len({c.chunk_id for c in first.chunks}) == len(first.chunks)
-    changed = chunk_document(_doc(text + " More."), CONFIG, 100)
+    changed = chunk_document(_doc(text + " More."), CUTTER, 100)
     assert changed.document.version != first.document.version
     assert changed.chunks[0].chunk_id != first.chunks[0].chunk_id
-    pinned = chunk_document(_doc(text, version="v7"), CONFIG, 100)
+    pinned = chunk_document(_doc(text, version="v7"), CUTTER, 100)
     assert pinned.document.version == "v7"
 
 
 def test_too_many_chunks_is_a_permanent_error() -> None:
     text = " ".join(_sentence(i) for i in range(200))
     with pytest.raises(PermanentError) as info:
-        chunk_document(_doc(text), CONFIG, max_chunks=3)
+        chunk_document(_doc(text), CUTTER, max_chunks=3)
     assert info.value.code == "too_large"
 
 
@@ -165,17 +167,17 @@ def test_config_rejects_nonsense() -> None:
 
 def test_a_heading_with_only_subheadings_makes_no_chunk_of_its_own() -> None:
     text = "# Errors\n\n## E1\nFirst.\n\n## E2\nSecond.\n"
-    ready = chunk_document(_doc(text, ContentType.MARKDOWN), CONFIG, max_chunks=10)
+    ready = chunk_document(_doc(text, ContentType.MARKDOWN), CUTTER, max_chunks=10)
     assert [c.heading_path for c in ready.chunks] == [("Errors", "E1"), ("Errors", "E2")]
-    only_title = chunk_document(_doc("# Title\n", ContentType.MARKDOWN), CONFIG, max_chunks=10)
+    only_title = chunk_document(_doc("# Title\n", ContentType.MARKDOWN), CUTTER, max_chunks=10)
     assert [c.text for c in only_title.chunks] == ["# Title"]
 
 
 def test_a_keyword_window_stays_inside_its_markdown_section() -> None:
     text = "# Install\n\nPick a section.\n\n## Linux\n\nEnable the systemd unit.\n"
-    ready = chunk_document(_doc(text, ContentType.MARKDOWN), CONFIG, 100)
+    ready = chunk_document(_doc(text, ContentType.MARKDOWN), CUTTER, 100)
     by_path = {c.heading_path: c.keywords for c in ready.chunks}
     assert "systemd" not in by_path[("Install",)]
     assert "systemd" in by_path[("Install", "Linux")]
-    plain = chunk_document(_doc("Pick a section.\n\nEnable the systemd unit."), CONFIG, 100)
+    plain = chunk_document(_doc("Pick a section.\n\nEnable the systemd unit."), CUTTER, 100)
     assert all("systemd" in c.keywords for c in plain.chunks)

@@ -9,11 +9,13 @@ from kbus_contract import ContentType, DocumentAdded, RecordTemplate
 from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.ingesting import chunk_document
 from kbus_ingestor.parsing import Limits, ParseError, parse
+from kbus_ingestor.profiling import Cutter
 
 from tests import samples
 
 LIMITS = Limits(max_unpacked_bytes=16 * 1024**2, max_records=1_000)
 CONFIG = ChunkingConfig(size=512, overlap=50)
+CUTTER = Cutter.recursive(CONFIG)
 
 
 def _chunks(content_type: ContentType, data: bytes, template: RecordTemplate | None = None):  # type: ignore[no-untyped-def]
@@ -27,7 +29,7 @@ def _chunks(content_type: ContentType, data: bytes, template: RecordTemplate | N
         template=template,
         content_type=ContentType.JSON if template else ContentType.PLAIN,
     )
-    return parsed, chunk_document(doc, CONFIG, 1_000, parsed=parsed).chunks
+    return parsed, chunk_document(doc, CUTTER, 1_000, parsed=parsed).chunks
 
 
 def test_html_keeps_the_main_content_its_headings_and_its_tables() -> None:

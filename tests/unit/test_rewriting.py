@@ -5,8 +5,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from kbus_runtime.chat import LLMSettings
 from kbus_runtime.settings import CohereSettings
-from kbus_searcher.rewriting import create_rewriter, rewrite_or_none
+from kbus_searcher.rewriting import (
+    ChatRewriter,
+    MalformedRewriteError,
+    checked,
+    create_rewriter,
+    rewrite_or_none,
+)
 
 
 class Fixed:
@@ -46,3 +53,50 @@ def test_no_rewriter_by_default_and_cohere_needs_a_key() -> None:
         create_rewriter("cohere", CohereSettings(api_key=None))
     with pytest.raises(ValueError, match="unknown"):
         create_rewriter("llm", CohereSettings())
+
+
+def test_the_openai_rewriter_is_named_by_its_model() -> None:
+    rewriter = create_rewriter("openai", CohereSettings(), LLMSettings(model="m1"))
+    assert isinstance(rewriter, ChatRewriter)
+    assert rewriter.name == "openai/m1"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Where is the food located?", "Where is the food located?"),
+        ('  "Where is the food located?"\nIt is in the kitchen.', "Where is the food located?"),
+        ("Rewritten query: Where is the food located?", "Where is the food located?"),
+        ("\n\nQuestion: `Where can food be found?`", "Where can food be found?"),
+    ],
+)
+def test_the_first_line_without_labels_or_quotes_is_the_rewrite(text: str, expected: str) -> None:
+    assert checked("location of food", text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "empty"),
+        ('  ""  ', "empty"),
+        ("I'm sorry, but I can't help with that.", "refused"),
+        ("As an AI, I do not know.", "refused"),
+        ("The perfect place to eat in the city of New York!", "none of the query's words"),
+        ("Where is the " + "food " * 300, "longer than 200"),
+        ("Food is found in the kitchen. It is kept cold.", "several sentences"),
+        ('The answer is: "the food is in the kitchen"', "answered"),
+    ],
+)
+def test_a_rewrite_in_another_form_is_refused(text: str, reason: str) -> None:
+    with pytest.raises(MalformedRewriteError, match=reason):
+        checked("location of food", text)
+
+
+async def test_a_malformed_rewrite_searches_the_query_as_given() -> None:
+    class Chat:
+        name = "test/wanders"
+
+        async def chat(self, instruction: str, message: str, *, max_tokens: int) -> str:
+            return "The perfect place to eat in the city of New York!"
+
+    assert await rewrite_or_none(ChatRewriter(Chat()), "location of food", 1.0) is None

@@ -17,6 +17,7 @@ from rich.progress import (
 
 from kbus_cli.common import DEFAULT_URL, NatsUrl, Prefix, Tenant, connect, err, run
 from kbus_cli.evaluation import (
+    DEFAULT_MODES,
     MODES,
     Dataset,
     EvalResult,
@@ -47,7 +48,10 @@ def eval_command(
     split: Annotated[str, typer.Option(help="qrels/<split>.tsv to score.")] = "test",
     mode: Annotated[
         list[str] | None,
-        typer.Option(help="keyword, vector, hybrid, hybrid+rerank (repeat; all by default)."),
+        typer.Option(
+            help="keyword, vector, hybrid, hybrid+rerank (repeat; these four by default), "
+            "hybrid+rewrite or hybrid+rerank+rewrite (the searcher's query rewriter)."
+        ),
     ] = None,
     style: Annotated[
         str,
@@ -113,7 +117,7 @@ def eval_command(
     Each query's answer is written to runs.jsonl as it comes and the scores after each mode; a
     query that fails is recorded with its reason, scored 0, and the run goes on.
     """
-    names = mode or list(MODES)
+    names = mode or list(DEFAULT_MODES)
     unknown = [m for m in names if m not in MODES] + ([style] if style not in STYLES else [])
     if unknown:
         err.print(f"[red]unknown modes or style: {', '.join(unknown)}[/]")

@@ -26,6 +26,7 @@ from kbus_cli.common import (
 )
 from kbus_cli.eval_command import eval_command
 from kbus_cli.files import Source, UnsupportedFileError, find_files, page, read_file, sitemap
+from kbus_cli.library_commands import libraries, profile
 from kbus_cli.operations import ReplayError, list_dead_letters, replay, stage_statuses
 
 app = typer.Typer(
@@ -414,6 +415,8 @@ def mcp(
 
 
 app.command("eval")(eval_command)
+app.command("libraries")(libraries)
+app.command("profile")(profile)
 
 
 def _credential_tenant() -> str | None:

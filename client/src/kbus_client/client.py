@@ -16,7 +16,10 @@ from kbus_contract import (
     DocumentEntry,
     DocumentIndexed,
     DocumentRemoved,
+    LibraryProfile,
     MetadataScalar,
+    ProfileReply,
+    ProfileRequest,
     RecordTemplate,
     SearchReply,
     SearchRequest,
@@ -330,6 +333,29 @@ class KbClient:
             asked,
             StatsReply,
             stage="searcher",
+            timeout_s=self.timeout_s,
+        )
+
+    async def profile(
+        self,
+        library: str,
+        *,
+        set_to: LibraryProfile | None = None,
+        example: str | None = None,
+        tenant: str | None = None,
+    ) -> ProfileReply:
+        """A library's profile and its revision; with ``set_to``, set it first (the ingestor
+        checks it, and cuts ``example`` with it, and refuses it with the reason where it
+        cannot work). It decides for the documents ingested after it."""
+        asked = ProfileRequest(
+            tenant=self._tenant(tenant), library=library, profile=set_to, example=example
+        )
+        return await request(
+            self.nc,
+            self.topology.profile_for(asked.tenant, self.grant),
+            asked,
+            ProfileReply,
+            stage="ingestor",
             timeout_s=self.timeout_s,
         )
 

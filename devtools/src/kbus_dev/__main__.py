@@ -32,14 +32,24 @@ def main() -> None:
         raise SystemExit(update(check="--check" in sys.argv))
     parser = argparse.ArgumentParser(prog="python -m kbus_dev")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser(
+    install = sub.add_parser(
         "install", help="install nats-server, weaviate-server and the test tools with Go"
+    )
+    install.add_argument(
+        "--llm",
+        action="store_true",
+        help="also build the local LLM server (llama-cpp-python and SmolLM2; minutes)",
     )
     start = sub.add_parser(
         "up", help="start NATS, Weaviate and the four services in the background"
     )
     start.add_argument(
         "--cluster", action="store_true", help="three NATS servers and three Weaviate nodes"
+    )
+    start.add_argument(
+        "--llm",
+        action="store_true",
+        help="also serve SmolLM2-135M-Instruct (OpenAI-compatible) and point KBUS_LLM_URL at it",
     )
     run_demo = sub.add_parser("demo", help="up, publish examples/, ask two questions")
     run_demo.add_argument("--examples", type=Path, default=Path("examples"))
@@ -55,8 +65,12 @@ def main() -> None:
             print(servers.ensure_binary(*tool))
         print(ensure_jaeger())
         print(ensure_promtool())
+        if args.llm:
+            from kbus_dev.llm import ensure_llm
+
+            print(ensure_llm())
     elif args.command == "up":
-        stack.up(cluster=args.cluster)
+        stack.up(cluster=args.cluster, llm=args.llm)
     elif args.command == "demo":
         running = stack.up()
         demo.main(running.nats_url, args.examples)

@@ -188,6 +188,8 @@ def tenant_permissions(t: Topology, credential: Credential) -> Permissions:
         subscribe.append(t.removed(tenant))
     if credential.write:
         publish += _bodies(t, tenant, write=True)
+        # Setting how a library's documents are cut is a writer's; the ingestor checks it.
+        publish.append(t.profile_for(tenant, credential.grant))
     return Permissions(publish=publish, subscribe=subscribe)
 
 
@@ -202,10 +204,12 @@ def permissions(t: Topology, credentials: Sequence[Credential] = ()) -> dict[str
                 *_consumer(t.documents_stream.name, t.ingestor_durable, t.document_added),
                 t.chunks_ready,
                 *(right for tenant in tenants for right in _bodies(t, tenant, write=False)),
+                *_kv(t.profiles_bucket),
                 t.dead_letter("ingestor", "*", "*"),
                 t.document_failed,
             ],
-            subscribe=[f"{inbox('ingestor')}.>"],
+            subscribe=[f"{inbox('ingestor')}.>", *_served(t, "ingestor")],
+            allow_responses=True,
         ),
         "embedder": Permissions(
             publish=[

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbus_dev.cluster import start_nats_cluster, start_weaviate_cluster, urls, weaviate_hosts
+from kbus_dev.llm import llm_url, start_llm
 from kbus_dev.servers import Server, start_nats, start_weaviate
 from kbus_dev.services import SERVICES, service_env, start_service, wait_healthy
 
@@ -21,6 +22,7 @@ STATE_DIR = Path(os.environ.get("KBUS_STATE_DIR", ".kbus"))
 NATS_PORT = int(os.environ.get("KBUS_DEMO_NATS_PORT", "4222"))
 WEAVIATE_HTTP = int(os.environ.get("KBUS_DEMO_WEAVIATE_HTTP_PORT", "8080"))
 WEAVIATE_GRPC = int(os.environ.get("KBUS_DEMO_WEAVIATE_GRPC_PORT", "50051"))
+LLM_PORT = int(os.environ.get("KBUS_DEMO_LLM_PORT", "8180"))
 SERVICE_PORTS = {"ingestor": 8101, "embedder": 8102, "searcher": 8103, "reranker": 8104}
 
 
@@ -59,10 +61,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def up(cluster: bool = False) -> Stack:
+def up(cluster: bool = False, llm: bool = False) -> Stack:
     """Start everything (or reuse what is running) and wait until it is healthy; with
     ``cluster``, three NATS servers and three Weaviate nodes, streams and collections at three
-    copies."""
+    copies; with ``llm``, the local LLM server, which the services reach at ``KBUS_LLM_URL``."""
     existing = Stack.load()
     if existing and existing.alive():
         print("kbus is already running (make stop to stop it)")
@@ -74,6 +76,10 @@ def up(cluster: bool = False) -> Stack:
     try:
         print("starting nats-server and weaviate-server on 127.0.0.1 ...", flush=True)
         nats_url, weaviate, extra = _servers(data, started, cluster)
+        if llm:
+            print("starting the LLM server (SmolLM2-135M-Instruct) ...", flush=True)
+            started.append(start_llm(data / "llm", LLM_PORT))
+            extra["KBUS_LLM_URL"] = llm_url(started[-1])
         env = service_env(nats_url, weaviate.ports["http"], weaviate.ports["grpc"], extra=extra)
         print("starting ingestor, embedder, searcher and reranker ...", flush=True)
         services = [start_service(n, env, logs, SERVICE_PORTS[n]) for n in SERVICES]
@@ -126,7 +132,7 @@ def down(timeout_s: float = 30.0) -> None:
     if stack is None:
         print("kbus is not running")
         return
-    kinds = (*SERVICES, "weaviate", "nats")
+    kinds = (*SERVICES, "llm", "weaviate", "nats")
     order = sorted(stack.pids, key=lambda n: kinds.index(n.split("-")[0]))
     for name in order:
         pid = stack.pids[name]

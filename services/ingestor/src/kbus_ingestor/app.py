@@ -13,6 +13,7 @@ from kbus_ingestor.fetching import AddressPolicy, PageFetcher
 from kbus_ingestor.handlers import register
 from kbus_ingestor.ingesting import Ingestor
 from kbus_ingestor.parsing import Limits
+from kbus_ingestor.profiles import Profiles
 from kbus_ingestor.sandbox import ParserPool
 from kbus_ingestor.settings import IngestorSettings
 
@@ -35,9 +36,14 @@ def create_app(settings: IngestorSettings | None = None) -> AsgiFastStream:
         timeout_s=settings.fetch_timeout_s,
         user_agent=settings.user_agent,
     )
+    profiles = Profiles(
+        service.stage("profiles"),
+        service.topology.profiles_kv,
+        ChunkingConfig(size=settings.chunk_size, overlap=settings.chunk_overlap),
+    )
     ingestor = Ingestor(
         service.stage(),
-        ChunkingConfig(size=settings.chunk_size, overlap=settings.chunk_overlap),
+        profiles,
         max_document_bytes=settings.max_document_bytes,
         max_chunks=settings.max_chunks,
         registry=service.registry,
@@ -46,10 +52,12 @@ def create_app(settings: IngestorSettings | None = None) -> AsgiFastStream:
         keyword_window=settings.keyword_window,
         part_chunks=settings.part_chunks,
     )
-    register(service, ingestor, settings)
+    register(service, ingestor, profiles, settings)
 
     @asynccontextmanager
     async def start_up() -> AsyncIterator[None]:
+        js = service.broker.connection.jetstream()
+        await profiles.open(js, create=service.topology.declare)
         await parser.warm()
         try:
             yield

@@ -6,12 +6,21 @@ from kbus_runtime.bus import BusMessage
 from kbus_runtime.service import Service
 
 from kbus_ingestor.ingesting import Ingestor
+from kbus_ingestor.profiles import Profiles
 from kbus_ingestor.settings import IngestorSettings
 
 
-def register(service: Service, ingestor: Ingestor, settings: IngestorSettings) -> None:
-    """Consume ``document.added`` through the shared durable pull consumer."""
+def register(
+    service: Service, ingestor: Ingestor, profiles: Profiles, settings: IngestorSettings
+) -> None:
+    """Consume ``document.added`` through the shared durable pull consumer; answer
+    ``kb.profile``."""
     topology = service.topology
+    service.answer(
+        {"kb.profile": profiles.answer},
+        description="kbus library profiles: read and set how a library's documents are cut",
+        concurrency=4,
+    )
 
     @service.consume(
         topology.document_added,

@@ -28,10 +28,12 @@ from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.object_store import ObjectStore
 from prometheus_client import CollectorRegistry, Counter
 
-from kbus_ingestor.chunking import ChunkingConfig, Span, split_text
+from kbus_ingestor.chunking import Span
 from kbus_ingestor.fetching import PageFetcher
 from kbus_ingestor.markdown import sections
 from kbus_ingestor.parsing import Parsed, parse
+from kbus_ingestor.profiles import Profiles
+from kbus_ingestor.profiling import Cutter
 from kbus_ingestor.sandbox import ParserPool
 
 log = logging.getLogger("kbus.ingestor")
@@ -39,7 +41,7 @@ log = logging.getLogger("kbus.ingestor")
 
 def chunk_document(
     doc: DocumentAdded,
-    config: ChunkingConfig,
+    cutter: Cutter,
     max_chunks: int,
     sequence: int = 0,
     keyword_window: int = 1000,
@@ -53,7 +55,7 @@ def chunk_document(
     """
     version = doc.effective_version()
     parsed = parsed or Parsed(doc.text, markdown=doc.content_type is ContentType.MARKDOWN)
-    pieces = _pieces(parsed, config)
+    pieces = _pieces(parsed, cutter)
     if not pieces:
         raise PermanentError("the document has no text to index", code="empty_document")
     if len(pieces) > max_chunks:
@@ -121,20 +123,27 @@ def _keywords(
     return " ".join(head + index.terms(start, stop))
 
 
-def _pieces(parsed: Parsed, config: ChunkingConfig) -> list[Piece]:
+def _pieces(parsed: Parsed, cutter: Cutter) -> list[Piece]:
     text = parsed.text
     if parsed.records:
         return [
             Piece(span, (r.title,) if r.title else (), (r.start, r.end), r.metadata)
             for r in parsed.records
-            for span in split_text(text[r.start : r.end], config, base=r.start)
+            for span in cutter.cut(text[r.start : r.end], base=r.start)
+        ]
+    if cutter.whole:
+        # The library's chunker decides the parts: its pattern's, or the document itself.
+        return [
+            Piece(span, (), (start, end))
+            for start, end in cutter.scopes(text)
+            for span in cutter.cut(text[start:end], base=start)
         ]
     if not parsed.markdown:
         # A chunk never crosses a page, so the page it names holds all of it.
         return [
             Piece(span, (), (start, end))
             for start, end in parsed.page_spans()
-            for span in split_text(text[start:end], config, base=start)
+            for span in cutter.cut(text[start:end], base=start)
         ]
     pieces: list[Piece] = []
     found = sections(text)
@@ -145,7 +154,7 @@ def _pieces(parsed: Parsed, config: ChunkingConfig) -> list[Piece]:
         scope = (section.start, section.end)
         pieces.extend(
             Piece(span, section.heading_path, scope)
-            for span in split_text(body, config, base=section.start)
+            for span in cutter.cut(body, base=section.start)
         )
     return pieces
 
@@ -156,7 +165,7 @@ class Ingestor:
     def __init__(
         self,
         stage: Stage,
-        config: ChunkingConfig,
+        profiles: Profiles,
         *,
         max_document_bytes: int,
         max_chunks: int,
@@ -169,7 +178,7 @@ class Ingestor:
         self.stage = stage
         self.parser = parser
         self.fetcher = fetcher
-        self.config = config
+        self.profiles = profiles
         self.keyword_window = keyword_window
         self.part_chunks = part_chunks
         self.max_document_bytes = max_document_bytes
@@ -213,9 +222,8 @@ class Ingestor:
         doc = doc.model_copy(
             update={"title": doc.title or parsed.title, "version": doc.effective_version()}
         )
-        ready = chunk_document(
-            doc, self.config, self.max_chunks, sequence, self.keyword_window, parsed
-        )
+        cutter = await self.profiles.cutter(doc.tenant, doc.library)
+        ready = chunk_document(doc, cutter, self.max_chunks, sequence, self.keyword_window, parsed)
         topology = self.stage.topology
         for part in ready.split(self.part_chunks):
             await self.stage.publish(

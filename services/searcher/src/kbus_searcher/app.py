@@ -57,7 +57,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
             settings,
             service.registry,
             versions,
-            create_rewriter(settings.rewriter, settings.cohere),
+            create_rewriter(settings.rewriter, settings.cohere, settings.llm),
             quotas,
         )
         if settings.serve

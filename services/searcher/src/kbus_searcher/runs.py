@@ -34,6 +34,7 @@ class SearchRun:
     document_weight: float
     verdict: Verdict = field(default_factory=Verdict)
     query: str = ""
+    transformer: str = "none"  # the rewriter that produced `query`
     model: str = ""
     query_states: QueryStates | None = None  # the query's token states, from its embedding
     reranker: str = ""
@@ -85,6 +86,7 @@ class SearchRun:
             evidence=run.verdict.evidence,
             document_weight=run.document_weight,
             query=run.query or req.query,
+            transformer=run.transformer,
             score_kind=score_kind(req.search_type, bool(run.reranker), run.document_weight),
             model=run.model,
             reranker=run.reranker,

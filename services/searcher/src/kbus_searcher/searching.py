@@ -238,7 +238,9 @@ class Searcher:
         run.timings["rewrite_ms"] = self._observe("rewrite", t0)
         if query is None:
             run.degraded_reason = DegradedReason.REWRITE_FAILED
-        return query or req.query
+            return req.query
+        run.transformer = self.rewriter.name
+        return query
 
     async def _embed(
         self, query: str, search_type: SearchType, run: SearchRun

@@ -6,6 +6,7 @@ from typing import Literal
 
 from kbus_contract import MAX_BUDGET_MS, MAX_K
 from kbus_contract.wire import DEFAULT_WAIT_S
+from kbus_runtime.chat import LLMSettings
 from kbus_runtime.settings import CohereSettings, ServiceSettings, StoreSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
@@ -59,13 +60,16 @@ class SearcherSettings(ServiceSettings):
         description="Weight of the document's vector beside the chunk's in the first stage's "
         "order (0: chunks alone). Why 0.1: docs/tuning.md#kbus_searcher_document_weight.",
     )
-    rewriter: Literal["none", "cohere"] = Field(
-        default="none", description="Query rewriter: none, or cohere (needs KBUS_COHERE_API_KEY)."
+    rewriter: Literal["none", "cohere", "openai"] = Field(
+        default="none",
+        description="Query rewriter: none, cohere (needs KBUS_COHERE_API_KEY) or openai (the "
+        "chat endpoint at KBUS_LLM_URL). Why none: docs/quality.md#query-rewriting.",
     )
     rewrite: bool = Field(
         default=True, description="Rewrite queries when a rewriter is configured, unless asked not."
     )
     cohere: CohereSettings = Field(default_factory=CohereSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
     rerank_depth: int = Field(
         default=5,
         ge=1,

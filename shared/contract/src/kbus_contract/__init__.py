@@ -31,6 +31,13 @@ from kbus_contract.pipeline import (
     EmbeddedChunk,
     EmbeddingsReady,
 )
+from kbus_contract.profiles import (
+    Chunker,
+    ChunkerKind,
+    LibraryProfile,
+    ProfileReply,
+    ProfileRequest,
+)
 from kbus_contract.requests import (
     DocumentEntry,
     EmbedReply,
@@ -66,6 +73,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "BodyRef",
     "Chunk",
+    "Chunker",
+    "ChunkerKind",
     "ChunksReady",
     "ContentType",
     "Contract",
@@ -85,11 +94,14 @@ __all__ = [
     "ErrorInfo",
     "ErrorReply",
     "InputType",
+    "LibraryProfile",
     "LibraryStats",
     "MaxDeliveriesAdvisory",
     "Metadata",
     "MetadataScalar",
     "NoMatchReason",
+    "ProfileReply",
+    "ProfileRequest",
     "QueryStates",
     "RecordTemplate",
     "RerankCandidate",

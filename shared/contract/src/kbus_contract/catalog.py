@@ -152,6 +152,17 @@ CHANNELS: tuple[Channel, ...] = (
         micro="kbus-search",
     ),
     Channel(
+        "kb.profile",
+        lambda t: t.profile,
+        c.ProfileRequest,
+        c.ProfileReply,
+        description="Read or set a library's profile (its chunker), on "
+        "kb.profile.{tenant}.{grant}; a profile that cannot work is refused with the reason.",
+        senders=("client",),
+        receiver="ingestor",
+        micro="kbus-profile",
+    ),
+    Channel(
         "kb.embed",
         lambda t: t.embed,
         c.EmbedRequest,

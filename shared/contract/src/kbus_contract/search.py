@@ -230,6 +230,11 @@ class SearchReply(Contract):
         default=0.0, description="Weight of the document score in the first stage's order."
     )
     query: str = Field(default="", description="The query searched (after any rewriting).")
+    transformer: str = Field(
+        default="none",
+        description="The rewriter that turned the request's query into `query` (backend/model), "
+        "or none: no rewriter configured or asked for, or its rewrite failed (then degraded).",
+    )
     score_kind: str = Field(
         description="What `scores.final` is: rerank (the reranker's score), first_stage (fused "
         "or cosine blended with the document score), fused (relative hybrid score, 0..1), "

@@ -38,6 +38,10 @@ _LIBRARY_SUBJECTS = (
     "document.removed",
     "document.failed",
 )
+#: Requests a tenant sends on its own subject: ``kb.{kind}.{tenant}.{grant}``.
+_REQUEST_SUBJECTS = ("kb.search", "kb.stats", "kb.profile")
+#: A profile is a few hundred bytes; the bucket needs no work stream's room.
+_PROFILES_MAX_BYTES = 64 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,10 @@ class Topology:
         """A tenant's statistics, within a grant."""
         return self._subject(f"kb.stats.{tenant}.{grant}")
 
+    def profile_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
+        """A tenant's library profiles (read and set), within a grant."""
+        return self._subject(f"kb.profile.{tenant}.{grant}")
+
     def _scoped(self, name: str, tenant: str, library: str | None) -> str:
         return self._subject(f"{name}.{tenant}" + (f".{library}" if library else ""))
 
@@ -196,6 +204,10 @@ class Topology:
     def stats(self) -> str:
         return self._subject("kb.stats.*.*")
 
+    @property
+    def profile(self) -> str:
+        return self._subject("kb.profile.*.*")
+
     # -- between the services only -------------------------------------------------------------
 
     @property
@@ -219,7 +231,7 @@ class Topology:
         tokens = subject.split(".")
         if self.prefix:
             tokens = tokens[1:] if tokens[:1] == [self.prefix] else []
-        return ".".join(tokens[:2]) in (*_LIBRARY_SUBJECTS, "kb.search", "kb.stats")
+        return ".".join(tokens[:2]) in (*_LIBRARY_SUBJECTS, *_REQUEST_SUBJECTS)
 
     def identity(self, subject: str) -> Identity:
         """The tenant, library and grant a tenant's subject names (empty for other subjects)."""
@@ -231,7 +243,7 @@ class Topology:
         kind = ".".join(tokens[:2])
         if kind in _LIBRARY_SUBJECTS and len(tokens) in (3, 4):
             return Identity(tokens[2], tokens[3] if len(tokens) == 4 else None)
-        if kind in ("kb.search", "kb.stats") and len(tokens) == 4:
+        if kind in _REQUEST_SUBJECTS and len(tokens) == 4:
             return Identity(tokens[2], grant=tokens[3])
         if tokens[:1] == ["deadletter"] and len(tokens) == 4:
             return Identity(_known(tokens[2]), _known(tokens[3]))
@@ -317,6 +329,11 @@ class Topology:
         return self._name("tokenstates")
 
     @property
+    def profiles_bucket(self) -> str:
+        """KV bucket of library profiles: ``{tenant}.{library}`` to the profile's JSON."""
+        return self._name("profiles")
+
+    @property
     def tombstones_bucket(self) -> str:
         """KV bucket of deletions: tombstone key to the stream sequence of the delete."""
         return self._name("tombstones")
@@ -365,9 +382,20 @@ class Topology:
         )
 
     @property
+    def profiles_kv(self) -> KeyValueConfig:
+        size = min(self.stream_max_bytes, _PROFILES_MAX_BYTES)
+        return self.bucket(self.profiles_bucket, "kbus library profiles", size)
+
+    @property
     def buckets(self) -> tuple[KeyValueConfig, ...]:
         """Every bucket, as the set-up job creates them."""
-        return (self.tombstones_kv, self.versions_kv, self.embed_cache_kv, self.token_states_kv)
+        return (
+            self.tombstones_kv,
+            self.versions_kv,
+            self.embed_cache_kv,
+            self.token_states_kv,
+            self.profiles_kv,
+        )
 
     @property
     def streams(self) -> tuple[Stream, ...]:

@@ -1,0 +1,131 @@
+"""Library profiles: kept in a key-value bucket, set and read over ``kb.profile``, and looked up
+for each document.
+
+The ingestor is the only writer, so a profile is checked (its pattern compiled by RE2, its
+sizes fitted to the ingestor's, its example cut) before anything keeps it. A document reads
+its library's profile when it is ingested: one key-value read, so a change applies at once to
+every replica and to every document ingested after it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbus_contract import ErrorReply, LibraryProfile, ProfileReply, ProfileRequest
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.tenancy import require_granted, require_tenant
+from kbus_contract.topology import Identity
+from kbus_runtime.answering import Inbound
+from kbus_runtime.declaring import open_bucket
+from kbus_runtime.stage import Stage
+from nats.errors import Error as NatsError
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig
+from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
+from pydantic import ValidationError
+
+from kbus_ingestor.chunking import ChunkingConfig
+from kbus_ingestor.profiling import Cutter
+
+log = logging.getLogger("kbus.ingestor")
+
+
+def profile_key(tenant: str, library: str) -> str:
+    return f"{tenant}.{library}"
+
+
+class Profiles:
+    """The profiles bucket and the ``kb.profile`` requests that read and set it."""
+
+    def __init__(self, stage: Stage, config: KeyValueConfig, default: ChunkingConfig) -> None:
+        self.stage = stage
+        self.config = config
+        self.default = default
+        self._kv: KeyValue | None = None
+
+    async def open(self, js: JetStreamContext, *, create: bool) -> None:
+        self._kv = await open_bucket(js, self.config, create=create)
+
+    @property
+    def kv(self) -> KeyValue:
+        if self._kv is None:
+            raise RuntimeError("the profiles bucket is not open")
+        return self._kv
+
+    async def read(self, tenant: str, library: str) -> tuple[int, LibraryProfile]:
+        """The library's profile and its revision (0 and the defaults when none was set).
+
+        Raises:
+            TransientError: the bucket could not be read.
+            PermanentError: what is kept is not a profile (written around the ingestor).
+        """
+        try:
+            entry = await self.kv.get(profile_key(tenant, library))
+        except KeyNotFoundError:
+            return 0, LibraryProfile()
+        except NatsError as exc:
+            raise TransientError(f"the profiles bucket could not be read: {exc}") from exc
+        try:
+            return entry.revision or 0, LibraryProfile.model_validate_json(entry.value or b"")
+        except ValidationError as exc:
+            raise PermanentError(
+                f"library {library!r} has a profile that is not valid: {exc.errors()[0]['msg']}",
+                code="bad_profile",
+            ) from exc
+
+    async def cutter(self, tenant: str, library: str) -> Cutter:
+        """How the library's documents are cut now."""
+        _, profile = await self.read(tenant, library)
+        return self._cutter(profile)
+
+    def _cutter(self, profile: LibraryProfile) -> Cutter:
+        try:
+            return Cutter.of(profile, self.default)
+        except ValueError as exc:
+            raise PermanentError(
+                f"the library's profile cannot work: {exc}", code="bad_profile"
+            ) from exc
+
+    async def answer(self, inbound: Inbound) -> ProfileReply | ErrorReply:
+        """Answer one ``kb.profile.{tenant}.{grant}`` request."""
+        sent = self.stage.topology.identity(inbound.subject)
+        return await self.stage.answer(
+            inbound.body, ProfileRequest, lambda req: self.handle(req, sent), sent.tenant
+        )
+
+    async def handle(self, req: ProfileRequest, sent: Identity) -> ProfileReply:
+        """Read the profile, or check a new one, keep it and say its revision."""
+        require_tenant(sent, req.tenant)
+        require_granted(sent, (req.library,))
+        if req.profile is None:
+            revision, profile = await self.read(req.tenant, req.library)
+            return ProfileReply(
+                tenant=req.tenant, library=req.library, revision=revision, profile=profile
+            )
+        cutter = self._cutter(req.profile)
+        chunks = self._try(cutter, req.example) if req.example is not None else None
+        revision = await self._keep(req, req.profile)
+        log.info("library %s/%s: profile revision %d", req.tenant, req.library, revision)
+        return ProfileReply(
+            tenant=req.tenant,
+            library=req.library,
+            revision=revision,
+            profile=req.profile,
+            example_chunks=chunks,
+        )
+
+    @staticmethod
+    def _try(cutter: Cutter, example: str) -> int:
+        """Cut the example; a pattern that finds nothing in it refuses the profile."""
+        if cutter.pattern is not None and cutter.pattern.search(example) is None:
+            raise PermanentError("the pattern matches nothing in the example", code="bad_profile")
+        return sum(len(cutter.cut(example[a:b], a)) for a, b in cutter.scopes(example))
+
+    async def _keep(self, req: ProfileRequest, profile: LibraryProfile) -> int:
+        try:
+            return await self.kv.put(
+                profile_key(req.tenant, req.library), profile.model_dump_json().encode()
+            )
+        except NatsError as exc:
+            raise TransientError(f"the profile could not be kept: {exc}") from exc

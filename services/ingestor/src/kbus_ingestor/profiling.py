@@ -1,0 +1,94 @@
+"""A library's profile, as the ingestor applies it: the chunker it names, checked and ready.
+
+Patterns are the tenant's own text, matched against every document of the library, so they run
+on RE2: its time is linear in the text whatever the pattern (Python's backtracking ``re`` can
+take hours on a pattern such as ``(a+)+$``), and it has no constructs that could.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import re2
+from kbus_contract import Chunker, ChunkerKind, LibraryProfile
+from kbus_contract.errors import PermanentError
+
+from kbus_ingestor.chunking import ChunkingConfig, Span, split_text
+
+
+def compile_pattern(pattern: str) -> Any:
+    """The pattern, multi-line, compiled by RE2.
+
+    Raises:
+        ValueError: RE2 refuses it (say, a look-behind, which it does not have).
+    """
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(f"(?m){pattern}", options=options)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise ValueError(f"the pattern is not one RE2 takes: {reason}") from exc
+
+
+@dataclass(frozen=True)
+class Cutter:
+    """How one library's documents are cut: ``cut(text, base)`` gives a scope's spans."""
+
+    chunker: Chunker
+    config: ChunkingConfig
+    pattern: Any = None
+
+    @classmethod
+    def recursive(cls, config: ChunkingConfig) -> Cutter:
+        """kbus's default chunker at these sizes."""
+        return cls(Chunker(), config)
+
+    @classmethod
+    def of(cls, profile: LibraryProfile, default: ChunkingConfig) -> Cutter:
+        """The profile's chunker with the ingestor's sizes where it leaves them unset.
+
+        Raises:
+            ValueError: the sizes do not fit together or the pattern does not compile.
+        """
+        chunker = profile.chunker
+        size = chunker.size if chunker.size is not None else default.size
+        overlap = (
+            chunker.overlap
+            if chunker.overlap is not None
+            else min(default.overlap, max(0, size // 2 - 1))
+        )
+        config = ChunkingConfig(size=size, overlap=overlap, min_fill=default.min_fill)
+        pattern = compile_pattern(chunker.pattern) if chunker.pattern is not None else None
+        return cls(chunker, config, pattern)
+
+    @property
+    def whole(self) -> bool:
+        """Whether the document is cut as one text (its sections and pages are not scopes)."""
+        return self.chunker.kind is not ChunkerKind.RECURSIVE
+
+    def scopes(self, text: str) -> list[tuple[int, int]]:
+        """The parts of a document that are cut apart (a chunk never crosses one)."""
+        if self.chunker.kind is ChunkerKind.PATTERN:
+            starts = sorted({0, *(m.start() for m in self.pattern.finditer(text))})
+            return [(a, b) for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+        return [(0, len(text))]
+
+    def cut(self, text: str, base: int = 0) -> list[Span]:
+        """The chunks of one scope; offsets are shifted by ``base``.
+
+        Raises:
+            PermanentError: an identity chunker's document is longer than it keeps whole.
+        """
+        if self.chunker.kind is not ChunkerKind.IDENTITY:
+            return split_text(text, self.config, base)
+        start = len(text) - len(text.lstrip())
+        end = len(text.rstrip())
+        if end - start > self.chunker.max_chars:
+            raise PermanentError(
+                f"the document is {end - start} characters; the library's identity chunker "
+                f"keeps at most {self.chunker.max_chars} as one chunk and never cuts one",
+                code="too_large",
+            )
+        return [Span(base + start, base + end, text[start:end])] if end > start else []

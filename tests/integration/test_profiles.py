@@ -1,0 +1,99 @@
+"""Library profiles on a real NATS: set and read over kb.profile, refused with the reason when
+they cannot work, and applied to the documents ingested after them."""
+
+from __future__ import annotations
+
+import json
+
+from faststream import TestApp
+from kbus_client import KbClient, KbError
+from kbus_contract import Chunker, ChunkerKind, ChunksReady, DeadLetter, LibraryProfile
+from kbus_contract.topology import Topology
+from kbus_ingestor.app import create_app
+from kbus_ingestor.settings import IngestorSettings
+from kbus_runtime.settings import BusSettings
+from nats.aio.client import Client
+
+from tests.helpers import ask, document, publish_raw, read_stream, take_work
+
+SHEET = (
+    "Product: Trail runner 2\nA light shoe for wet forest paths.\n\n"
+    "Product: City sneaker\nA white leather shoe for offices.\n"
+)
+PRODUCTS = LibraryProfile(chunker=Chunker(kind=ChunkerKind.PATTERN, pattern="^Product:"))
+
+
+async def _refusal(kb: KbClient, profile: LibraryProfile, example: str | None = None) -> KbError:
+    try:
+        await kb.profile("products", set_to=profile, example=example)
+    except KbError as exc:
+        return exc
+    raise AssertionError("the profile was kept")
+
+
+async def test_a_profile_is_kept_with_a_revision_and_refused_when_it_cannot_work(
+    nc: Client, bus: BusSettings, topology: Topology
+) -> None:
+    async with TestApp(create_app(IngestorSettings(bus=bus))):
+        kb = KbClient(nc, prefix=topology.prefix, tenant="shop")
+        before = await kb.profile("products")
+        assert (before.revision, before.profile) == (0, LibraryProfile())
+
+        kept = await kb.profile("products", set_to=PRODUCTS, example=SHEET)
+        assert (kept.profile, kept.example_chunks) == (PRODUCTS, 2)
+        assert (await kb.profile("products")).revision == kept.revision > 0
+
+        lookbehind = LibraryProfile(
+            chunker=Chunker(kind=ChunkerKind.PATTERN, pattern="(?<=\n)Product:")
+        )
+        refused = await _refusal(kb, lookbehind)
+        assert (refused.code, "RE2" in str(refused)) == ("bad_profile", True)
+        elsewhere = LibraryProfile(chunker=Chunker(kind=ChunkerKind.PATTERN, pattern="^Item:"))
+        nothing = await _refusal(kb, elsewhere, example=SHEET)
+        assert "matches nothing" in str(nothing)
+        # Refusals keep nothing: the profile is still the one that was set.
+        assert (await kb.profile("products")).revision == kept.revision
+
+        # The body's tenant must be the subject's (the credential's).
+        raw = {"tenant": "other", "library": "products"}
+        reply = await ask(nc, topology, json.dumps(raw).encode(), kind="profile", tenant="shop")
+        assert json.loads(reply.data)["error"]["code"] == "tenant_mismatch"
+        unknown = {"tenant": "shop", "library": "products", "profile": {"chunker": {"kind": "x"}}}
+        reply = await ask(nc, topology, json.dumps(unknown).encode(), kind="profile")
+        assert json.loads(reply.data)["error"]["code"] == "invalid_message"
+
+
+async def test_documents_are_cut_by_their_library_s_profile_and_too_long_ones_refused(
+    nc: Client, bus: BusSettings, topology: Topology
+) -> None:
+    async with TestApp(create_app(IngestorSettings(bus=bus))):
+        kb = KbClient(nc, prefix=topology.prefix, tenant="shop")
+        await kb.profile("products", set_to=PRODUCTS)
+        whole = LibraryProfile(chunker=Chunker(kind=ChunkerKind.IDENTITY, max_chars=300))
+        await kb.profile("faq", set_to=whole)
+        answer = "Returns are free within 30 days. " * 6
+        for library, doc_id, text in (
+            ("products", "sheet", SHEET),
+            ("faq", "returns", answer),
+            ("faq", "long", "Too long to keep whole. " * 20),
+            ("manuals", "sheet", SHEET),
+        ):
+            await publish_raw(
+                nc, topology, json.dumps(document("shop", library, doc_id, text)).encode()
+            )
+        ready = [
+            ChunksReady.model_validate(r)
+            for r in await take_work(nc, topology.chunks_ready, "embedder", count=3)
+        ]
+        [letter] = await read_stream(nc, topology.dead_letters, count=1)
+    cut = {r.document.library: [c.text for c in r.chunks] for r in ready}
+    assert [t.split("\n")[0] for t in cut["products"]] == [
+        "Product: Trail runner 2",
+        "Product: City sneaker",
+    ]
+    assert cut["faq"] == [answer.strip()]
+    # A library without a profile is cut by size as before: the whole sheet fits one chunk.
+    assert cut["manuals"] == [SHEET.strip()]
+    dead = DeadLetter.model_validate(letter)
+    assert (dead.document_id, dead.code) == ("long", "too_large")
+    assert "identity chunker keeps at most 300" in dead.reason

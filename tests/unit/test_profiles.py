@@ -1,0 +1,104 @@
+"""Library profiles: the contract's checks and the chunkers a profile names."""
+
+from __future__ import annotations
+
+import pytest
+from kbus_contract import Chunker, ChunkerKind, ContentType, DocumentAdded, LibraryProfile
+from kbus_contract.errors import PermanentError
+from kbus_ingestor.chunking import ChunkingConfig
+from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.profiling import Cutter
+from pydantic import ValidationError
+
+DEFAULT = ChunkingConfig(size=512, overlap=50)
+SHEET = (
+    "Spring catalogue\n\n"
+    "Product: Trail runner 2\nA light shoe for wet forest paths, with a grippy sole.\n\n"
+    "Product: City sneaker\nA white leather shoe for offices and dry pavements.\n\n"
+    "Product: Winter boot\nA lined boot that keeps feet warm in snow down to -20 C.\n"
+)
+
+
+def _cutter(**chunker: object) -> Cutter:
+    return Cutter.of(LibraryProfile(chunker=Chunker.model_validate(chunker)), DEFAULT)
+
+
+def _doc(text: str, content_type: ContentType = ContentType.PLAIN) -> DocumentAdded:
+    return DocumentAdded(
+        tenant="shop",
+        library="products",
+        document_id="sheet",
+        title="",
+        text=text,
+        content_type=content_type,
+    )
+
+
+@pytest.mark.parametrize(
+    ("chunker", "reason"),
+    [
+        ({"kind": "pattern"}, "exactly when"),
+        ({"kind": "identity", "pattern": "^x"}, "exactly when"),
+        ({"kind": "pattern", "pattern": "(unclosed"}, "does not compile"),
+        ({"kind": "pattern", "pattern": "^"}, "matches the empty text"),
+        ({"kind": "pattern", "pattern": "x*"}, "matches the empty text"),
+        ({"kind": "recursive", "size": 100, "overlap": 60}, "less than half"),
+        ({"kind": "sentences"}, "recursive"),
+        ({"kind": "pattern", "pattern": "x" * 201}, "at most 200"),
+    ],
+)
+def test_a_profile_that_cannot_work_is_refused_with_the_reason(
+    chunker: dict[str, object], reason: str
+) -> None:
+    with pytest.raises(ValidationError, match=reason):
+        LibraryProfile.model_validate({"chunker": chunker})
+
+
+def test_re2_refuses_what_could_backtrack_and_what_it_lacks() -> None:
+    with pytest.raises(ValueError, match="RE2"):
+        _cutter(kind="pattern", pattern="(?<=x)y")
+    # Linear time whatever the pattern: the classic catastrophic one is instant on RE2.
+    cutter = _cutter(kind="pattern", pattern="(a+)+$")
+    assert cutter.scopes("a" * 50_000 + "b") == [(0, 50_001)]
+
+
+def test_the_pattern_chunker_cuts_where_each_product_starts_and_never_across() -> None:
+    ready = chunk_document(_doc(SHEET), _cutter(kind="pattern", pattern=r"^Product:"), 100)
+    texts = [c.text for c in ready.chunks]
+    assert texts[0] == "Spring catalogue"
+    assert [t.split("\n")[0] for t in texts[1:]] == [
+        "Product: Trail runner 2",
+        "Product: City sneaker",
+        "Product: Winter boot",
+    ]
+    for chunk in ready.chunks:
+        assert SHEET[chunk.char_start : chunk.char_end] == chunk.text
+    # Keyword search sees a product's own words, not its neighbours'.
+    sneaker = ready.chunks[2]
+    assert "leather" in sneaker.keywords
+    assert "snow" not in sneaker.keywords
+
+
+def test_a_long_part_is_cut_further_by_size() -> None:
+    long_part = "Product: Tent\n" + "A tent for four people with two doors. " * 40
+    ready = chunk_document(
+        _doc(long_part), _cutter(kind="pattern", pattern="^Product:", size=200), 100
+    )
+    assert len(ready.chunks) > 1
+    assert all(len(c.text) <= 200 for c in ready.chunks)
+
+
+def test_the_identity_chunker_keeps_a_document_whole_or_refuses_it() -> None:
+    text = "# Title\n\nFirst section.\n\n## Second\n\n" + "Words and more words. " * 40
+    [whole] = chunk_document(_doc(text, ContentType.MARKDOWN), _cutter(kind="identity"), 100).chunks
+    assert whole.text == text.strip()
+    with pytest.raises(PermanentError, match="keeps at most 100") as refused:
+        chunk_document(_doc(text), _cutter(kind="identity", max_chars=100), 100)
+    assert refused.value.code == "too_large"
+
+
+def test_sizes_left_unset_are_the_ingestor_s_and_fitted_to_a_small_size() -> None:
+    assert _cutter().config == DEFAULT
+    small = _cutter(size=60)
+    assert (small.config.size, small.config.overlap) == (60, 29)
+    assert Cutter.recursive(DEFAULT).chunker.kind is ChunkerKind.RECURSIVE
