@@ -81,9 +81,11 @@ async def test_documents_are_cut_by_their_library_s_profile_and_too_long_ones_re
             await publish_raw(
                 nc, topology, json.dumps(document("shop", library, doc_id, text)).encode()
             )
+        own = document("shop", "catalogue", "own", "", chunks=["Kettle.", "Toaster. Two slots."])
+        await publish_raw(nc, topology, json.dumps(own).encode())
         ready = [
             ChunksReady.model_validate(r)
-            for r in await take_work(nc, topology.chunks_ready, "embedder", count=3)
+            for r in await take_work(nc, topology.chunks_ready, "embedder", count=4)
         ]
         [letter] = await read_stream(nc, topology.dead_letters, count=1)
     cut = {r.document.library: [c.text for c in r.chunks] for r in ready}
@@ -94,6 +96,8 @@ async def test_documents_are_cut_by_their_library_s_profile_and_too_long_ones_re
     assert cut["faq"] == [answer.strip()]
     # A library without a profile is cut by size as before: the whole sheet fits one chunk.
     assert cut["manuals"] == [SHEET.strip()]
+    # A publisher's own chunks are kept as given.
+    assert cut["catalogue"] == ["Kettle.", "Toaster. Two slots."]
     dead = DeadLetter.model_validate(letter)
     assert (dead.document_id, dead.code) == ("long", "too_large")
     assert "identity chunker keeps at most 300" in dead.reason

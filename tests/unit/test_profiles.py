@@ -102,3 +102,36 @@ def test_sizes_left_unset_are_the_ingestor_s_and_fitted_to_a_small_size() -> Non
     small = _cutter(size=60)
     assert (small.config.size, small.config.overlap) == (60, 29)
     assert Cutter.recursive(DEFAULT).chunker.kind is ChunkerKind.RECURSIVE
+
+
+def test_supplied_chunks_are_indexed_as_given_whatever_the_profile() -> None:
+    chunks = ("Kettle: boils water.", "Toaster: browns bread.\nTwo slots.")
+    doc = DocumentAdded.model_validate(
+        {"tenant": "shop", "library": "p", "document_id": "d", "title": "", "chunks": chunks}
+    )
+    assert doc.text == "Kettle: boils water.\n\nToaster: browns bread.\nTwo slots."
+    ready = chunk_document(doc, _cutter(kind="identity", max_chars=10), 100)
+    assert tuple(c.text for c in ready.chunks) == chunks
+    for chunk in ready.chunks:
+        assert doc.text[chunk.char_start : chunk.char_end] == chunk.text
+    assert "bread" not in ready.chunks[0].keywords
+    # The same text cut at other places is another version.
+    joined = DocumentAdded.model_validate({**doc.model_dump(), "chunks": (doc.text,)})
+    assert joined.effective_version() != doc.effective_version()
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"chunks": ("a", " ")}, "chunk 1 is empty"),
+        ({"chunks": ("a", "b"), "text": "a b"}, "their concatenation"),
+        ({"chunks": ()}, "at least 1"),
+        ({"chunks": ("a",), "content_type": "text/html"}, "text/plain or text/markdown"),
+    ],
+)
+def test_supplied_chunks_that_do_not_make_the_text_are_refused(
+    fields: dict[str, object], reason: str
+) -> None:
+    base = {"tenant": "shop", "library": "p", "document_id": "d", "title": ""}
+    with pytest.raises(ValidationError, match=reason):
+        DocumentAdded.model_validate({**base, **fields})

@@ -19,6 +19,7 @@ from kbus_contract import (
 )
 from kbus_contract.base import Metadata
 from kbus_contract.claimcheck import fetch_body, open_bodies
+from kbus_contract.documents import CHUNK_SEPARATOR
 from kbus_contract.errors import PermanentError
 from kbus_contract.identifiers import chunk_id, content_version
 from kbus_contract.tenancy import require_library
@@ -54,8 +55,12 @@ def chunk_document(
         PermanentError: the document yields no chunk, or more than ``max_chunks``.
     """
     version = doc.effective_version()
-    parsed = parsed or Parsed(doc.text, markdown=doc.content_type is ContentType.MARKDOWN)
-    pieces = _pieces(parsed, cutter)
+    if doc.chunks is not None:
+        parsed = Parsed(doc.text, markdown=False)
+        pieces = _supplied(doc.chunks)
+    else:
+        parsed = parsed or Parsed(doc.text, markdown=doc.content_type is ContentType.MARKDOWN)
+        pieces = _pieces(parsed, cutter)
     if not pieces:
         raise PermanentError("the document has no text to index", code="empty_document")
     if len(pieces) > max_chunks:
@@ -121,6 +126,17 @@ def _keywords(
     head, index = analysed[piece.scope]
     start, stop = window_span(index.text, piece.span.start - begin, piece.span.end - begin, size)
     return " ".join(head + index.terms(start, stop))
+
+
+def _supplied(chunks: tuple[str, ...]) -> list[Piece]:
+    """The publisher's chunks where they stand in the text (joined by ``CHUNK_SEPARATOR``);
+    each is its own keyword scope."""
+    pieces, start = [], 0
+    for chunk in chunks:
+        end = start + len(chunk)
+        pieces.append(Piece(Span(start, end, chunk), (), (start, end)))
+        start = end + len(CHUNK_SEPARATOR)
+    return pieces
 
 
 def _pieces(parsed: Parsed, cutter: Cutter) -> list[Piece]:

@@ -21,6 +21,10 @@ from kbus_contract.base import Contract, Metadata
 from kbus_contract.identifiers import DocumentId, LibraryId, TenantId, content_version
 
 MAX_METADATA_KEYS = 256
+#: The most chunks a publisher may supply with one document.
+MAX_SUPPLIED_CHUNKS = 10_000
+#: What separates supplied chunks in the document's text.
+CHUNK_SEPARATOR = "\n\n"
 MAX_METADATA_BYTES = 16 * 1024
 
 
@@ -140,6 +144,34 @@ class DocumentAdded(Contract):
     template: RecordTemplate | None = Field(
         default=None, description="How each record becomes a chunk (CSV and JSON only)."
     )
+    chunks: tuple[str, ...] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SUPPLIED_CHUNKS,
+        description="The publisher's own chunks, in order: each is indexed as it is and the "
+        "library's chunker is not used. text is then their concatenation with a blank line "
+        "between (left empty, it is filled in).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_of_chunks(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("chunks") and not data.get("text"):
+            return {**data, "text": CHUNK_SEPARATOR.join(data["chunks"])}
+        return data
+
+    @model_validator(mode="after")
+    def _supplied_chunks(self) -> DocumentAdded:
+        if self.chunks is None:
+            return self
+        if self.content_type not in (ContentType.PLAIN, ContentType.MARKDOWN):
+            raise ValueError("supplied chunks come with text/plain or text/markdown only")
+        blank = [i for i, chunk in enumerate(self.chunks) if not chunk.strip()]
+        if blank:
+            raise ValueError(f"supplied chunk {blank[0]} is empty or whitespace only")
+        if self.text != CHUNK_SEPARATOR.join(self.chunks):
+            raise ValueError("with supplied chunks, text is their concatenation (or empty)")
+        return self
 
     @model_validator(mode="after")
     def _one_source(self) -> DocumentAdded:
@@ -175,12 +207,14 @@ class DocumentAdded(Contract):
         return self.text
 
     def _described(self) -> tuple[str, ...]:
-        described = (
+        described: tuple[str, ...] = (
             self.source_uri,
             self.content_type.value,
             json.dumps(self.metadata, sort_keys=True),
         )
-        return described + ((self.template.model_dump_json(),) if self.template else ())
+        described += (self.template.model_dump_json(),) if self.template else ()
+        # The same text cut elsewhere is another version: its chunks differ.
+        return described + ((json.dumps([len(c) for c in self.chunks]),) if self.chunks else ())
 
     def effective_version(self) -> str:
         """The publisher's version, or one derived from everything that is indexed."""
