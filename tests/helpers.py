@@ -19,7 +19,8 @@ from kbus_contract import (
     EmbeddingsReady,
 )
 from kbus_contract.identifiers import chunk_id
-from kbus_contract.topology import GRANT_ALL, Topology
+from kbus_contract.tenancy import GRANT_ALL
+from kbus_contract.topology import Topology
 from kbus_dev.cluster import by_name
 from kbus_dev.servers import Server
 from kbus_runtime.analysis import keyword_text

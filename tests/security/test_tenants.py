@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from kbus_client import KbError
-from kbus_contract.topology import GRANT_ALL
+from kbus_contract.tenancy import GRANT_ALL
 from kbus_dev.natsauth import Credential
 from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy

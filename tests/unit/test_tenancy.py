@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 from kbus_contract.errors import PermanentError
-from kbus_contract.tenancy import require_granted, require_library, require_tenant
-from kbus_contract.topology import GRANT_ALL, Identity, Topology, grant_token
+from kbus_contract.tenancy import (
+    GRANT_ALL,
+    Identity,
+    grant_token,
+    require_granted,
+    require_library,
+    require_tenant,
+)
+from kbus_contract.topology import Topology
 from kbus_dev.natsauth import Credential
 
 T = Topology()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import nats
 from kbus_contract import (
@@ -27,7 +27,8 @@ from kbus_contract import (
     StatsReply,
     StatsRequest,
 )
-from kbus_contract.topology import Topology, grant_token
+from kbus_contract.tenancy import grant_token
+from kbus_contract.topology import Topology
 from kbus_contract.wire import (
     DEFAULT_WAIT_S,
     budget_ms,
@@ -38,7 +39,7 @@ from kbus_contract.wire import (
 from nats.aio.client import Client
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kbus_client.bodies import ClaimChecks
 from kbus_client.memory import Memory
@@ -46,6 +47,8 @@ from kbus_client.receipts import ReceiptWatcher, removal_of
 from kbus_client.results import PublishResult
 from kbus_client.spans import document_attributes, reply_attributes, search_attributes
 from kbus_client.tool import KbTool
+
+R = TypeVar("R", bound=BaseModel)
 
 _tracer = trace.get_tracer("kbus.client")
 
@@ -311,30 +314,16 @@ class KbClient:
         with _tracer.start_as_current_span(
             "kbus search", attributes=search_attributes(asked)
         ) as span:
-            reply = await request(
-                self.nc,
-                self.topology.search_for(asked.tenant, self.grant),
-                asked,
-                SearchReply,
-                stage="searcher",
-                timeout_s=wait_s,
+            reply = await self._ask(
+                self.topology.search_for, asked, SearchReply, "searcher", wait_s
             )
             span.set_attributes(reply_attributes(reply))
             return reply
 
     async def stats(self, *, tenant: str | None = None) -> StatsReply:
         """Documents and chunks per library of a tenant."""
-        return await self._stats(StatsRequest(tenant=self._tenant(tenant)))
-
-    async def _stats(self, asked: StatsRequest) -> StatsReply:
-        return await request(
-            self.nc,
-            self.topology.stats_for(asked.tenant, self.grant),
-            asked,
-            StatsReply,
-            stage="searcher",
-            timeout_s=self.timeout_s,
-        )
+        asked = StatsRequest(tenant=self._tenant(tenant))
+        return await self._ask(self.topology.stats_for, asked, StatsReply, "searcher")
 
     async def profile(
         self,
@@ -344,20 +333,13 @@ class KbClient:
         example: str | None = None,
         tenant: str | None = None,
     ) -> ProfileReply:
-        """A library's profile and its revision; with ``set_to``, set it first (the ingestor
-        checks it, and cuts ``example`` with it, and refuses it with the reason where it
-        cannot work). It decides for the documents ingested after it."""
+        """A library's profile and its revision; with ``set_to``, set it first for the documents
+        ingested after it (the ingestor checks it, cutting ``example`` with it, and refuses it
+        with the reason where it cannot work)."""
         asked = ProfileRequest(
             tenant=self._tenant(tenant), library=library, profile=set_to, example=example
         )
-        return await request(
-            self.nc,
-            self.topology.profile_for(asked.tenant, self.grant),
-            asked,
-            ProfileReply,
-            stage="ingestor",
-            timeout_s=self.timeout_s,
-        )
+        return await self._ask(self.topology.profile_for, asked, ProfileReply, "ingestor")
 
     async def documents(
         self,
@@ -371,7 +353,20 @@ class KbClient:
         asked = StatsRequest(
             tenant=self._tenant(tenant), library=library, filters=filters or {}, limit=limit
         )
-        return (await self._stats(asked)).documents
+        return (await self._ask(self.topology.stats_for, asked, StatsReply, "searcher")).documents
+
+    async def _ask(
+        self,
+        subject_for: Callable[[str, str], str],
+        asked: SearchRequest | StatsRequest | ProfileRequest,
+        reply: type[R],
+        stage: str,
+        timeout_s: float | None = None,
+    ) -> R:
+        """A request on the asked tenant's subject, within this client's grant."""
+        subject = subject_for(asked.tenant, self.grant)
+        wait_s = timeout_s or self.timeout_s
+        return await request(self.nc, subject, asked, reply, stage=stage, timeout_s=wait_s)
 
     def memory(
         self, library: str, *, conversation: str, source: str = "agent", tenant: str | None = None

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbus_contract.catalog import CHANNELS
-from kbus_contract.topology import Topology, grant_token
+from kbus_contract.tenancy import grant_token
+from kbus_contract.topology import Topology
 
 SERVICES = ("admin", "ingestor", "embedder", "searcher", "reranker")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")

@@ -13,8 +13,7 @@ import logging
 
 from kbus_contract import ErrorReply, LibraryProfile, ProfileReply, ProfileRequest
 from kbus_contract.errors import PermanentError, TransientError
-from kbus_contract.tenancy import require_granted, require_tenant
-from kbus_contract.topology import Identity
+from kbus_contract.tenancy import Identity, require_granted, require_tenant
 from kbus_runtime.answering import Inbound
 from kbus_runtime.declaring import open_bucket
 from kbus_runtime.stage import Stage

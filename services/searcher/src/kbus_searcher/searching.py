@@ -24,8 +24,7 @@ from kbus_contract import (
     StatsRequest,
 )
 from kbus_contract.errors import PermanentError, TransientError
-from kbus_contract.tenancy import require_granted, require_tenant
-from kbus_contract.topology import Identity
+from kbus_contract.tenancy import Identity, require_granted, require_tenant
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage

@@ -2,7 +2,7 @@
 
 NATS permissions decide who may publish to ``document.added.{tenant}.{library}`` or
 ``kb.search.{tenant}.{grant}``; the services then hold the message's body to the subject's
-:class:`~kbus_contract.topology.Identity`. A body naming another tenant or library is refused
+:class:`Identity`. A body naming another tenant or library is refused
 (``tenant_mismatch``, ``library_mismatch``); a search naming a library its grant does not
 reach is refused naming it (``library_not_granted``), never silently narrowed.
 """
@@ -10,9 +10,40 @@ reach is refused naming it (``library_not_granted``), never silently narrowed.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from kbus_contract.errors import PermanentError
-from kbus_contract.topology import Identity
+
+#: The grant token of a credential that may read every library of its tenant.
+GRANT_ALL = "_all"
+#: The most libraries a grant names (a longer list would make a very long subject).
+MAX_GRANT_LIBRARIES = 32
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a message acts for, as its subject says: NATS let it through to that subject only if
+    the sender's credential may publish there."""
+
+    tenant: str | None = None
+    library: str | None = None
+    grant: str | None = None
+
+    def libraries(self) -> frozenset[str] | None:
+        """The libraries the grant reaches (None: all of the tenant's)."""
+        if self.grant is None or self.grant == GRANT_ALL:
+            return None
+        return frozenset(self.grant.split("+"))
+
+
+def grant_token(libraries: Iterable[str] | None) -> str:
+    """The subject token of a grant: ``_all``, or the libraries sorted and joined by ``+``."""
+    if libraries is None:
+        return GRANT_ALL
+    names = sorted(set(libraries))
+    if not names or len(names) > MAX_GRANT_LIBRARIES:
+        raise ValueError(f"a grant names 1 to {MAX_GRANT_LIBRARIES} libraries")
+    return "+".join(names)
 
 
 def require_tenant(identity: Identity, tenant: str) -> None:

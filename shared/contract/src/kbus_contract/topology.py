@@ -6,7 +6,6 @@ server without seeing each other's messages.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -14,23 +13,12 @@ from nats.js.api import KeyValueConfig, ObjectStoreConfig
 
 from kbus_contract import storage
 from kbus_contract.storage import Stream, work_consumer
+from kbus_contract.tenancy import GRANT_ALL, Identity
 
-__all__ = [
-    "GRANT_ALL",
-    "Identity",
-    "StageConsumer",
-    "Stream",
-    "Topology",
-    "grant_token",
-    "work_consumer",
-]
+__all__ = ["StageConsumer", "Stream", "Topology", "work_consumer"]
 
-#: The grant token of a credential that may read every library of its tenant.
-GRANT_ALL = "_all"
 #: The token of a tenant or library a dead letter's message did not name.
 UNKNOWN = "_"
-#: The most libraries a grant names (a longer list would make a very long subject).
-MAX_GRANT_LIBRARIES = 32
 _LIBRARY_SUBJECTS = (
     "document.added",
     "document.deleted",
@@ -51,32 +39,6 @@ class StageConsumer:
     stage: str
     stream: str
     durable: str
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Who a message acts for, as its subject says: NATS let it through to that subject only if
-    the sender's credential may publish there."""
-
-    tenant: str | None = None
-    library: str | None = None
-    grant: str | None = None
-
-    def libraries(self) -> frozenset[str] | None:
-        """The libraries the grant reaches (None: all of the tenant's)."""
-        if self.grant is None or self.grant == GRANT_ALL:
-            return None
-        return frozenset(self.grant.split("+"))
-
-
-def grant_token(libraries: Iterable[str] | None) -> str:
-    """The subject token of a grant: ``_all``, or the libraries sorted and joined by ``+``."""
-    if libraries is None:
-        return GRANT_ALL
-    names = sorted(set(libraries))
-    if not names or len(names) > MAX_GRANT_LIBRARIES:
-        raise ValueError(f"a grant names 1 to {MAX_GRANT_LIBRARIES} libraries")
-    return "+".join(names)
 
 
 def _known(token: str) -> str | None:
