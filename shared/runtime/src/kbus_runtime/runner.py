@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+import time
+
 import uvicorn
 from faststream.asgi import AsgiFastStream
 from threadpoolctl import threadpool_limits
 
 from kbus_runtime.settings import ServiceSettings
+
+log = logging.getLogger("kbus")
+
+#: Seconds a stopping service may spend finishing what it runs.
+GRACE_S = 30
+#: Seconds past the grace after which a service that has not ended is ended.
+STUCK_S = 15
 
 
 def serve(app: AsgiFastStream, settings: ServiceSettings) -> None:
@@ -17,12 +29,33 @@ def serve(app: AsgiFastStream, settings: ServiceSettings) -> None:
     the other requests (docs/performance.md, "Token states kept at ingest").
     """
     threadpool_limits(1, user_api="blas")
-    uvicorn.run(
-        app,
-        host=settings.http_host,
-        port=settings.http_port,
-        log_level=settings.log_level.lower(),
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=30,
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=settings.http_host,
+            port=settings.http_port,
+            log_level=settings.log_level.lower(),
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=GRACE_S,
+        )
     )
+    threading.Thread(target=_end_if_stuck, args=(server,), daemon=True).start()
+    server.run()
+
+
+def _end_if_stuck(server: uvicorn.Server) -> None:
+    """Once the server stops (a signal, or a start-up that failed), end the process if stopping
+    outlasts the grace: a shutdown hung on a broken connection would leave a process that
+    serves nothing and that no supervisor restarts, since it never exits."""
+    while not (server.should_exit or _startup_failed(server)):
+        time.sleep(0.5)
+    time.sleep(GRACE_S + STUCK_S)
+    log.error("the service did not stop within %d s; ending it", GRACE_S + STUCK_S)
+    logging.shutdown()
+    os._exit(1)
+
+
+def _startup_failed(server: uvicorn.Server) -> bool:
+    lifespan = getattr(server, "lifespan", None)
+    return bool(getattr(lifespan, "should_exit", False))
