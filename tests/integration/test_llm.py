@@ -37,7 +37,8 @@ def _settings(
     bus: BusSettings, store: StoreSettings, url: str, **extra: object
 ) -> SearcherSettings:
     llm = LLMSettings(url=url, model=MODEL_NAME)
-    return SearcherSettings(bus=bus, store=store, rewriter="openai", llm=llm, **extra)  # type: ignore[arg-type]
+    extra = {"rewriter": "openai", "rewrite": True, "llm": llm, **extra}
+    return SearcherSettings(bus=bus, store=store, **extra)  # type: ignore[arg-type]
 
 
 async def test_the_model_s_rewrite_is_searched_when_it_is_one_query_and_refused_otherwise(
@@ -61,7 +62,10 @@ async def test_the_model_s_rewrite_is_searched_when_it_is_one_query_and_refused_
                 assert (reply.query, reply.transformer) == (query, "none")
                 assert reply.degraded_reason is DegradedReason.REWRITE_FAILED
             else:
-                assert (reply.query, reply.transformer) == (rewrite, f"openai/{MODEL_NAME}")
+                assert (reply.query, reply.transformer) == (
+                    rewrite,
+                    f"question:openai/{MODEL_NAME}",
+                )
                 assert not reply.degraded
                 assert reply.timings.rewrite_ms > 0
             assert reply.searched

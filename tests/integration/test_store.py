@@ -5,7 +5,7 @@ from __future__ import annotations
 import kbus_searcher.store.writes as writes_module
 import numpy as np
 import pytest
-from kbus_contract import DocumentDeleted, SearchType
+from kbus_contract import DocumentDeleted, EmbeddedChunk, EmbeddingsReady, SearchType
 from kbus_contract.errors import PermanentError
 from kbus_runtime.settings import StoreSettings
 from kbus_runtime.store import weaviate_client
@@ -267,3 +267,62 @@ async def test_several_documents_lose_exactly_their_superseded_chunks(
         ("lib", "c", "v4", 6),  # the same chunk id: overwritten, not deleted
         ("other", "a", "v0", 1),
     ]
+
+
+def _with_matching(
+    message: EmbeddingsReady, position: int, texts: tuple[str, ...], seed: int
+) -> EmbeddingsReady:
+    """``message`` with matching texts for one chunk (text ``i`` has the vector of seed+i)."""
+    chunks = list(message.chunks)
+    vectors = tuple(unit_vector(seed + i) for i in range(len(texts)))
+    chunks[position] = EmbeddedChunk.model_validate(
+        {**chunks[position].model_dump(), "matching": texts, "matching_vectors": vectors}
+    )
+    return message.model_copy(update={"chunks": tuple(chunks)})
+
+
+async def test_a_matching_text_finds_its_chunk_once_and_says_which(store: ChunkStore) -> None:
+    sheet = ready("t1", "shop", "sheet", "v1", ["Trail runner 2: grippy sole.", "City sneaker."])
+    described = ("A waterproof shoe for running forest trails in the rain.", "A trail shoe.")
+    sheet = _with_matching(sheet, 0, described, seed=50)
+    await store.writes.upsert(sheet)
+    await store.writes.upsert(sheet)  # a redelivery overwrites its matching texts too
+
+    [hit] = await store.queries.search(_query("t1", ("shop",), "waterproof rain", None))
+    assert (hit.uuid, hit.properties["text"]) == (sheet.chunks[0].chunk_id, sheet.chunks[0].text)
+    assert hit.properties["matched"] == described[0]
+
+    # Found by its own words and both matching texts: the chunk once, by the best of them.
+    both = await store.queries.search(
+        _query("t1", ("shop",), "trail", list(unit_vector(51)), SearchType.HYBRID)
+    )
+    assert [c.uuid for c in both] == [sheet.chunks[0].chunk_id, sheet.chunks[1].chunk_id]
+    assert both[0].properties["matched"] == described[1]
+
+    # Counted as what they are: two chunks of one document.
+    assert await store.writes.count_stored(sheet) == 2
+    assert await store.queries.library_stats("t1") == [("shop", 1, 2)]
+    assert len(await store.queries.documents("t1", "shop", {}, 10)) == 1
+
+    newer = ready("t1", "shop", "sheet", "v2", ["Trail runner 3."], sequence=2)
+    await store.writes.upsert(newer)
+    assert await store.writes.delete_superseded([newer]) == 4  # 2 chunks, 2 matching texts
+    assert await store.queries.search(_query("t1", ("shop",), "waterproof", None)) == []
+
+
+def _query(
+    tenant: str,
+    libraries: tuple[str, ...],
+    text: str,
+    vector: list[float] | None,
+    search_type: SearchType = SearchType.KEYWORD,
+) -> Query:
+    return Query(
+        tenant=tenant,
+        libraries=libraries,
+        text=text,
+        vector=vector,
+        search_type=search_type,
+        alpha=0.5,
+        limit=20,
+    )

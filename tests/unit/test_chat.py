@@ -6,11 +6,12 @@ A transport stand-in answers here; tests/integration/test_llm.py talks to a real
 from __future__ import annotations
 
 import json
+import math
 
 import httpx
 import pytest
 from kbus_contract.errors import PermanentError, TransientError
-from kbus_runtime.chat import LLMSettings, OpenAIChat
+from kbus_runtime.chat import LLMSettings, MalformedAnswerError, OpenAIChat, option_probabilities
 
 
 def _chat(handler: httpx.MockTransport, key: str | None = None) -> OpenAIChat:
@@ -79,3 +80,44 @@ async def test_content_that_is_not_text_reads_as_empty() -> None:
         await _chat(httpx.MockTransport(lambda _: _completion(None))).chat("i", "m", max_tokens=1)
         == ""
     )
+
+
+def _judged(text: str, top: list[tuple[str, float]] | None) -> httpx.Response:
+    choice: dict[str, object] = {"message": {"content": text}}
+    if top is not None:
+        alternatives = [{"token": t, "logprob": lp} for t, lp in top]
+        choice["logprobs"] = {"content": [{"token": text, "top_logprobs": alternatives}]}
+    return httpx.Response(200, json={"choices": [choice]})
+
+
+async def test_a_choice_asks_for_one_token_and_its_alternatives() -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return _judged("Yes", [("Yes", math.log(0.5)), (" yes", math.log(0.1)), ("No", -1.2)])
+
+    probabilities = await _chat(httpx.MockTransport(answer)).choose("i", "m", ("yes", "no"))
+    body = json.loads(seen[0].content)
+    assert (body["max_tokens"], body["logprobs"], body["top_logprobs"]) == (1, True, 10)
+    no = math.exp(-1.2)
+    assert probabilities == pytest.approx({"yes": 0.6 / (0.6 + no), "no": no / (0.6 + no)})
+
+
+@pytest.mark.parametrize(
+    ("text", "top", "expected"),
+    [
+        ("no.", None, {"yes": 0.0, "no": 1.0}),  # no log-probabilities: the text decides
+        ("Yes, it is", [("Maybe", -0.1)], {"yes": 1.0, "no": 0.0}),
+    ],
+)
+def test_without_the_options_among_the_alternatives_the_text_decides(
+    text: str, top: list[tuple[str, float]] | None, expected: dict[str, float]
+) -> None:
+    assert option_probabilities("m", text, top or [], ("yes", "no")) == expected
+
+
+async def test_an_answer_that_is_no_option_is_malformed() -> None:
+    chat = _chat(httpx.MockTransport(lambda _: _judged("Perhaps", [("Perhaps", -0.1)])))
+    with pytest.raises(MalformedAnswerError, match="'Perhaps', none of yes, no"):
+        await chat.choose("i", "m", ("yes", "no"))

@@ -135,3 +135,32 @@ def test_supplied_chunks_that_do_not_make_the_text_are_refused(
     base = {"tenant": "shop", "library": "p", "document_id": "d", "title": ""}
     with pytest.raises(ValidationError, match=reason):
         DocumentAdded.model_validate({**base, **fields})
+
+
+def test_supplied_matching_texts_travel_with_their_chunk_and_version_it() -> None:
+    base = {"tenant": "shop", "library": "p", "document_id": "d", "title": ""}
+    chunks = ("Kettle: boils water.", "Toaster: browns bread.")
+    described = (("A kettle for tea.", "What boils water fast?"), ())
+    doc = DocumentAdded.model_validate({**base, "chunks": chunks, "matching": described})
+    ready = chunk_document(doc, _cutter(), 100)
+    assert [c.matching for c in ready.chunks] == list(described)
+    plain = DocumentAdded.model_validate({**base, "chunks": chunks})
+    assert plain.effective_version() != doc.effective_version()
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"chunks": ("a", "b"), "matching": (("x",),)}, "one tuple per chunk"),
+        ({"text": "a", "matching": (("x",),)}, "one tuple per chunk"),
+        ({"chunks": ("a",), "matching": (("x",) * 9,)}, "the limit is 8"),
+        ({"chunks": ("a",), "matching": ((" ",),)}, "empty or whitespace"),
+        ({"chunks": ("a",), "matching": (("x" * 2_001,),)}, "at most 2000"),
+    ],
+)
+def test_matching_texts_that_do_not_fit_their_chunks_are_refused(
+    fields: dict[str, object], reason: str
+) -> None:
+    base = {"tenant": "shop", "library": "p", "document_id": "d", "title": ""}
+    with pytest.raises(ValidationError, match=reason):
+        DocumentAdded.model_validate({**base, **fields})

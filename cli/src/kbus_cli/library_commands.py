@@ -1,4 +1,5 @@
-"""``kbus libraries`` and ``kbus profile``: a tenant's libraries and how each one is cut."""
+"""``kbus libraries`` and ``kbus profile``: a tenant's libraries and each one's chain (how its
+documents are cut, how its queries are transformed, what re-scores its candidates)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from typing import Annotated, Any
 
 import typer
 from kbus_client import KbError
-from kbus_contract import Chunker, ChunkerKind, LibraryProfile
+from kbus_contract import (
+    Chunker,
+    ChunkerKind,
+    LibraryProfile,
+    RerankerKind,
+    Reranking,
+    Transformer,
+    TransformerKind,
+)
 from pydantic import ValidationError
 from rich.table import Table
 
@@ -32,13 +41,49 @@ def libraries(
     except KbError as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(1) from exc
-    table = Table("library", "documents", "chunks", "profile", "chunker", title=f"tenant {tenant}")
+    table = Table(
+        "library",
+        "documents",
+        "chunks",
+        "profile",
+        "chunker",
+        "transformer",
+        "reranker",
+        title=f"tenant {tenant}",
+    )
     for lib, reply in rows:
         revision = str(reply.revision) if reply.revision else "default"
+        p = reply.profile
         table.add_row(
-            lib.library, str(lib.documents), str(lib.chunks), revision, _chunker(reply.profile)
+            lib.library,
+            str(lib.documents),
+            str(lib.chunks),
+            revision,
+            _chunker(p),
+            _transformer(p),
+            _reranker(p),
         )
     out.print(table)
+
+
+def _transformer(profile: LibraryProfile) -> str:
+    t = profile.transformer
+    if t.kind is None:
+        return "server's default"
+    return f"prompt ({_short(t.prompt)})" if t.prompt else t.kind.value
+
+
+def _reranker(profile: LibraryProfile) -> str:
+    r = profile.reranker
+    depth = f", depth {r.depth}" if r.depth else ""
+    if r.instruction:
+        return f"prompted ({_short(r.instruction)}{depth})"
+    return f"{r.kind.value} ({depth[2:]})" if depth else r.kind.value
+
+
+def _short(text: str | None, chars: int = 40) -> str:
+    text = text or ""
+    return repr(text if len(text) <= chars else text[: chars - 1] + "…")
 
 
 def _chunker(profile: LibraryProfile) -> str:
@@ -58,7 +103,7 @@ def profile(
     library: Annotated[str, typer.Argument(help="The library.")],
     chunker: Annotated[
         ChunkerKind | None,
-        typer.Option(help="Set the chunker: recursive, identity or pattern (else only show)."),
+        typer.Option(help="Set the chunker: recursive, identity or pattern."),
     ] = None,
     size: Annotated[int | None, typer.Option(help="Characters per chunk.")] = None,
     overlap: Annotated[int | None, typer.Option(help="Characters neighbours share.")] = None,
@@ -68,6 +113,21 @@ def profile(
     pattern: Annotated[
         str | None, typer.Option(help="pattern: where each new chunk starts (RE2, per line).")
     ] = None,
+    transformer: Annotated[
+        TransformerKind | None,
+        typer.Option(help="Set the query transformer: none, question or prompt."),
+    ] = None,
+    prompt: Annotated[
+        str | None, typer.Option(help="prompt: what the model turns a query into.")
+    ] = None,
+    reranker: Annotated[
+        RerankerKind | None,
+        typer.Option(help="Set the reranker: default, none or prompted."),
+    ] = None,
+    instruction: Annotated[
+        str | None, typer.Option(help="prompted: what makes a passage relevant here.")
+    ] = None,
+    depth: Annotated[int | None, typer.Option(help="Candidates the reranker re-scores.")] = None,
     example: Annotated[
         Path | None,
         typer.Option(exists=True, dir_okay=False, help="A document to try the new profile on."),
@@ -76,23 +136,31 @@ def profile(
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
 ) -> None:
-    """Show a library's profile, or set its chunker (for the documents ingested after it)."""
-    new = None
-    if chunker is not None:
-        try:
-            new = LibraryProfile(
-                chunker=Chunker(
-                    kind=chunker, size=size, overlap=overlap, max_chars=max_chars, pattern=pattern
-                )
+    """Show a library's profile, or set its links: the chunker (for the documents ingested
+    after it), the query transformer and the reranker (for the searches after it). Links not
+    named keep their current setting."""
+    try:
+        links: dict[str, Any] = {}
+        if chunker is not None:
+            links["chunker"] = Chunker(
+                kind=chunker, size=size, overlap=overlap, max_chars=max_chars, pattern=pattern
             )
-        except ValidationError as exc:
-            err.print(f"[red]{exc.errors()[0]['msg']}[/]")
-            raise typer.Exit(2) from exc
+        if transformer is not None:
+            links["transformer"] = Transformer(kind=transformer, prompt=prompt)
+        if reranker is not None:
+            links["reranker"] = Reranking(kind=reranker, instruction=instruction, depth=depth)
+    except ValidationError as exc:
+        err.print(f"[red]{exc.errors()[0]['msg']}[/]")
+        raise typer.Exit(2) from exc
     text = example.read_text() if example is not None else None
 
     async def go() -> Any:
         client = await connect(nats_url, prefix, tenant)
         async with client:
+            current = await client.profile(library)
+            if not links:
+                return current
+            new = current.profile.model_copy(update=links)
             return await client.profile(library, set_to=new, example=text)
 
     try:
@@ -102,5 +170,7 @@ def profile(
         raise typer.Exit(1) from exc
     out.print(f"library {reply.library}: revision {reply.revision or 'default'}")
     out.print(f"chunker: {_chunker(reply.profile)}")
+    out.print(f"transformer: {_transformer(reply.profile)}")
+    out.print(f"reranker: {_reranker(reply.profile)}")
     if reply.example_chunks is not None:
         out.print(f"the example was cut into {reply.example_chunks} chunks")

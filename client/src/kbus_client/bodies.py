@@ -43,6 +43,11 @@ class ClaimChecks:
         limit = self.limit_bytes or max(1, self._nc.max_payload - 16 * 1024)
         if len(payload) <= limit:
             return payload
+        if doc.chunks is not None:
+            raise ValueError(
+                f"a document with its own chunks travels in the message, and this one is "
+                f"{len(payload)} bytes where the bus takes {limit}: publish it as several documents"
+            )
         bucket = self._topology.bodies_bucket(doc.tenant)
         text = doc.text.encode("utf-8")
         ref = await put_body(await self._store(doc.tenant), bucket, msg_id, text)

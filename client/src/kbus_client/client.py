@@ -26,6 +26,7 @@ from kbus_contract import (
     SearchType,
     StatsReply,
     StatsRequest,
+    TransformerKind,
 )
 from kbus_contract.tenancy import grant_token
 from kbus_contract.topology import Topology
@@ -147,6 +148,8 @@ class KbClient:
         content_type: ContentType | str = ContentType.PLAIN,
         metadata: dict[str, Any] | None = None,
         version: str | None = None,
+        chunks: Sequence[str] | None = None,
+        matching: Sequence[Sequence[str]] | None = None,
         wait: bool = False,
         timeout_s: float = 300.0,
     ) -> PublishResult:
@@ -155,6 +158,8 @@ class KbClient:
         The document is ``text``, or a file's ``data`` as it is (PDF, Office, HTML, CSV...,
         named by ``content_type``; it travels by claim check and the ingestor parses it), or a
         web page's ``url`` that the ingestor fetches. CSV and JSON records need a ``template``.
+        Or it is the publisher's own ``chunks`` (indexed as given), each with the texts in
+        ``matching`` that find it besides its own (questions, a description).
 
         The publish carries ``Nats-Msg-Id`` = tenant, library, document id and a hash of the
         content: an identical publish inside the stream's duplicate window (2 minutes) is dropped
@@ -180,6 +185,8 @@ class KbClient:
                 content_type=ContentType(content_type),
                 metadata=metadata or {},
                 version=version,
+                chunks=tuple(chunks) if chunks is not None else None,
+                matching=tuple(tuple(m) for m in matching) if matching is not None else None,
             )
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
@@ -276,6 +283,7 @@ class KbClient:
         min_similarity: float | None = None,
         min_evidence: float | None = None,
         rewrite: bool | None = None,
+        transformer: TransformerKind | str | None = None,
         rerank: bool | None = None,
         rerank_depth: int | None = None,
         filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
@@ -302,6 +310,7 @@ class KbClient:
                 min_similarity=min_similarity,
                 min_evidence=min_evidence,
                 rewrite=rewrite,
+                transformer=TransformerKind(transformer) if transformer else None,
                 rerank=rerank,
                 rerank_depth=rerank_depth,
                 filters=filters or {},

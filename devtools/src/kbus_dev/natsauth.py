@@ -236,6 +236,9 @@ def permissions(t: Topology, credentials: Sequence[Credential] = ()) -> dict[str
                 # (nats-py finds a bucket's stream by subject).
                 *_reader(f"KV_{t.versions_bucket}"),
                 *_reader(f"KV_{t.tombstones_bucket}"),
+                # ... and the profiles bucket, which only the ingestor writes.
+                *_kv_reads(t.profiles_bucket),
+                *_reader(f"KV_{t.profiles_bucket}"),
                 "$JS.API.STREAM.NAMES",
                 t.document_indexed,
                 t.document_removed,

@@ -79,7 +79,10 @@ def up(cluster: bool = False, llm: bool = False) -> Stack:
         if llm:
             print("starting the LLM server (SmolLM2-135M-Instruct) ...", flush=True)
             started.append(start_llm(data / "llm", LLM_PORT))
+            # Libraries' profiles may then name a query transformer and a prompted reranker.
             extra["KBUS_LLM_URL"] = llm_url(started[-1])
+            extra["KBUS_SEARCHER_REWRITER"] = "openai"
+            extra["KBUS_RERANKER_PROMPTED"] = "openai"
         env = service_env(nats_url, weaviate.ports["http"], weaviate.ports["grpc"], extra=extra)
         print("starting ingestor, embedder, searcher and reranker ...", flush=True)
         services = [start_service(n, env, logs, SERVICE_PORTS[n]) for n in SERVICES]

@@ -83,11 +83,23 @@ class Vectorizer:
 
     async def embed_chunks(self, ready: ChunksReady) -> None:
         """Embed one part of a document's chunks and publish it on ``embeddings.ready``."""
-        texts = [document_text(ready.document, c, self.include_title) for c in ready.chunks]
+        doc = ready.document
+        texts = [document_text(doc, c, self.include_title) for c in ready.chunks]
         vectors = await self.vectors_of(texts)
+        matching = [
+            document_text(doc, c.model_copy(update={"text": m}), self.include_title)
+            for c in ready.chunks
+            for m in c.matching
+        ]
+        # Nothing re-scores a matching text's tokens (the reranker reads the chunk's).
+        extra = iter(await self.vectors_of(matching, keep_states=False) if matching else [])
         # The array itself: a tuple of floats would be validated float by float.
         embedded = [
-            EmbeddedChunk(**chunk.model_dump(), vector=vector)
+            EmbeddedChunk(
+                **chunk.model_dump(),
+                vector=vector,
+                matching_vectors=tuple(next(extra) for _ in chunk.matching),
+            )
             for chunk, vector in zip(ready.chunks, vectors, strict=True)
         ]
         topology = self.stage.topology
@@ -104,8 +116,9 @@ class Vectorizer:
             out, topology.embeddings_ready, stream=topology.embeddings_stream.name
         )
 
-    async def vectors_of(self, texts: list[str]) -> np.ndarray:
-        """Cached vectors where there are any; the rest embedded (and then cached)."""
+    async def vectors_of(self, texts: list[str], keep_states: bool = True) -> np.ndarray:
+        """Cached vectors where there are any; the rest embedded (and then cached, with their
+        token states where ``keep_states``)."""
         model, dimension = self.embedder.model, self.embedder.dimension
         cached = (
             await self.cache.get_many(model, texts, dimension)
@@ -128,7 +141,7 @@ class Vectorizer:
                 out[i] = by_text[texts[i]]
             if self.cache:
                 await self.cache.put_many(model, unique, np.asarray(fresh))
-            if self.tokens and states is not None:
+            if self.tokens and states is not None and keep_states:
                 await self.tokens.put_many(model, unique, states)
         self.chunks_embedded.labels(model).inc(len(unique))
         self.cached.labels(model).inc(len(texts) - len(missing))

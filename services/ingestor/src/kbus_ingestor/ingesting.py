@@ -81,6 +81,7 @@ def chunk_document(
             keywords=_keywords(doc.title, parsed.text, piece, keyword_window, analysed),
             page=parsed.page_at(piece.span.start),
             metadata=piece.metadata or {},
+            matching=doc.matching[position] if doc.matching else (),
         )
         for position, piece in enumerate(pieces)
     )

@@ -13,6 +13,7 @@ import logging
 
 from kbus_contract import ErrorReply, LibraryProfile, ProfileReply, ProfileRequest
 from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.profiles import profile_key
 from kbus_contract.tenancy import Identity, require_granted, require_tenant
 from kbus_runtime.answering import Inbound
 from kbus_runtime.declaring import open_bucket
@@ -28,10 +29,6 @@ from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.profiling import Cutter
 
 log = logging.getLogger("kbus.ingestor")
-
-
-def profile_key(tenant: str, library: str) -> str:
-    return f"{tenant}.{library}"
 
 
 class Profiles:

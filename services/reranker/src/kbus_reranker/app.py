@@ -11,6 +11,7 @@ from kbus_runtime.service import Service
 from kbus_runtime.token_states import TokenStateStore
 
 from kbus_reranker.handlers import register
+from kbus_reranker.prompting import create_prompted
 from kbus_reranker.reranking import Reranker
 from kbus_reranker.scoring import create_scorer
 from kbus_reranker.settings import RerankerSettings
@@ -30,6 +31,13 @@ def create_app(settings: RerankerSettings | None = None) -> AsgiFastStream:
         registry=service.registry,
         tokens=TokenStateStore(service.topology.token_states_kv) if settings.token_states else None,
         query_states=settings.query_states,
+        prompted=create_prompted(
+            settings.prompted,
+            settings.llm,
+            settings.cohere,
+            settings.prompted_concurrency,
+            settings.prompted_passage_chars,
+        ),
     )
     register(service, reranker, settings)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from functools import partial
 
 import numpy as np
@@ -22,6 +23,7 @@ from kbus_runtime.stage import Stage
 from kbus_runtime.token_states import TokenStateStore, unpack
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from kbus_reranker.prompting import PromptedScorer
 from kbus_reranker.scoring import MaxSimScorer, Scorer, score_async
 
 
@@ -38,9 +40,11 @@ class Reranker:
         registry: CollectorRegistry,
         tokens: TokenStateStore | None = None,
         query_states: bool = True,
+        prompted: PromptedScorer | None = None,
     ) -> None:
         self.stage = stage
         self._load = load
+        self.prompted = prompted
         self.tokens = tokens
         self.query_states = query_states
         self._scorer: Scorer | None = None
@@ -78,7 +82,9 @@ class Reranker:
 
     @property
     def model_name(self) -> str:
-        name = self.scorer.name
+        return self._named(self.scorer.name)
+
+    def _named(self, name: str) -> str:
         return f"{name}+prior({self.prior_weight:g})" if self.prior_weight else name
 
     async def answer(self, inbound: Inbound) -> RerankReply | ErrorReply:
@@ -100,11 +106,25 @@ class Reranker:
             return RerankReply(model=self.model_name, scores=())
         started = time.perf_counter()
         passages = [c.text for c in request.candidates]
-        scores = await self._score(request.query, passages, deadline, request.query_states)
+        if request.instruction is not None:
+            scorer = self._prompted()
+            async with deadline.bound("prompted reranking") if deadline else nullcontext():
+                scores = await scorer.score(request.instruction, request.query, passages)
+            name = self._named(scorer.name)
+        else:
+            scores = await self._score(request.query, passages, deadline, request.query_states)
+            name = self.model_name
         self.seconds.observe(time.perf_counter() - started)
-        return RerankReply(
-            model=self.model_name, scores=blend(scores, request.candidates, self.prior_weight)
-        )
+        return RerankReply(model=name, scores=blend(scores, request.candidates, self.prior_weight))
+
+    def _prompted(self) -> PromptedScorer:
+        if self.prompted is None:
+            raise PermanentError(
+                "this reranker has no chat model for prompted reranking (set "
+                "KBUS_RERANKER_PROMPTED to openai or cohere)",
+                code="rerank_unconfigured",
+            )
+        return self.prompted
 
     async def _score(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from kbus_runtime.chat import LLMSettings
 from kbus_runtime.settings import CohereSettings, ServiceSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
@@ -57,4 +58,22 @@ class RerankerSettings(ServiceSettings):
         "vector (same model), so a search runs no encoder; false: encode the query. Why: "
         "docs/tuning.md#kbus_reranker_query_states.",
     )
+    prompted: Literal["cohere", "openai"] | None = Field(
+        default=None,
+        description="Chat model of the prompted reranker profiles may name: cohere, or openai "
+        "(KBUS_LLM_URL); unset: those searches keep first-stage order, degraded.",
+    )
+    prompted_concurrency: int = Field(
+        default=4,
+        ge=1,
+        description="Model calls one prompted rerank makes at once (one per candidate); a local "
+        "llama.cpp server answers one at a time whatever this is.",
+    )
+    prompted_passage_chars: int = Field(
+        default=1_500,
+        ge=100,
+        description="Characters of each passage the prompted reranker's model reads (a chunk "
+        "is about 512; more only slows a small model down).",
+    )
     cohere: CohereSettings = Field(default_factory=CohereSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)

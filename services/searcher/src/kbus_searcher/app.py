@@ -10,6 +10,7 @@ from kbus_runtime.advisories import MaxDeliveries
 from kbus_runtime.service import Service
 from kbus_runtime.store import WeaviateNodes
 
+from kbus_searcher.chains import LibraryProfiles
 from kbus_searcher.handlers import register
 from kbus_searcher.indexing import Indexer
 from kbus_searcher.quotas import Quotas
@@ -33,6 +34,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
     )
     tombstones = Tombstones(topology.tombstones_kv)
     versions = Versions(topology.versions_kv)
+    profiles = LibraryProfiles(topology.profiles_kv)
     indexing = (
         (
             Indexer(
@@ -57,6 +59,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
             settings,
             service.registry,
             versions,
+            profiles,
             create_rewriter(settings.rewriter, settings.cohere, settings.llm),
             quotas,
         )
@@ -75,9 +78,12 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
             await versions.open(js, create=topology.declare)
             await tombstones.follow()
             if settings.serve:
+                await profiles.open(js, create=topology.declare)
                 await versions.follow()
+                await profiles.follow()
             yield
         finally:
+            await profiles.stop()
             await versions.stop()
             await tombstones.stop()
             await client.close()

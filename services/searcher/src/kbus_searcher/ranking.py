@@ -120,4 +120,5 @@ def _hit(c: Candidate, scores: Scores) -> SearchHit:
         version=p.get("version") or "",
         metadata=json.loads(p.get("metadata_json") or "{}"),
         scores=scores,
+        matched=p.get("matched") or None,
     )

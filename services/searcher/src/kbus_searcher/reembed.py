@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kbus_contract import (
     Chunk,
@@ -51,6 +51,26 @@ class StoredDocument:
 
     ref: DocumentRef
     chunks: list[Chunk]
+    #: Each chunk's matching texts by position, as (match number, text).
+    matching: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
+
+    def add(self, row: dict[str, object]) -> None:
+        """A stored object of this publish: a chunk's own, or one of its matching texts'."""
+        match = int(str(row.get("match") or 0))
+        if match:
+            position = int(str(row["position"]))
+            self.matching.setdefault(position, []).append((match, str(row["matched"])))
+        else:
+            self.chunks.append(_chunk(row))
+
+    def ordered(self) -> None:
+        """Chunks in order, each with its matching texts in order."""
+        self.chunks = [
+            c.model_copy(
+                update={"matching": tuple(t for _, t in sorted(self.matching.get(c.position, [])))}
+            )
+            for c in sorted(self.chunks, key=lambda c: c.position)
+        ]
 
 
 async def running_model(nc: Client, topology: Topology) -> str:
@@ -71,9 +91,9 @@ async def read_documents(store: ChunkStore, name: str) -> list[StoredDocument]:
             if found is None or found.ref.sequence < sequence:
                 found = documents[key] = StoredDocument(_ref(tenant, row), [])
             if found.ref.sequence == sequence:
-                found.chunks.append(_chunk(row))
+                found.add(row)
     for document in documents.values():
-        document.chunks.sort(key=lambda c: c.position)
+        document.ordered()
     return list(documents.values())
 
 

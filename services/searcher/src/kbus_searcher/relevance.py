@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from kbus_contract import NoMatchReason, SearchRequest, SearchType
-from kbus_runtime.analysis import content_terms
+from kbus_runtime.analysis import analyze, content_terms
 
 from kbus_searcher.store import Candidate
 
@@ -98,12 +98,19 @@ class Relevance:
         floor = verdict.min_evidence or 0.0
         coverage = None
         if similarity + self.keyword_weight >= floor:  # the words could still decide it
-            ids = [c.uuid for c in best_by_keywords(found, self.candidates)]
-            keywords = await self.read_keywords(tenant, ids)
-            coverage = keyword_coverage(query, [keywords.get(i, "") for i in ids])
+            best = best_by_keywords(found, self.candidates)
+            keywords = await self.read_keywords(tenant, [c.uuid for c in best])
+            # A chunk placed by a matching text holds that text's words too.
+            texts = [f"{keywords.get(c.uuid, '')} {_matched_terms(c)}" for c in best]
+            coverage = keyword_coverage(query, texts)
         evidence = similarity + self.keyword_weight * (coverage or 0.0)
         reason = NoMatchReason.WEAK_EVIDENCE if evidence < floor else None
         return replace(verdict, reason=reason, keyword_coverage=coverage, evidence=evidence)
+
+
+def _matched_terms(candidate: Candidate) -> str:
+    matched = candidate.properties.get("matched")
+    return analyze(str(matched)) if matched else ""
 
 
 def best_by_keywords(found: Sequence[Candidate], count: int) -> list[Candidate]:

@@ -1,10 +1,12 @@
-"""Optional query rewriting before a search: a terse or odd query becomes a clear question.
+"""Query transformers: before a search, a terse or odd query becomes a clear question, or the
+form a library's own prompt asks for (a shopper's words as a product description).
 
-Off by default. A rewriter is pluggable (anything with ``name`` and ``async rewrite``); the one
-that ships prompts a chat model: Cohere's, or any OpenAI-compatible endpoint such as the local
-llama.cpp server devtools starts. A rewrite that fails, is slow, or comes back in another form
-than one query is not an error for the caller: the original query is searched, the reply's
-``query`` says which text was searched and ``transformer`` which rewriter produced it.
+Off by default (a library's profile or a request turns one on). A rewriter is pluggable
+(anything with ``name`` and ``async rewrite``); the one that ships prompts a chat model:
+Cohere's, or any OpenAI-compatible endpoint such as the local llama.cpp server devtools starts.
+A rewrite that fails, is slow, or comes back in another form than asked is not an error for the
+caller: the original query is searched, the reply's ``query`` says which text was searched and
+``transformer`` which transformer produced it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 import re
 from typing import Protocol
 
+from kbus_contract import TransformerKind
 from kbus_runtime.analysis import content_terms
 from kbus_runtime.chat import ChatBackend, ChatModel, LLMSettings, create_chat
 from kbus_runtime.settings import CohereSettings
@@ -26,9 +29,13 @@ INSTRUCTION = (
     "exactly as written; do not answer it; do not add facts. Reply with the rewritten query only."
     "\nExample: 'location of food' -> 'Where is the food located?'"
 )
+#: A library's own prompt is followed by this, so that the reply is the text to search.
+PROMPT_TAIL = "\nReply with the text to search only, in at most two sentences."
 MAX_REWRITE_CHARS = 1_000
 #: A rewritten query is one line; the cap stops a model that rambles instead.
 MAX_TOKENS = 64
+#: A library's prompt may ask for a description, which is longer than a question.
+MAX_PROMPTED_TOKENS = 128
 PURPOSE = "the query rewriter"
 #: A rewrite may be three times the query's length, and at least this many characters: a
 #: longer one is an answer or an essay, not a query.
@@ -44,7 +51,7 @@ class QueryRewriter(Protocol):
 
     name: str
 
-    async def rewrite(self, query: str) -> str: ...
+    async def rewrite(self, query: str, kind: TransformerKind, prompt: str | None) -> str: ...
 
 
 class MalformedRewriteError(ValueError):
@@ -55,32 +62,37 @@ class ChatRewriter:
     """Rewrites with a chat model (Cohere or an OpenAI-compatible endpoint) and checks what
     comes back: a small model often answers, refuses or wanders off instead of rewriting."""
 
-    def __init__(self, chat: ChatModel, instruction: str = INSTRUCTION) -> None:
+    def __init__(self, chat: ChatModel) -> None:
         self.chat = chat
-        self.instruction = instruction
         self.name = chat.name
 
-    async def rewrite(self, query: str) -> str:
-        return checked(query, await self.chat.chat(self.instruction, query, max_tokens=MAX_TOKENS))
+    async def rewrite(self, query: str, kind: TransformerKind, prompt: str | None) -> str:
+        """The query in the form ``kind`` asks for (``prompt``: the library's instruction)."""
+        if kind is TransformerKind.PROMPT and prompt is not None:
+            text = await self.chat.chat(prompt + PROMPT_TAIL, query, max_tokens=MAX_PROMPTED_TOKENS)
+            return checked(query, text, sentences=2)
+        return checked(query, await self.chat.chat(INSTRUCTION, query, max_tokens=MAX_TOKENS))
 
 
-def checked(query: str, text: str) -> str:
+def checked(query: str, text: str, sentences: int = 1) -> str:
     """The rewrite's first line without quotes or a label.
 
     Raises:
-        MalformedRewriteError: nothing is left, it is too long or several sentences, it
-            refuses or answers, or it keeps none of the query's content words (so it would
-            search for something else).
+        MalformedRewriteError: nothing is left, it is too long or has more than ``sentences``
+            sentences, it refuses or answers, or it keeps none of the query's content words
+            (so it would search for something else).
     """
     line = next((x for x in text.splitlines() if x.strip()), "")
     line = _LABEL.sub("", line.strip()).strip().strip("\"'`").strip()
     if not line:
         raise MalformedRewriteError("the rewrite is empty")
-    longest = min(MAX_REWRITE_CHARS, max(MIN_REWRITE_ROOM, 3 * len(query)))
+    longest = min(MAX_REWRITE_CHARS, sentences * max(MIN_REWRITE_ROOM, 3 * len(query)))
     if len(line) > longest:
         raise MalformedRewriteError(f"the rewrite is longer than {longest} characters")
-    if _NEXT_SENTENCE.search(line):
-        raise MalformedRewriteError("the rewrite is several sentences: an answer, not a query")
+    if len(_NEXT_SENTENCE.findall(line)) >= sentences:
+        raise MalformedRewriteError(
+            f"the rewrite is more than {sentences} sentence(s): an answer, not a query"
+        )
     if _REFUSAL.match(line):
         raise MalformedRewriteError(f"the model refused: {line[:80]!r}")
     if _ANSWER.match(line):
@@ -91,12 +103,18 @@ def checked(query: str, text: str) -> str:
     return line
 
 
-async def rewrite_or_none(rewriter: QueryRewriter, query: str, timeout_s: float) -> str | None:
-    """The rewritten query; None when rewriting fails, takes longer than ``timeout_s`` or
+async def rewrite_or_none(
+    rewriter: QueryRewriter,
+    query: str,
+    timeout_s: float,
+    kind: TransformerKind,
+    prompt: str | None = None,
+) -> str | None:
+    """The transformed query; None when transforming fails, takes longer than ``timeout_s`` or
     returns nothing usable (the search then runs on the query as given)."""
     try:
         async with asyncio.timeout(timeout_s):
-            text = (await rewriter.rewrite(query)).strip().strip('"').strip()
+            text = (await rewriter.rewrite(query, kind, prompt)).strip().strip('"').strip()
     except Exception as exc:  # a rewrite is an improvement, never a reason to fail a search
         log.warning(
             "query rewriting failed (%s: %s); searching the query as given", type(exc).__name__, exc

@@ -16,6 +16,7 @@ from kbus_contract import (
 )
 from kbus_runtime.deadlines import Deadline
 
+from kbus_searcher.chains import Chain
 from kbus_searcher.ranking import score_kind
 from kbus_searcher.relevance import Verdict
 from kbus_searcher.settings import SearcherSettings
@@ -33,8 +34,9 @@ class SearchRun:
     min_score: float
     document_weight: float
     verdict: Verdict = field(default_factory=Verdict)
+    chain: Chain = field(default_factory=Chain)
     query: str = ""
-    transformer: str = "none"  # the rewriter that produced `query`
+    transformer: str = "none"  # the transformer that produced `query`
     model: str = ""
     query_states: QueryStates | None = None  # the query's token states, from its embedding
     reranker: str = ""

@@ -22,6 +22,7 @@ from kbus_contract import (
     SearchType,
     StatsReply,
     StatsRequest,
+    TransformerKind,
 )
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.tenancy import Identity, require_granted, require_tenant
@@ -34,6 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.baseline import Baselines
+from kbus_searcher.chains import LibraryProfiles, chain_of
 from kbus_searcher.quotas import Quotas
 from kbus_searcher.ranking import (
     best_per_document,
@@ -87,12 +89,14 @@ class Searcher:
         settings: SearcherSettings,
         registry: CollectorRegistry,
         versions: Versions,
+        profiles: LibraryProfiles,
         rewriter: QueryRewriter | None = None,
         quotas: Quotas | None = None,
     ) -> None:
         self.stage = stage
         self.store = store
         self.versions = versions
+        self.profiles = profiles
         self.settings = settings
         self.rewriter = rewriter
         self.quotas = quotas or Quotas({})
@@ -194,6 +198,8 @@ class Searcher:
             return await self._search(req, run)
 
     async def _search(self, req: SearchRequest, run: SearchRun) -> SearchReply:
+        profiles = await self.profiles.of(req.tenant, req.libraries)
+        run.chain = chain_of(req, profiles, self.settings.rewrite)
         run.query = await self._rewrite(req, run)
         vector, run.model = await self._embed(run.query, req.search_type, run)
         found = await self._same_model_candidates(req, run, vector)
@@ -228,17 +234,20 @@ class Searcher:
         return self.settings.reserve_ms / 1000.0
 
     async def _rewrite(self, req: SearchRequest, run: SearchRun) -> str:
-        wanted = self.settings.rewrite if req.rewrite is None else req.rewrite
-        if self.rewriter is None or not wanted:
+        kind = run.chain.transformer
+        if kind is TransformerKind.NONE:
+            return req.query
+        if self.rewriter is None:
+            run.degraded_reason = DegradedReason.REWRITE_UNAVAILABLE
             return req.query
         t0 = time.perf_counter()
         timeout_s = run.deadline.cap(self.settings.rewrite_timeout_s, self._reserve_s)
-        query = await rewrite_or_none(self.rewriter, req.query, timeout_s)
+        query = await rewrite_or_none(self.rewriter, req.query, timeout_s, kind, run.chain.prompt)
         run.timings["rewrite_ms"] = self._observe("rewrite", t0)
         if query is None:
             run.degraded_reason = DegradedReason.REWRITE_FAILED
             return req.query
-        run.transformer = self.rewriter.name
+        run.transformer = f"{kind.value}:{self.rewriter.name}"
         return query
 
     async def _embed(
@@ -253,7 +262,7 @@ class Searcher:
                 texts=(query,),
                 input_type=InputType.QUERY,
                 budget_ms=run.deadline.left_ms() or 1,
-                token_states=self.second_stage.wanted(run.request),
+                token_states=self.second_stage.wanted(run.request, run.chain),
             ),
             EmbedReply,
             stage="embedder",
@@ -356,7 +365,7 @@ class Searcher:
         firsts: Sequence[float],
     ) -> list[float] | None:
         reranked = await self.second_stage.rerank(
-            req, run.query, found, firsts, run.deadline, run.query_states
+            req, run.chain, run.query, found, firsts, run.deadline, run.query_states
         )
         if reranked.waited_s:
             self.latency.labels("rerank").observe(reranked.waited_s)

@@ -17,16 +17,18 @@ from kbus_contract import (
     DegradedReason,
     QueryStates,
     RerankCandidate,
+    RerankerKind,
     RerankReply,
     RerankRequest,
     SearchRequest,
     SearchType,
 )
-from kbus_contract.errors import TransientError
+from kbus_contract.errors import KbusError, PermanentError, TransientError
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
 
 from kbus_searcher.budgeting import RerankCost
+from kbus_searcher.chains import Chain
 from kbus_searcher.ranking import passage
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate
@@ -50,36 +52,51 @@ class SecondStage:
     def __init__(self, stage: Stage, settings: SearcherSettings) -> None:
         self.stage = stage
         self.settings = settings
-        self.cost = RerankCost()
+        # A prompted model and the local scorer cost very different times per candidate.
+        self.costs = {RerankerKind.DEFAULT: RerankCost(), RerankerKind.PROMPTED: RerankCost()}
 
     async def rerank(
         self,
         req: SearchRequest,
+        chain: Chain,
         query: str,
         found: Sequence[Candidate],
         firsts: Sequence[float],
         deadline: Deadline,
         query_states: QueryStates | None = None,
     ) -> Reranked:
-        """Scores for the first ``rerank_depth`` of ``found`` (in first-stage order)."""
-        if not (self.wanted(req) and found):
+        """Scores for the first candidates of ``found`` (in first-stage order), by the
+        reranker the chain names."""
+        if not (self.wanted(req, chain) and found):
             return Reranked()
-        candidates = self._candidates(req, found, firsts)
+        candidates = self._candidates(req, chain, found, firsts)
         reserve_s = self.settings.reserve_ms / 1000.0
         left_s = deadline.left_s() - reserve_s
-        if req.rerank is None and not self.cost.fits(len(candidates), left_s):
+        cost = self.costs[RerankerKind.PROMPTED if chain.instruction else RerankerKind.DEFAULT]
+        if req.rerank is None and not cost.fits(len(candidates), left_s):
             return Reranked(degraded=DegradedReason.RERANK_OVER_BUDGET)
-        request = RerankRequest(query=query, candidates=candidates, query_states=query_states)
-        return await self._ask(req, request, deadline, reserve_s)
+        request = RerankRequest(
+            query=query,
+            candidates=candidates,
+            query_states=None if chain.instruction else query_states,
+            instruction=chain.instruction,
+        )
+        return await self._ask(req, request, deadline, reserve_s, cost)
 
-    def wanted(self, req: SearchRequest) -> bool:
-        """Whether the request is to be reranked."""
-        return self.settings.rerank if req.rerank is None else req.rerank
+    def wanted(self, req: SearchRequest, chain: Chain | None = None) -> bool:
+        """Whether the request is to be reranked (its libraries' profile may say no)."""
+        if req.rerank is not None:
+            return req.rerank
+        return self.settings.rerank and (chain is None or chain.reranker is not RerankerKind.NONE)
 
     def _candidates(
-        self, req: SearchRequest, found: Sequence[Candidate], firsts: Sequence[float]
+        self,
+        req: SearchRequest,
+        chain: Chain,
+        found: Sequence[Candidate],
+        firsts: Sequence[float],
     ) -> tuple[RerankCandidate, ...]:
-        depth = req.rerank_depth or self.settings.rerank_depth
+        depth = req.rerank_depth or chain.depth or self.settings.rerank_depth
         blend = req.search_type is not SearchType.KEYWORD
         return tuple(
             RerankCandidate(id=c.uuid, text=passage(c), prior=first if blend else None)
@@ -92,6 +109,7 @@ class SecondStage:
         request: RerankRequest,
         deadline: Deadline,
         reserve_s: float,
+        cost: RerankCost,
     ) -> Reranked:
         timeout_s = deadline.cap(self.settings.rerank_timeout_s, reserve_s)
         candidates = request.candidates
@@ -104,21 +122,26 @@ class SecondStage:
                 stage="reranker",
                 timeout_s=timeout_s,
             )
-        except TransientError as exc:
+        except (TransientError, PermanentError) as exc:
             waited_s = time.perf_counter() - started
             reason = _reason(exc)
             if reason is DegradedReason.RERANK_TIMEOUT:
-                self.cost.observe(len(candidates), waited_s)
-            if req.rerank:
+                cost.observe(len(candidates), waited_s)
+            if req.rerank or reason is None:
                 raise
             log.warning("answering in first-stage order: %s", exc)
             return Reranked(degraded=reason, waited_s=waited_s)
         waited_s = time.perf_counter() - started
-        self.cost.observe(len(candidates), waited_s)
+        cost.observe(len(candidates), waited_s)
         return Reranked(list(reply.scores), reply.model, waited_s=waited_s)
 
 
-def _reason(exc: TransientError) -> DegradedReason:
+def _reason(exc: KbusError) -> DegradedReason | None:
+    """Why the first stage's order stands (None: the request itself is wrong)."""
     if exc.code in ("reranker_timeout", "deadline_exceeded"):
         return DegradedReason.RERANK_TIMEOUT
-    return DegradedReason.RERANK_UNAVAILABLE
+    if exc.code == "rerank_malformed":
+        return DegradedReason.RERANK_MALFORMED
+    if isinstance(exc, TransientError) or exc.code == "rerank_unconfigured":
+        return DegradedReason.RERANK_UNAVAILABLE
+    return None

@@ -62,11 +62,14 @@ class SearcherSettings(ServiceSettings):
     )
     rewriter: Literal["none", "cohere", "openai"] = Field(
         default="none",
-        description="Query rewriter: none, cohere (needs KBUS_COHERE_API_KEY) or openai (the "
-        "chat endpoint at KBUS_LLM_URL). Why none: docs/quality.md#query-rewriting.",
+        description="Chat model of the query transformers profiles and requests name: none, "
+        "cohere, or openai (KBUS_LLM_URL). Why none: docs/quality.md#query-rewriting.",
     )
     rewrite: bool = Field(
-        default=True, description="Rewrite queries when a rewriter is configured, unless asked not."
+        default=False,
+        description="Turn queries into questions (with the rewriter) when neither the request "
+        "nor the libraries' profiles choose a transformer. Why off: "
+        "docs/quality.md#query-rewriting.",
     )
     cohere: CohereSettings = Field(default_factory=CohereSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)

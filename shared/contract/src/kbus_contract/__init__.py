@@ -37,6 +37,10 @@ from kbus_contract.profiles import (
     LibraryProfile,
     ProfileReply,
     ProfileRequest,
+    RerankerKind,
+    Reranking,
+    Transformer,
+    TransformerKind,
 )
 from kbus_contract.requests import (
     DocumentEntry,
@@ -107,6 +111,8 @@ __all__ = [
     "RerankCandidate",
     "RerankReply",
     "RerankRequest",
+    "RerankerKind",
+    "Reranking",
     "Scores",
     "SearchHit",
     "SearchReply",
@@ -115,4 +121,6 @@ __all__ = [
     "StageTimings",
     "StatsReply",
     "StatsRequest",
+    "Transformer",
+    "TransformerKind",
 ]

@@ -6,6 +6,7 @@ import json
 import re
 import string
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import (
     BaseModel,
@@ -25,6 +26,11 @@ MAX_METADATA_KEYS = 256
 MAX_SUPPLIED_CHUNKS = 10_000
 #: What separates supplied chunks in the document's text.
 CHUNK_SEPARATOR = "\n\n"
+#: The most matching texts one chunk may have (each is one more object to embed and index).
+MAX_MATCHING_TEXTS = 8
+#: The longest matching text: a question or a description, not a second chunk.
+MAX_MATCHING_CHARS = 2_000
+MatchingText = Annotated[str, Field(min_length=1, max_length=MAX_MATCHING_CHARS)]
 MAX_METADATA_BYTES = 16 * 1024
 
 
@@ -152,6 +158,13 @@ class DocumentAdded(Contract):
         "library's chunker is not used. text is then their concatenation with a blank line "
         "between (left empty, it is filled in).",
     )
+    matching: tuple[tuple[MatchingText, ...], ...] | None = Field(
+        default=None,
+        max_length=MAX_SUPPLIED_CHUNKS,
+        description="With chunks: for each chunk, in order, texts matched besides its own "
+        f"(questions it answers, a product description; at most {MAX_MATCHING_TEXTS}). Each "
+        "gets its own vector and keyword scope; a hit on any returns the chunk once.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -171,6 +184,21 @@ class DocumentAdded(Contract):
             raise ValueError(f"supplied chunk {blank[0]} is empty or whitespace only")
         if self.text != CHUNK_SEPARATOR.join(self.chunks):
             raise ValueError("with supplied chunks, text is their concatenation (or empty)")
+        return self
+
+    @model_validator(mode="after")
+    def _matching_per_chunk(self) -> DocumentAdded:
+        if self.matching is None:
+            return self
+        if self.chunks is None or len(self.matching) != len(self.chunks):
+            raise ValueError("matching texts come with supplied chunks, one tuple per chunk")
+        for i, texts in enumerate(self.matching):
+            if len(texts) > MAX_MATCHING_TEXTS:
+                raise ValueError(
+                    f"chunk {i} has {len(texts)} matching texts; the limit is {MAX_MATCHING_TEXTS}"
+                )
+            if any(not t.strip() for t in texts):
+                raise ValueError(f"a matching text of chunk {i} is empty or whitespace only")
         return self
 
     @model_validator(mode="after")
@@ -213,8 +241,9 @@ class DocumentAdded(Contract):
             json.dumps(self.metadata, sort_keys=True),
         )
         described += (self.template.model_dump_json(),) if self.template else ()
-        # The same text cut elsewhere is another version: its chunks differ.
-        return described + ((json.dumps([len(c) for c in self.chunks]),) if self.chunks else ())
+        # The same text cut elsewhere, or matched by other texts, is another version.
+        described += (json.dumps([len(c) for c in self.chunks]),) if self.chunks else ()
+        return described + ((json.dumps(self.matching),) if self.matching else ())
 
     def effective_version(self) -> str:
         """The publisher's version, or one derived from everything that is indexed."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from kbus_contract.base import Contract, Metadata
-from kbus_contract.documents import ContentType
+from kbus_contract.documents import MAX_MATCHING_TEXTS, ContentType
 from kbus_contract.identifiers import DocumentId, LibraryId, TenantId
 from kbus_contract.vectors import Vector
 
@@ -34,6 +34,12 @@ class Chunk(Contract):
     metadata: Metadata = Field(
         default_factory=dict,
         description="The chunk's own metadata (a record's), over its document's.",
+    )
+    matching: tuple[str, ...] = Field(
+        default=(),
+        max_length=MAX_MATCHING_TEXTS,
+        description="Texts matched besides the chunk's own (questions, a description): each is "
+        "embedded and indexed on its own, and a hit on it returns this chunk.",
     )
 
 
@@ -78,9 +84,16 @@ class ChunksReady(Contract):
 
 
 class EmbeddedChunk(Chunk):
-    """A chunk with its vector."""
+    """A chunk with its vector, and one vector per matching text."""
 
     vector: Vector
+    matching_vectors: tuple[Vector, ...] = ()
+
+    @model_validator(mode="after")
+    def _a_vector_per_matching_text(self) -> EmbeddedChunk:
+        if len(self.matching_vectors) != len(self.matching):
+            raise ValueError("every matching text has its vector")
+        return self
 
 
 class EmbeddingsReady(Contract):

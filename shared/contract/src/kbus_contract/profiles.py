@@ -1,9 +1,11 @@
-"""A library's profile: how its documents are cut into chunks (the first link of its chain).
+"""A library's profile: the links of its chain (how its documents are cut, how a query is
+transformed before it is searched, and how the candidates are re-scored).
 
 A profile is set over the bus (``kb.profile.{tenant}.{grant}``, answered by the ingestor, which
-checks it and keeps it in a key-value bucket: each change is a new revision) and decides for the
-documents ingested after it. Documents already indexed keep their chunks until they are
-published again.
+checks it and keeps it in a key-value bucket: each change is a new revision). The chunker decides
+for the documents ingested after it: documents already indexed keep their chunks until they are
+published again. The transformer and the reranker decide for every search after it (searchers
+follow the bucket), since they act on queries, not on what is indexed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ MAX_PATTERN_CHARS = 200
 MAX_WHOLE_CHARS = 100_000
 #: The longest example text a profile request may carry to try its pattern on.
 MAX_EXAMPLE_CHARS = 65_536
+#: The longest instruction a profile gives a model (what relevant means, what form a query
+#: takes): an instruction, not a document; it is sent with every call.
+MAX_PROMPT_CHARS = 2_000
+
+
+def profile_key(tenant: str, library: str) -> str:
+    """A library's key in the profiles bucket."""
+    return f"{tenant}.{library}"
 
 
 class ChunkerKind(StrEnum):
@@ -81,10 +91,82 @@ class Chunker(Contract):
         return self
 
 
+class TransformerKind(StrEnum):
+    """What a query becomes before it is searched."""
+
+    #: The query as typed.
+    NONE = "none"
+    #: One clear, self-contained question ("location of food": "Where is the food located?").
+    QUESTION = "question"
+    #: What the library's own prompt asks for (a shopper's words as a product description).
+    PROMPT = "prompt"
+
+
+class Transformer(Contract):
+    """The query transformer of a library's searches."""
+
+    kind: TransformerKind | None = Field(
+        default=None,
+        description="none, question or prompt (unset: the searcher's default, a question when "
+        "its rewriter is on).",
+    )
+    prompt: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_PROMPT_CHARS,
+        description="prompt: the instruction the model gets with the query; it answers with the "
+        "text to search (at most two sentences).",
+    )
+
+    @model_validator(mode="after")
+    def _prompt_for_prompt(self) -> Transformer:
+        if (self.kind is TransformerKind.PROMPT) != (self.prompt is not None):
+            raise ValueError("a prompt is given exactly when the transformer is 'prompt'")
+        return self
+
+
+class RerankerKind(StrEnum):
+    """What re-scores a library's first candidates."""
+
+    #: The reranker service's scorer (Cohere when it has a key, else its local model).
+    DEFAULT = "default"
+    #: Nobody: the first stage's order stands.
+    NONE = "none"
+    #: An LLM judging each candidate with the library's instruction (what relevant means).
+    PROMPTED = "prompted"
+
+
+class Reranking(Contract):
+    """The reranker of a library's searches."""
+
+    kind: RerankerKind = RerankerKind.DEFAULT
+    instruction: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_PROMPT_CHARS,
+        description="prompted: what makes a passage relevant to a query in this library.",
+    )
+    depth: int | None = Field(
+        default=None,
+        ge=1,
+        le=50,
+        description="First-stage candidates re-scored (unset: the searcher's depth); a prompted "
+        "reranker makes one model call per candidate.",
+    )
+
+    @model_validator(mode="after")
+    def _instruction_for_prompted(self) -> Reranking:
+        if (self.kind is RerankerKind.PROMPTED) != (self.instruction is not None):
+            raise ValueError("an instruction is given exactly when the reranker is 'prompted'")
+        return self
+
+
 class LibraryProfile(Contract):
     """What a library's chain does; every field has kbus's default."""
 
     chunker: Chunker = Field(default_factory=Chunker)
+    transformer: Transformer = Field(default_factory=Transformer)
+    reranker: Reranking = Field(default_factory=Reranking)
 
 
 class ProfileRequest(Contract):

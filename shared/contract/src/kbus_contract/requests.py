@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from kbus_contract.base import MAX_QUERY_CHARS, Contract, Metadata, MetadataScalar, budget_field
 from kbus_contract.identifiers import LibraryId, TenantId
+from kbus_contract.profiles import MAX_PROMPT_CHARS
 from kbus_contract.vectors import MAX_PACKED_BYTES, PackedStates, Vector
 
 
@@ -94,6 +95,13 @@ class RerankRequest(Contract):
     candidates: tuple[RerankCandidate, ...] = Field(max_length=1_000)
     budget_ms: int | None = budget_field(": a request still waiting when it is spent is not scored")
     query_states: QueryStates | None = None
+    instruction: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_PROMPT_CHARS,
+        description="Score with the prompted LLM reranker, told this is what relevant means "
+        "(a library's profile); unset: the reranker's own scorer.",
+    )
 
 
 class RerankReply(Contract):

@@ -15,6 +15,7 @@ from kbus_contract.base import (
     budget_field,
 )
 from kbus_contract.identifiers import DocumentId, LibraryId, TenantId
+from kbus_contract.profiles import TransformerKind
 
 MAX_K = 100
 
@@ -66,6 +67,12 @@ class SearchRequest(Contract):
         default=None,
         description="Rewrite the query before searching, if a rewriter is configured "
         "(the server's default if unset).",
+    )
+    transformer: TransformerKind | None = Field(
+        default=None,
+        description="What the query becomes before it is searched: none, question, or prompt "
+        "(the libraries' own prompt); unset: the libraries' profile, else the server's default. "
+        "rewrite false means none.",
     )
     rerank: bool | None = Field(
         default=None,
@@ -145,6 +152,11 @@ class SearchHit(Contract):
     version: str
     metadata: Metadata
     scores: Scores
+    matched: str | None = Field(
+        default=None,
+        description="The chunk's matching text (a question, a description) that placed it "
+        "best, when that was not the chunk's own text.",
+    )
 
 
 class NoMatchReason(StrEnum):
@@ -163,6 +175,8 @@ class DegradedReason(StrEnum):
     RERANK_TIMEOUT = "rerank_timeout"
     RERANK_UNAVAILABLE = "rerank_unavailable"
     REWRITE_FAILED = "rewrite_failed"
+    REWRITE_UNAVAILABLE = "rewrite_unavailable"
+    RERANK_MALFORMED = "rerank_malformed"
 
 
 class StageTimings(Contract):
@@ -232,8 +246,9 @@ class SearchReply(Contract):
     query: str = Field(default="", description="The query searched (after any rewriting).")
     transformer: str = Field(
         default="none",
-        description="The rewriter that turned the request's query into `query` (backend/model), "
-        "or none: no rewriter configured or asked for, or its rewrite failed (then degraded).",
+        description="The transformer that turned the request's query into `query`, as "
+        "kind:backend/model (question:openai/SmolLM2-135M-Instruct), or none: none was wanted, "
+        "or it failed (then degraded).",
     )
     score_kind: str = Field(
         description="What `scores.final` is: rerank (the reranker's score), first_stage (fused "
@@ -251,8 +266,11 @@ class SearchReply(Contract):
         default=None,
         description="rerank_over_budget: what was left of the budget was less than the "
         "reranker needs, so the first stage's order was kept; rerank_timeout: the reranker did "
-        "not answer within what was left; rerank_unavailable: no reranker answered; "
-        "rewrite_failed: the query was searched as written.",
+        "not answer within what was left; rerank_unavailable: no reranker answered (or none can "
+        "score as the library's profile asks); rerank_malformed: the prompted reranker's model "
+        "answered in another form than asked; rewrite_failed: the transformer failed, was slow "
+        "or answered in another form, so the query was searched as written; "
+        "rewrite_unavailable: a transformer was wanted but the searcher has no model for it.",
     )
     budget_ms: int = Field(
         default=0, description="The budget the search ran under, in milliseconds."

@@ -9,6 +9,8 @@ that refuses the request (bad model, bad key) is a ``PermanentError``.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import httpx
@@ -47,6 +49,47 @@ class ChatModel(Protocol):
 
     async def chat(self, instruction: str, message: str, *, max_tokens: int) -> str: ...
 
+    async def choose(
+        self, instruction: str, message: str, options: Sequence[str]
+    ) -> dict[str, float]: ...
+
+
+#: Alternatives asked for at the first token of a choice: enough to find every option's
+#: spelling ("yes", "Yes", " yes") among them.
+TOP_LOGPROBS = 10
+
+
+class MalformedAnswerError(PermanentError):
+    """The model answered in another form than the one asked for."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="malformed_answer")
+
+
+def option_probabilities(
+    name: str, text: str, top: Sequence[tuple[str, float]], options: Sequence[str]
+) -> dict[str, float]:
+    """Each option's probability as the answer's first word, from the first token's top
+    alternatives (``top``: token and log-probability); from the answer's text alone (1 for the
+    option it starts with) where the endpoint gives none.
+
+    Raises:
+        MalformedAnswerError: no option is among the alternatives, nor begins the text.
+    """
+    mass = dict.fromkeys(options, 0.0)
+    for token, logprob in top:
+        word = token.strip().strip(".,:!\"'").lower()
+        if word in mass:
+            mass[word] += math.exp(logprob)
+    total = sum(mass.values())
+    if total > 0:
+        return {option: p / total for option, p in mass.items()}
+    words = text.strip().lower().split()
+    first = words[0].strip(".,:!\"'") if words else ""
+    if first in mass:
+        return {option: float(option == first) for option in options}
+    raise MalformedAnswerError(f"{name} answered {text[:60]!r}, none of {', '.join(options)}")
+
 
 class OpenAIChat:
     """``POST {url}/chat/completions`` with httpx."""
@@ -71,11 +114,32 @@ class OpenAIChat:
             "temperature": 0.0,
             "max_tokens": max_tokens,
         }
+        return _reply_text(self.name, await self._post(body))
+
+    async def choose(
+        self, instruction: str, message: str, options: Sequence[str]
+    ) -> dict[str, float]:
+        """One token, with its top alternatives' log-probabilities."""
+        body = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": instruction},
+                {"role": "user", "content": message},
+            ],
+            "temperature": 0.0,
+            "max_tokens": 1,
+            "logprobs": True,
+            "top_logprobs": TOP_LOGPROBS,
+        }
+        response = await self._post(body)
+        text = _reply_text(self.name, response)
+        return option_probabilities(self.name, text, _first_top(response), options)
+
+    async def _post(self, body: dict[str, Any]) -> httpx.Response:
         try:
-            response = await self.client.post("chat/completions", json=body)
+            return await self.client.post("chat/completions", json=body)
         except httpx.TransportError as exc:
             raise TransientError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
-        return _reply_text(self.name, response)
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -94,6 +158,15 @@ def _reply_text(name: str, response: httpx.Response) -> str:
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise PermanentError(f"{name} answered something that is not a chat completion") from exc
     return content if isinstance(content, str) else ""
+
+
+def _first_top(response: httpx.Response) -> list[tuple[str, float]]:
+    """The first token's alternatives (none when the endpoint gives no log-probabilities)."""
+    try:
+        content = response.json()["choices"][0]["logprobs"]["content"]
+        return [(str(t["token"]), float(t["logprob"])) for t in content[0]["top_logprobs"]]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return []
 
 
 class CohereChat:
@@ -120,6 +193,13 @@ class CohereChat:
         )
         parts = response.message.content or []
         return "".join(getattr(p, "text", "") for p in parts)
+
+    async def choose(
+        self, instruction: str, message: str, options: Sequence[str]
+    ) -> dict[str, float]:
+        """The option the answer starts with (Cohere gives no alternatives' probabilities)."""
+        text = await self.chat(instruction, message, max_tokens=2)
+        return option_probabilities(self.name, text, [], options)
 
     async def close(self) -> None:
         return None

@@ -51,3 +51,8 @@ def document(library: str, document_id: str) -> _Filters:
     return Filter.by_property("library").equal(library) & Filter.by_property("document_id").equal(
         document_id
     )
+
+
+def own_objects() -> _Filters:
+    """Chunks' own objects, not their matching texts' (what counts chunks and documents)."""
+    return Filter.by_property("match").equal(0)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from kbus_contract import SearchType
+from kbus_contract.identifiers import chunk_id
 from kbus_runtime.analysis import analyze
 from kbus_runtime.tracing import store_span
 from weaviate.classes.aggregate import GroupByAggregate
@@ -69,8 +70,20 @@ def parse_explain(explain: str | None) -> tuple[float | None, float | None]:
     return found.get("keyword"), found.get("vector")
 
 
+def as_chunk(tenant: str, candidate: Candidate) -> Candidate:
+    """A matching text's object as the chunk it stands for (its id; ``matched`` says which
+    text placed it)."""
+    p = candidate.properties
+    if not int(p.get("match") or 0):
+        return candidate
+    position = int(p.get("position") or 0)
+    own = chunk_id(tenant, str(p["library"]), str(p["document_id"]), str(p["version"]), position)
+    return replace(candidate, uuid=own)
+
+
 def distinct(candidates: Iterable[Candidate]) -> list[Candidate]:
-    """Each chunk once, at its first (best) place.
+    """Each chunk once, at its first (best) place: a chunk found by its own text and by its
+    matching texts is returned once, by the best of them.
 
     Weaviate 1.36 to 1.38.16 can return one object twice from a filtered graph search (ACORN
     enters its entry point twice; fixed in 1.38.17, weaviate/weaviate#13211, which cannot be
@@ -175,7 +188,8 @@ class ChunkQueries:
         where = filters.scope(query.libraries, query.filters, query.exclude_documents)
         run = _KINDS[query.search_type]
         with store_span(query.search_type.value, name, query.tenant) as span:
-            found = distinct(await run(self.collections.use(name, query.tenant), query, where))
+            found = await run(self.collections.use(name, query.tenant), query, where)
+            found = distinct(as_chunk(query.tenant, c) for c in found)
             span.set_attribute("kbus.candidates", len(found))
         return found
 
@@ -227,7 +241,9 @@ class ChunkQueries:
         if name is None or not await self.collections.tenant_exists(tenant, name):
             return []
         res = await self.collections.use(name, tenant).query.fetch_objects(
-            filters=filters.scope((library,), where) & Filter.by_property("position").equal(0),
+            filters=filters.scope((library,), where)
+            & Filter.by_property("position").equal(0)
+            & filters.own_objects(),
             limit=limit,
             return_properties=["document_id", "title", "version", "source_uri", "metadata_json"],
         )
@@ -240,12 +256,14 @@ class ChunkQueries:
             return []
         handle = self.collections.use(name, tenant)
         by_library = GroupByAggregate(prop="library")
-        chunks = await handle.aggregate.over_all(group_by=by_library, total_count=True)
+        chunks = await handle.aggregate.over_all(
+            group_by=by_library, total_count=True, filters=filters.own_objects()
+        )
         # Every document has exactly one chunk at position 0.
         firsts = await handle.aggregate.over_all(
             group_by=by_library,
             total_count=True,
-            filters=Filter.by_property("position").equal(0),
+            filters=Filter.by_property("position").equal(0) & filters.own_objects(),
         )
         documents = {str(g.grouped_by.value): int(g.total_count or 0) for g in firsts.groups}
         return sorted(

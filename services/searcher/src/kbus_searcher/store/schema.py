@@ -91,6 +91,10 @@ SCHEMA_PROPERTIES = [
     _int("char_start"),
     _int("char_end"),
     _int("page"),  # 0: the document has no pages
+    # 0: the chunk's own object; i: its i-th matching text's, whose vector and keywords are that
+    # text's (kept in `matched`) and whose other properties are the chunk's.
+    _int("match", filterable=True),
+    _text("matched", filterable=False),
 ]
 #: What a search returns of a chunk (everything but the analysed keyword text).
 RETURN_PROPERTIES = [p.name for p in SCHEMA_PROPERTIES if p.name != "keywords"]

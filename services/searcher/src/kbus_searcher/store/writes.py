@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from kbus_contract import DocumentDeleted, EmbeddingsReady
+from kbus_contract import DocumentDeleted, EmbeddedChunk, EmbeddingsReady
 from kbus_contract.base import Metadata
 from kbus_contract.errors import PermanentError, TransientError
+from kbus_runtime.analysis import keyword_text
 from kbus_runtime.tracing import store_span
 from weaviate.classes.data import DataObject
 from weaviate.classes.query import Filter, Sort
@@ -73,8 +74,9 @@ class ChunkWriter:
         objects: list[DataObject[dict[str, Any], None]] = []
         owner: list[int] = []
         for i, ready in enumerate(readies):
-            objects.extend(_objects(ready))
-            owner.extend([i] * len(ready.chunks))
+            made = _objects(ready)
+            objects.extend(made)
+            owner.extend([i] * len(made))
         try:
             with store_span("insert", name, tenant) as span:
                 span.set_attribute("kbus.chunks", len(objects))
@@ -119,6 +121,7 @@ class ChunkWriter:
             filters.document(library, document_id)
             & Filter.by_property("version").equal(version)
             & Filter.by_property("sequence").equal(sequence)
+            & filters.own_objects()
         )
         handle = self.collections.use(name, tenant, write=True)
         result = await handle.aggregate.over_all(filters=where, total_count=True)
@@ -282,25 +285,57 @@ def _objects(ready: EmbeddingsReady) -> list[DataObject[dict[str, Any], None]]:
         "model": ready.model,
         "source_uri": doc.source_uri,
     }
+    objects = []
+    for chunk in ready.chunks:
+        properties = {
+            **base,
+            "text": chunk.text,
+            "keywords": chunk.keywords,
+            "heading_path": list(chunk.heading_path),
+            "heading_text": " > ".join(chunk.heading_path),
+            "position": chunk.position,
+            "char_start": chunk.char_start,
+            "char_end": chunk.char_end,
+            "page": chunk.page or 0,
+            "match": 0,
+            "matched": "",
+            **_metadata({**doc.metadata, **chunk.metadata}),
+        }
+        objects.append(
+            DataObject(
+                uuid=uuid.UUID(chunk.chunk_id),
+                vector={CHUNK_VECTOR: list(chunk.vector), DOCUMENT_VECTOR: whole},
+                properties=properties,
+            )
+        )
+        objects.extend(_matching_objects(doc.title, chunk, properties, whole))
+    return objects
+
+
+def _matching_objects(
+    title: str, chunk: EmbeddedChunk, properties: dict[str, Any], whole: list[float]
+) -> list[DataObject[dict[str, Any], None]]:
+    """One object per matching text: found by that text's vector and words, showing the chunk."""
     return [
         DataObject(
-            uuid=uuid.UUID(chunk.chunk_id),
-            vector={CHUNK_VECTOR: list(chunk.vector), DOCUMENT_VECTOR: whole},
+            uuid=matching_id(chunk.chunk_id, i),
+            vector={CHUNK_VECTOR: list(vector), DOCUMENT_VECTOR: whole},
             properties={
-                **base,
-                "text": chunk.text,
-                "keywords": chunk.keywords,
-                "heading_path": list(chunk.heading_path),
-                "heading_text": " > ".join(chunk.heading_path),
-                "position": chunk.position,
-                "char_start": chunk.char_start,
-                "char_end": chunk.char_end,
-                "page": chunk.page or 0,
-                **_metadata({**doc.metadata, **chunk.metadata}),
+                **properties,
+                "keywords": keyword_text(title, chunk.heading_path, text),
+                "match": i,
+                "matched": text,
             },
         )
-        for chunk in ready.chunks
+        for i, (text, vector) in enumerate(
+            zip(chunk.matching, chunk.matching_vectors, strict=True), 1
+        )
     ]
+
+
+def matching_id(chunk_id: str, match: int) -> uuid.UUID:
+    """The id of a chunk's ``match``-th matching text (deterministic: a redelivery overwrites)."""
+    return uuid.uuid5(uuid.UUID(chunk_id), f"match-{match}")
 
 
 def _metadata(metadata: Metadata) -> dict[str, Any]:

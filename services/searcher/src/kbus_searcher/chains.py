@@ -1,0 +1,120 @@
+"""Which chain a search runs: the query transformer and the reranker its libraries' profiles
+name, overridden by what the request says.
+
+The searcher follows the profiles bucket (a key-value watch), so a profile set a moment ago
+decides the next searches without a round trip per search. A search over several libraries
+uses a link of their profiles only where all of them agree on it; else the server's default.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from kbus_contract import (
+    LibraryProfile,
+    RerankerKind,
+    Reranking,
+    SearchRequest,
+    Transformer,
+    TransformerKind,
+)
+from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.profiles import profile_key
+from nats.errors import Error as NatsError
+from nats.js.api import KeyValueConfig
+from nats.js.errors import KeyNotFoundError
+from pydantic import ValidationError
+
+from kbus_searcher.buckets import FollowedBucket
+
+log = logging.getLogger("kbus.searcher")
+
+L = TypeVar("L", Transformer, Reranking)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The transformer and reranker of one search."""
+
+    transformer: TransformerKind = TransformerKind.NONE
+    prompt: str | None = None  # the transformer's instruction (kind prompt)
+    reranker: RerankerKind = RerankerKind.DEFAULT
+    instruction: str | None = None  # the prompted reranker's
+    depth: int | None = None  # candidates re-scored (None: the request's or the server's)
+
+
+def _parsed(value: bytes) -> LibraryProfile | None:
+    try:
+        return LibraryProfile.model_validate_json(value)
+    except ValidationError as exc:
+        # Written around the ingestor, which checks what it keeps: searched with the defaults.
+        log.warning("a library profile is not valid (the defaults apply): %s", exc)
+        return None
+
+
+class LibraryProfiles(FollowedBucket[LibraryProfile | None]):
+    """The profiles bucket, followed; a library without one has kbus's defaults."""
+
+    def __init__(self, config: KeyValueConfig) -> None:
+        super().__init__(config, _parsed)
+
+    async def of(self, tenant: str, libraries: Sequence[str]) -> list[LibraryProfile]:
+        """The profile of each library (read from the bucket when not following it)."""
+        return [await self._one(profile_key(tenant, library)) for library in libraries]
+
+    async def _one(self, key: str) -> LibraryProfile:
+        if self.following:
+            return self.copied(key) or LibraryProfile()
+        try:
+            entry = await self.kv.get(key)
+        except KeyNotFoundError:
+            return LibraryProfile()
+        except NatsError as exc:
+            raise TransientError(f"the profiles bucket: {exc}", code="bus_error") from exc
+        return _parsed(entry.value or b"") or LibraryProfile()
+
+
+def _common(links: Sequence[L], default: L) -> L:
+    """The link every library has, else ``default``."""
+    return links[0] if links and all(link == links[0] for link in links) else default
+
+
+def chain_of(req: SearchRequest, profiles: Sequence[LibraryProfile], rewrite: bool) -> Chain:
+    """The chain of ``req`` over libraries with ``profiles`` (``rewrite``: the server turns
+    queries into questions when neither the request nor the profiles choose).
+
+    Raises:
+        PermanentError: the request asks for the prompt transformer where the libraries do
+            not share a prompt.
+    """
+    transformer = _common([p.transformer for p in profiles], Transformer())
+    reranking = _common([p.reranker for p in profiles], Reranking())
+    kind = _transformer_kind(req, transformer.kind, rewrite)
+    if kind is TransformerKind.PROMPT and transformer.prompt is None:
+        raise PermanentError(
+            "the request asks for the libraries' own prompt, but their profiles give no common one",
+            code="no_prompt",
+        )
+    return Chain(
+        transformer=kind,
+        prompt=transformer.prompt if kind is TransformerKind.PROMPT else None,
+        reranker=reranking.kind,
+        instruction=reranking.instruction,
+        depth=reranking.depth,
+    )
+
+
+def _transformer_kind(
+    req: SearchRequest, profiled: TransformerKind | None, rewrite: bool
+) -> TransformerKind:
+    if req.rewrite is False:
+        return TransformerKind.NONE
+    kind = req.transformer or profiled
+    if kind is None:
+        kind = TransformerKind.QUESTION if rewrite else TransformerKind.NONE
+    if req.rewrite and kind is TransformerKind.NONE:
+        return TransformerKind.QUESTION  # asked to rewrite, and nothing says how
+    return kind
