@@ -164,3 +164,25 @@ def test_matching_texts_that_do_not_fit_their_chunks_are_refused(
     base = {"tenant": "shop", "library": "p", "document_id": "d", "title": ""}
     with pytest.raises(ValidationError, match=reason):
         DocumentAdded.model_validate({**base, **fields})
+
+
+def test_a_sections_chunker_keeps_each_section_whole_up_to_its_limit() -> None:
+    guide = (
+        "# Guide\n\n## Returns\n\n" + "Returns are free within 30 days of delivery. " * 4 + "\n\n"
+        "## Shipping\n\nParcels leave the same day.\n\n"
+        "## Warranty\n\n" + "Repairs are free for two years. " * 30 + "\n"
+    )
+    doc = _doc(guide, ContentType.MARKDOWN)
+    cutter = _cutter(kind="sections", max_chars=400, size=200, overlap=20)
+    chunks = chunk_document(doc, cutter, 100).chunks
+    returns, shipping, *warranty = chunks
+    assert returns.heading_path == ("Guide", "Returns")
+    # A section is its heading and its text, whole, though over the size.
+    assert (
+        returns.text
+        == "## Returns\n\n" + ("Returns are free within 30 days of delivery. " * 4).strip()
+    )
+    assert shipping.text == "## Shipping\n\nParcels leave the same day."
+    assert len(warranty) > 1  # over max_chars: cut by size
+    assert all(c.heading_path == ("Guide", "Warranty") for c in warranty)
+    assert not cutter.whole  # sections and pages stay scopes

@@ -95,6 +95,7 @@ def _chunker(profile: LibraryProfile) -> str:
         ChunkerKind.RECURSIVE: sizes,
         ChunkerKind.IDENTITY: f"max {c.max_chars} characters",
         ChunkerKind.PATTERN: f"at {c.pattern!r}" + (f", {sizes}" if sizes else ""),
+        ChunkerKind.SECTIONS: f"up to {c.max_chars} characters whole",
     }[c.kind]
     return f"{c.kind.value} ({detail})" if detail else c.kind.value
 
@@ -103,12 +104,12 @@ def profile(
     library: Annotated[str, typer.Argument(help="The library.")],
     chunker: Annotated[
         ChunkerKind | None,
-        typer.Option(help="Set the chunker: recursive, identity or pattern."),
+        typer.Option(help="Set the chunker: recursive, identity, pattern or sections."),
     ] = None,
     size: Annotated[int | None, typer.Option(help="Characters per chunk.")] = None,
     overlap: Annotated[int | None, typer.Option(help="Characters neighbours share.")] = None,
     max_chars: Annotated[
-        int, typer.Option(help="identity: the longest document kept as one chunk.")
+        int, typer.Option(help="identity, sections: the longest text kept as one chunk.")
     ] = 8_000,
     pattern: Annotated[
         str | None, typer.Option(help="pattern: where each new chunk starts (RE2, per line).")

@@ -66,7 +66,7 @@ class Cutter:
     @property
     def whole(self) -> bool:
         """Whether the document is cut as one text (its sections and pages are not scopes)."""
-        return self.chunker.kind is not ChunkerKind.RECURSIVE
+        return self.chunker.kind not in (ChunkerKind.RECURSIVE, ChunkerKind.SECTIONS)
 
     def scopes(self, text: str) -> list[tuple[int, int]]:
         """The parts of a document that are cut apart (a chunk never crosses one)."""
@@ -78,13 +78,18 @@ class Cutter:
     def cut(self, text: str, base: int = 0) -> list[Span]:
         """The chunks of one scope; offsets are shifted by ``base``.
 
+        A sections chunker keeps a scope (a section, a page) whole up to its ``max_chars``.
+
         Raises:
             PermanentError: an identity chunker's document is longer than it keeps whole.
         """
-        if self.chunker.kind is not ChunkerKind.IDENTITY:
-            return split_text(text, self.config, base)
         start = len(text) - len(text.lstrip())
         end = len(text.rstrip())
+        kind = self.chunker.kind
+        if kind is ChunkerKind.SECTIONS and end - start <= self.chunker.max_chars:
+            return [Span(base + start, base + end, text[start:end])] if end > start else []
+        if kind is not ChunkerKind.IDENTITY:
+            return split_text(text, self.config, base)
         if end - start > self.chunker.max_chars:
             raise PermanentError(
                 f"the document is {end - start} characters; the library's identity chunker "

@@ -46,6 +46,9 @@ class ChunkerKind(StrEnum):
     #: A new chunk starts at each match of ``pattern`` (a product sheet holding several
     #: products); a part longer than ``size`` is cut further as by the recursive chunker.
     PATTERN = "pattern"
+    #: One chunk per section of the document's own structure (a Markdown heading with its
+    #: text, a PDF page, a slide), up to ``max_chars``; a longer one is cut by size.
+    SECTIONS = "sections"
 
 
 class Chunker(Contract):
@@ -65,7 +68,8 @@ class Chunker(Contract):
         default=8_000,
         ge=1,
         le=MAX_WHOLE_CHARS,
-        description="identity: the longest document kept as one chunk; longer ones are refused.",
+        description="identity: the longest document kept as one chunk (longer ones are "
+        "refused); sections: the longest section kept whole (longer ones are cut by size).",
     )
     pattern: str | None = Field(
         default=None,
