@@ -29,8 +29,9 @@ class LLMSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KBUS_LLM_", extra="ignore")
 
     url: str = Field(
-        default="http://127.0.0.1:8080/v1",
-        description="Base URL of an OpenAI-compatible chat API (it ends before /chat/completions).",
+        default="http://127.0.0.1:8180/v1",
+        description="Base URL of an OpenAI-compatible chat API (it ends before /chat/completions); "
+        "the default is where python -m kbus_dev up --llm serves one.",
     )
     model: str = Field(
         default="SmolLM2-135M-Instruct",
