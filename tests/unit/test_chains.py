@@ -26,7 +26,7 @@ from kbus_contract.topology import Topology
 from kbus_reranker.prompting import PromptedScorer
 from kbus_runtime.chat import MalformedAnswerError
 from kbus_runtime.deadlines import Deadline
-from kbus_searcher.chains import Chain, chain_of
+from kbus_searcher.chains import Chain, _parsed, chain_of
 from kbus_searcher.second_stage import SecondStage
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate
@@ -185,3 +185,9 @@ def test_a_rerank_request_s_instruction_is_bounded() -> None:
     candidate = RerankCandidate(id="1", text="t")
     with pytest.raises(ValidationError):
         RerankRequest(query="q", candidates=(candidate,), instruction="x" * 2_001)
+
+
+def test_a_profile_kept_around_the_ingestor_that_is_not_valid_searches_with_the_defaults() -> None:
+    assert _parsed(PRODUCTS.model_dump_json().encode()) == PRODUCTS
+    assert _parsed(b'{"reranker": {"kind": "prompted"}}') is None
+    assert _parsed(b"not json") is None
