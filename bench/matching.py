@@ -7,8 +7,9 @@ others up to ``--max-documents``), against a running stack with the LLM server (
 kbus_dev up --llm``):
 
 1. Each document is cut as the ingestor's default chunker cuts it.
-2. A chat model writes ``--questions`` questions per chunk (kept in ``questions.json`` of the
-   results folder, so a second run generates nothing); the rate is reported.
+2. A chat model writes ``--questions`` questions per chunk, asked and read as the generator
+   asks and reads them (kept in ``questions.json`` of the results folder, so a second run
+   generates nothing); the rate is reported.
 3. The same chunks are published twice as the publisher's own chunks: once alone, once with
    the questions as their matching texts.
 4. Every query is searched in both libraries (hybrid, one reranked variant) as written and
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -29,34 +29,19 @@ import numpy as np
 from kbus_cli.evaluation import Dataset
 from kbus_cli.metrics import ndcg_at
 from kbus_client import KbClient
-from kbus_contract import ContentType, DocumentAdded
-from kbus_contract.documents import MAX_MATCHING_CHARS
+from kbus_contract import ContentType, DocumentAdded, Matching, MatchingKind
+from kbus_generator.prompts import ask_for, questions
 from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.ingesting import chunk_document
 from kbus_ingestor.profiling import Cutter
 from kbus_runtime.chat import LLMSettings, OpenAIChat
 
-#: The small model writes one statement when the instruction is the system prompt alone; with
-#: the passage first and the ask after it, it writes numbered questions.
-SYSTEM = "You write quiz questions about a passage."
-ASK = "Passage: {text}\n\nWrite {n} questions about this passage, one per line."
-_NUMBERING = re.compile(r"^\s*(\d+[.)]|[-*•])\s*")
 #: Each search, as (label, request choices).
 MODES: dict[str, dict[str, Any]] = {
     "hybrid": {"rerank": False, "rewrite": False},
     "hybrid + question transformer": {"rerank": False, "transformer": "question"},
     "hybrid + rerank": {"rerank": True, "rewrite": False},
 }
-
-
-def questions_of(text: str, n: int) -> list[str]:
-    """The lines of a model's answer that are questions (numbering and bullets dropped)."""
-    found = []
-    for line in text.splitlines():
-        line = _NUMBERING.sub("", line).strip().strip('"').strip()
-        if line.endswith("?") and 10 <= len(line) <= MAX_MATCHING_CHARS and line not in found:
-            found.append(line)
-    return found[:n]
 
 
 def cut(doc: dict[str, str]) -> list[str]:
@@ -86,8 +71,9 @@ async def generate(
     for doc_id in todo:
         answers = []
         for text in chunks[doc_id]:
-            raw = await chat.chat(SYSTEM, ASK.format(text=text, n=n), max_tokens=40 * n)
-            answers.append(questions_of(raw, n))
+            ask = ask_for(Matching(kind=MatchingKind.QUESTIONS, count=n), text)
+            raw = await chat.chat(ask.system, ask.message, max_tokens=ask.max_tokens)
+            answers.append(list(questions(raw, n)))
             made += 1
         done[doc_id] = answers
         await asyncio.to_thread(kept.write_text, json.dumps(done))

@@ -62,6 +62,7 @@ def test_prod_replicates_streams_and_every_stage_scales_on_its_backlog() -> None
     }
     assert {k: v["consumer"] for k, v in scaled.items()} == {
         "kbus-ingestor": "ingestor",
+        "kbus-generator": "generator",
         "kbus-embedder": "embedder",
         "kbus-searcher-indexer": "indexer",
     }

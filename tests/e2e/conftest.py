@@ -28,7 +28,7 @@ class Stack:
 
 
 @pytest.fixture(scope="session")
-def stack(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(servers: Servers, llm: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tag = uuid.uuid4().hex[:8]
     prefix, collection = f"e2e{tag}", f"E2e{tag}"
     logs = tmp_path_factory.mktemp("service-logs")
@@ -45,6 +45,9 @@ def stack(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             # The pages of tests/webserver.py are served on loopback.
             "KBUS_INGESTOR_FETCH_ALLOW": '["127.0.0.1/32"]',
             "KBUS_INGESTOR_MAX_UNPACKED_BYTES": str(32 * 1024**2),
+            # The generator writes matching texts with the real local model.
+            "KBUS_LLM_URL": llm,
+            "KBUS_LLM_TIMEOUT_S": "300",
         },
     )
     running = start_all(env, logs)

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import pytest
 from kbus_client import KbClient
-from kbus_contract import Chunker, ChunkerKind, LibraryProfile, SearchHit
+from kbus_contract import (
+    Chunker,
+    ChunkerKind,
+    LibraryProfile,
+    Matching,
+    MatchingKind,
+    SearchHit,
+)
 
 from tests.e2e.conftest import Stack
 
@@ -128,3 +135,32 @@ async def test_the_library_s_chain_finds_the_product_a_shopper_describes(kb: KbC
     # sheet's; with the shop's descriptions matched too, each query finds its product.
     assert right["sheets"] < right["catalog"] == len(QUERIES), right
     assert described > 0  # and the replies say that a description placed them
+
+
+async def test_descriptions_a_model_writes_at_ingest_are_matched_too(kb: KbClient) -> None:
+    """The generation stage end to end: the library's profile asks for a description of each
+    product, which the generator has SmolLM2 write before the chunks are embedded."""
+    written = LibraryProfile(
+        chunker=Chunker(kind=ChunkerKind.PATTERN, pattern="^Product:"),
+        matching=Matching(
+            kind=MatchingKind.DESCRIPTION,
+            prompt="Describe the product for a shopper in one sentence: what it is and what "
+            "it is for.",
+        ),
+    )
+    async with kb:
+        await kb.profile("written", set_to=written)
+        for sheet, products in PRODUCTS.items():
+            text = "\n\n".join(_product(name, said) for name, said, _ in products)
+            await kb.publish_document(
+                library="written", document_id=sheet, title=sheet, text=text, wait=True
+            )
+        [stats] = [s for s in (await kb.stats()).libraries if s.library == "written"]
+        firsts = []
+        for query in QUERIES:
+            reply = await kb.search(query, libraries=["written"], min_evidence=-1)
+            firsts.append(reply.results[0])
+    # Each product is one chunk; its description is matched beside it, not counted as one.
+    assert (stats.documents, stats.chunks) == (2, len(NAMES))
+    placed = [h.matched for h in firsts if h.matched]
+    assert placed, "no first hit was placed by a generated description"

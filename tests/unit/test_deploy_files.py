@@ -12,6 +12,7 @@ import pytest
 import yaml
 from kbus_dev.settings_doc import env_names
 from kbus_embedder.settings import EmbedderSettings
+from kbus_generator.settings import GeneratorSettings
 from kbus_ingestor.settings import IngestorSettings
 from kbus_reranker.settings import RerankerSettings
 from kbus_runtime.settings import ServiceSettings
@@ -23,6 +24,7 @@ SERVICES: dict[str, type[ServiceSettings]] = {
     "embedder": EmbedderSettings,
     "searcher": SearcherSettings,
     "reranker": RerankerSettings,
+    "generator": GeneratorSettings,
 }
 
 

@@ -29,6 +29,8 @@ REF = "#/components/schemas/{model}"
 def _service_specs() -> list[dict[str, Any]]:
     from kbus_embedder.app import create_app as embedder
     from kbus_embedder.settings import EmbedderSettings
+    from kbus_generator.app import create_app as generator
+    from kbus_generator.settings import GeneratorSettings
     from kbus_ingestor.app import create_app as ingestor
     from kbus_ingestor.settings import IngestorSettings
     from kbus_reranker.app import create_app as reranker
@@ -39,6 +41,7 @@ def _service_specs() -> list[dict[str, Any]]:
     bus = BusSettings(nats_url="nats://127.0.0.1:4222", bus_prefix="")
     apps = [
         ingestor(IngestorSettings(bus=bus)),
+        generator(GeneratorSettings(bus=bus)),
         embedder(EmbedderSettings(bus=bus)),
         searcher(SearcherSettings(bus=bus, store=StoreSettings(), index=True, serve=True)),
         reranker(RerankerSettings(bus=bus)),

@@ -26,7 +26,7 @@ from kbus_contract.catalog import CHANNELS
 from kbus_contract.tenancy import grant_token
 from kbus_contract.topology import Topology
 
-SERVICES = ("admin", "ingestor", "embedder", "searcher", "reranker")
+SERVICES = ("admin", "ingestor", "generator", "embedder", "searcher", "reranker")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 
@@ -204,12 +204,25 @@ def permissions(t: Topology, credentials: Sequence[Credential] = ()) -> dict[str
                 *_stream_checks(t),
                 *_consumer(t.documents_stream.name, t.ingestor_durable, t.document_added),
                 t.chunks_ready,
+                t.chunks_generate,
                 *(right for tenant in tenants for right in _bodies(t, tenant, write=False)),
                 *_kv(t.profiles_bucket),
                 t.dead_letter("ingestor", "*", "*"),
                 t.document_failed,
             ],
             subscribe=[f"{inbox('ingestor')}.>", *_served(t, "ingestor")],
+            allow_responses=True,
+        ),
+        "generator": Permissions(
+            publish=[
+                *_stream_checks(t),
+                *_consumer(t.chunks_stream.name, t.generator_durable, t.chunks_generate),
+                t.chunks_ready,
+                *_kv(t.generated_bucket),
+                t.dead_letter("generator", "*", "*"),
+                t.document_failed,
+            ],
+            subscribe=[f"{inbox('generator')}.>"],
             allow_responses=True,
         ),
         "embedder": Permissions(

@@ -11,7 +11,7 @@ import httpx
 
 from kbus_dev.servers import Server, _spawn, free_port
 
-SERVICES = ("ingestor", "embedder", "searcher", "reranker")
+SERVICES = ("ingestor", "generator", "embedder", "searcher", "reranker")
 
 
 def service_env(

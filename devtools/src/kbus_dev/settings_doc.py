@@ -19,6 +19,7 @@ END = "<!-- settings:end -->"
 
 def _classes() -> list[tuple[str, type[BaseSettings]]]:
     from kbus_embedder.settings import EmbedderSettings
+    from kbus_generator.settings import GeneratorSettings
     from kbus_ingestor.settings import IngestorSettings
     from kbus_reranker.settings import RerankerSettings
     from kbus_searcher.settings import SearcherSettings
@@ -32,6 +33,7 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
         ("Embedder", EmbedderSettings),
         ("Searcher", SearcherSettings),
         ("Reranker", RerankerSettings),
+        ("Generator", GeneratorSettings),
     ]
 
 

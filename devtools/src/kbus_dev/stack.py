@@ -23,7 +23,13 @@ NATS_PORT = int(os.environ.get("KBUS_DEMO_NATS_PORT", "4222"))
 WEAVIATE_HTTP = int(os.environ.get("KBUS_DEMO_WEAVIATE_HTTP_PORT", "8080"))
 WEAVIATE_GRPC = int(os.environ.get("KBUS_DEMO_WEAVIATE_GRPC_PORT", "50051"))
 LLM_PORT = int(os.environ.get("KBUS_DEMO_LLM_PORT", "8180"))
-SERVICE_PORTS = {"ingestor": 8101, "embedder": 8102, "searcher": 8103, "reranker": 8104}
+SERVICE_PORTS = {
+    "ingestor": 8101,
+    "embedder": 8102,
+    "searcher": 8103,
+    "reranker": 8104,
+    "generator": 8105,
+}
 
 
 @dataclass
@@ -82,9 +88,9 @@ def up(cluster: bool = False, llm: bool = False) -> Stack:
             # Libraries' profiles may then name a query transformer and a prompted reranker.
             extra["KBUS_LLM_URL"] = llm_url(started[-1])
             extra["KBUS_SEARCHER_REWRITER"] = "openai"
-            extra["KBUS_RERANKER_PROMPTED"] = "openai"
+            extra["KBUS_RERANKER_PROMPTED"] = "openai"  # the generator's backend already is
         env = service_env(nats_url, weaviate.ports["http"], weaviate.ports["grpc"], extra=extra)
-        print("starting ingestor, embedder, searcher and reranker ...", flush=True)
+        print("starting ingestor, generator, embedder, searcher and reranker ...", flush=True)
         services = [start_service(n, env, logs, SERVICE_PORTS[n]) for n in SERVICES]
         started.extend(services)
         wait_healthy(services)

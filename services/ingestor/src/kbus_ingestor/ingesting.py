@@ -239,13 +239,17 @@ class Ingestor:
         doc = doc.model_copy(
             update={"title": doc.title or parsed.title, "version": doc.effective_version()}
         )
-        cutter = await self.profiles.cutter(doc.tenant, doc.library)
+        cutter, profile = await self.profiles.for_ingest(doc.tenant, doc.library)
         ready = chunk_document(doc, cutter, self.max_chunks, sequence, self.keyword_window, parsed)
         topology = self.stage.topology
+        subject = topology.chunks_ready
+        if profile.matching.generated and doc.matching is None:
+            # The generator writes the matching texts, then passes the chunks on to be embedded;
+            # a publisher's own matching texts are kept as they are.
+            ready = ready.model_copy(update={"generate": profile.matching})
+            subject = topology.chunks_generate
         for part in ready.split(self.part_chunks):
-            await self.stage.publish(
-                part, topology.chunks_ready, stream=topology.chunks_stream.name
-            )
+            await self.stage.publish(part, subject, stream=topology.chunks_stream.name)
         self.chunks_made.inc(len(ready.chunks))
 
     async def _read(self, doc: DocumentAdded) -> tuple[DocumentAdded, ContentType, bytes]:

@@ -70,10 +70,10 @@ class Profiles:
                 code="bad_profile",
             ) from exc
 
-    async def cutter(self, tenant: str, library: str) -> Cutter:
-        """How the library's documents are cut now."""
+    async def for_ingest(self, tenant: str, library: str) -> tuple[Cutter, LibraryProfile]:
+        """How the library's documents are cut now, and its whole profile."""
         _, profile = await self.read(tenant, library)
-        return self._cutter(profile)
+        return self._cutter(profile), profile
 
     def _cutter(self, profile: LibraryProfile) -> Cutter:
         try:

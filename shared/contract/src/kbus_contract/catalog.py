@@ -74,11 +74,19 @@ CHANNELS: tuple[Channel, ...] = (
         senders=("client",),
     ),
     Channel(
+        "chunks.generate",
+        lambda t: t.chunks_generate,
+        c.ChunksReady,
+        description="A document's chunks whose library's profile asks for generated matching "
+        "texts, from the ingestor to the generator (stream CHUNKS).",
+        senders=("ingestor",),
+    ),
+    Channel(
         "chunks.ready",
         lambda t: t.chunks_ready,
         c.ChunksReady,
-        description="A document's chunks, from the ingestor (stream CHUNKS).",
-        senders=("ingestor",),
+        description="A document's chunks, from the ingestor or the generator (stream CHUNKS).",
+        senders=("ingestor", "generator"),
     ),
     Channel(
         "embeddings.ready",

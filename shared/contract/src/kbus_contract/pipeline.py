@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 from kbus_contract.base import Contract, Metadata
 from kbus_contract.documents import MAX_MATCHING_TEXTS, ContentType
 from kbus_contract.identifiers import DocumentId, LibraryId, TenantId
+from kbus_contract.profiles import Matching
 from kbus_contract.vectors import Vector
 
 
@@ -73,6 +74,11 @@ class ChunksReady(Contract):
     parts: int = Field(default=1, ge=1)
     total_chunks: int = Field(default=0, ge=0, description="Chunks of the document in all parts.")
     chunks: tuple[Chunk, ...]
+    generate: Matching | None = Field(
+        default=None,
+        description="The matching texts the generator writes for these chunks before they are "
+        "embedded (the library's profile when the document was ingested); unset: none.",
+    )
 
     def split(self, part_chunks: int) -> list[ChunksReady]:
         """The chunks in messages of at most ``part_chunks`` chunks each."""

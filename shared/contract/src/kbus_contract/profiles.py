@@ -1,11 +1,12 @@
-"""A library's profile: the links of its chain (how its documents are cut, how a query is
-transformed before it is searched, and how the candidates are re-scored).
+"""A library's profile: the links of its chain (how its documents are cut, what their chunks
+are matched by, how a query is transformed before it is searched, and how the candidates are
+re-scored).
 
 A profile is set over the bus (``kb.profile.{tenant}.{grant}``, answered by the ingestor, which
-checks it and keeps it in a key-value bucket: each change is a new revision). The chunker decides
-for the documents ingested after it: documents already indexed keep their chunks until they are
-published again. The transformer and the reranker decide for every search after it (searchers
-follow the bucket), since they act on queries, not on what is indexed.
+checks it and keeps it in a key-value bucket: each change is a new revision). The chunker and the
+matching texts decide for the documents ingested after it: documents already indexed keep their
+chunks until they are published again. The transformer and the reranker decide for every search
+after it (searchers follow the bucket), since they act on queries, not on what is indexed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from kbus_contract.base import Contract
+from kbus_contract.documents import MAX_MATCHING_TEXTS
 from kbus_contract.identifiers import LibraryId, TenantId
 
 #: The longest pattern a chunker takes (a delimiter or a product heading, not a program).
@@ -165,10 +167,48 @@ class Reranking(Contract):
         return self
 
 
+class MatchingKind(StrEnum):
+    """What a library's chunks are matched by, besides their own text."""
+
+    #: Nothing else (kbus's default; a publisher may still supply matching texts).
+    CONTENT = "content"
+    #: Questions a chat model writes for each chunk (what it answers).
+    QUESTIONS = "questions"
+    #: A one- or two-sentence description a chat model writes (a product's, for shoppers).
+    DESCRIPTION = "description"
+
+
+class Matching(Contract):
+    """The matching texts generated for a library's chunks, at ingest, by the generator."""
+
+    kind: MatchingKind = MatchingKind.CONTENT
+    count: int = Field(
+        default=3, ge=1, le=MAX_MATCHING_TEXTS, description="questions: how many per chunk."
+    )
+    prompt: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_PROMPT_CHARS,
+        description="The library's own instruction instead of kbus's (the chunk follows it).",
+    )
+
+    @model_validator(mode="after")
+    def _prompt_for_generation(self) -> Matching:
+        if self.kind is MatchingKind.CONTENT and self.prompt is not None:
+            raise ValueError("a prompt is for generated matching texts (questions, description)")
+        return self
+
+    @property
+    def generated(self) -> bool:
+        """Whether a model writes matching texts (the chunks then go through the generator)."""
+        return self.kind is not MatchingKind.CONTENT
+
+
 class LibraryProfile(Contract):
     """What a library's chain does; every field has kbus's default."""
 
     chunker: Chunker = Field(default_factory=Chunker)
+    matching: Matching = Field(default_factory=Matching)
     transformer: Transformer = Field(default_factory=Transformer)
     reranker: Reranking = Field(default_factory=Reranking)
 

@@ -177,6 +177,11 @@ class Topology:
         return self._subject("chunks.ready")
 
     @property
+    def chunks_generate(self) -> str:
+        """Chunks waiting for generated matching texts (the generator's input)."""
+        return self._subject("chunks.generate")
+
+    @property
     def embeddings_ready(self) -> str:
         return self._subject("embeddings.ready")
 
@@ -216,6 +221,7 @@ class Topology:
     ingestor_durable = "ingestor"
     deleter_durable = "deleter"
     embedder_durable = "embedder"
+    generator_durable = "generator"
     indexer_durable = "indexer"
     #: Dead-letters what the server gave up on (the max-deliveries advisories).
     advisory_durable = "deadletterer"
@@ -225,6 +231,7 @@ class Topology:
         """The pipeline's stages: each one's stream and durable consumer."""
         return (
             StageConsumer("ingestor", self.documents_stream.name, self.ingestor_durable),
+            StageConsumer("generator", self.chunks_stream.name, self.generator_durable),
             StageConsumer("embedder", self.chunks_stream.name, self.embedder_durable),
             StageConsumer("indexer", self.embeddings_stream.name, self.indexer_durable),
             StageConsumer("deleter", self.documents_stream.name, self.deleter_durable),
@@ -238,7 +245,7 @@ class Topology:
 
     @cached_property
     def chunks_stream(self) -> Stream:
-        return self._work_stream("chunks", [self.chunks_ready])
+        return self._work_stream("chunks", [self.chunks_generate, self.chunks_ready])
 
     @cached_property
     def embeddings_stream(self) -> Stream:
@@ -284,6 +291,11 @@ class Topology:
     def embed_cache_bucket(self) -> str:
         """KV bucket of vectors by model and text hash: unchanged text is never embedded twice."""
         return self._name("embedcache")
+
+    @property
+    def generated_bucket(self) -> str:
+        """KV bucket of generated matching texts by model, prompt and chunk: never twice."""
+        return self._name("generated")
 
     @property
     def token_states_bucket(self) -> str:
@@ -338,6 +350,16 @@ class Topology:
         )
 
     @property
+    def generated_kv(self) -> KeyValueConfig:
+        # Texts, not vectors: a quarter of a stream's size holds millions of chunks' worth.
+        return self.bucket(
+            self.generated_bucket,
+            "kbus generated matching texts by sha256(model, prompt, text)",
+            self.stream_max_bytes // 4,
+            direct=True,
+        )
+
+    @property
     def token_states_kv(self) -> KeyValueConfig:
         return self.bucket(
             self.token_states_bucket, "kbus token states by sha256(model, text)", direct=True
@@ -357,6 +379,7 @@ class Topology:
             self.embed_cache_kv,
             self.token_states_kv,
             self.profiles_kv,
+            self.generated_kv,
         )
 
     @property
