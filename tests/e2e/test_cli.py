@@ -183,8 +183,11 @@ def test_a_library_s_chunker_is_set_tried_and_listed(stack: Stack, tmp_path: Pat
     assert "pattern (at '^Product:')" in rows["shop"]
     assert "default" in rows["plain"]
     chained = ("--transformer", "question", "--reranker", "prompted", "--instruction", "Same item.")
-    kept = kbus(stack, "profile", "shop", *chained).stdout
+    kept = kbus(
+        stack, "profile", "shop", *chained, "--matching", "questions", "--count", "2"
+    ).stdout
     assert "chunker: pattern (at '^Product:')" in kept  # links not named are kept
+    assert "matching: 2 questions" in kept
     assert "transformer: question" in kept
     assert "reranker: prompted ('Same item.')" in kept
     stray = kbus(stack, "profile", "shop", "--transformer", "prompt", check=False)

@@ -12,6 +12,8 @@ from kbus_contract import (
     Chunker,
     ChunkerKind,
     LibraryProfile,
+    Matching,
+    MatchingKind,
     RerankerKind,
     Reranking,
     Transformer,
@@ -47,6 +49,7 @@ def libraries(
         "chunks",
         "profile",
         "chunker",
+        "matching",
         "transformer",
         "reranker",
         title=f"tenant {tenant}",
@@ -60,10 +63,19 @@ def libraries(
             str(lib.chunks),
             revision,
             _chunker(p),
+            _matching(p),
             _transformer(p),
             _reranker(p),
         )
     out.print(table)
+
+
+def _matching(profile: LibraryProfile) -> str:
+    m = profile.matching
+    if m.kind is MatchingKind.CONTENT:
+        return "content"
+    what = f"{m.count} questions" if m.kind is MatchingKind.QUESTIONS else "description"
+    return f"{what} ({_short(m.prompt)})" if m.prompt else what
 
 
 def _transformer(profile: LibraryProfile) -> str:
@@ -114,6 +126,14 @@ def profile(
     pattern: Annotated[
         str | None, typer.Option(help="pattern: where each new chunk starts (RE2, per line).")
     ] = None,
+    matching: Annotated[
+        MatchingKind | None,
+        typer.Option(help="Set what chunks are matched by: content, questions or description."),
+    ] = None,
+    count: Annotated[int, typer.Option(help="questions: how many per chunk.")] = 3,
+    matching_prompt: Annotated[
+        str | None, typer.Option(help="questions, description: the library's own instruction.")
+    ] = None,
     transformer: Annotated[
         TransformerKind | None,
         typer.Option(help="Set the query transformer: none, question or prompt."),
@@ -137,15 +157,17 @@ def profile(
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
 ) -> None:
-    """Show a library's profile, or set its links: the chunker (for the documents ingested
-    after it), the query transformer and the reranker (for the searches after it). Links not
-    named keep their current setting."""
+    """Show a library's profile, or set its links: the chunker and the matching texts (for the
+    documents ingested after it), the query transformer and the reranker (for the searches
+    after it). Links not named keep their current setting."""
     try:
         links: dict[str, Any] = {}
         if chunker is not None:
             links["chunker"] = Chunker(
                 kind=chunker, size=size, overlap=overlap, max_chars=max_chars, pattern=pattern
             )
+        if matching is not None:
+            links["matching"] = Matching(kind=matching, count=count, prompt=matching_prompt)
         if transformer is not None:
             links["transformer"] = Transformer(kind=transformer, prompt=prompt)
         if reranker is not None:
@@ -171,6 +193,7 @@ def profile(
         raise typer.Exit(1) from exc
     out.print(f"library {reply.library}: revision {reply.revision or 'default'}")
     out.print(f"chunker: {_chunker(reply.profile)}")
+    out.print(f"matching: {_matching(reply.profile)}")
     out.print(f"transformer: {_transformer(reply.profile)}")
     out.print(f"reranker: {_reranker(reply.profile)}")
     if reply.example_chunks is not None:
