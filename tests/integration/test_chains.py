@@ -125,7 +125,8 @@ async def test_a_library_s_profile_transforms_its_queries_and_prompts_its_rerank
 ) -> None:
     first = await _profiled(nc, topology)
     assert first.transformer == "none"  # the request's own choice wins over the profile
-    assert first.reranker == f"prompted:openai/{MODEL_NAME}+prior(0.6)"
+    # Keyword search sends no first-stage prior: the score is the model's own, and named so.
+    assert first.reranker == f"prompted:openai/{MODEL_NAME}"
     assert not first.degraded
 
     reply = await _search(nc, topology)
@@ -141,7 +142,6 @@ async def test_a_library_s_profile_transforms_its_queries_and_prompts_its_rerank
     # The reranker reads a candidate as its title, headings and text.
     passages = [passage_text(h.title, h.heading_path, h.text) for h in first.results]
     judged = [await _p_yes(shop, QUERY, p) for p in passages]
-    # Keyword search sends no first-stage prior to blend: the score is P(yes) itself.
     assert [h.scores.rerank for h in first.results] == pytest.approx(judged, abs=1e-3)
     assert judged == sorted(judged, reverse=True)  # and the hits are in the model's order
     await shop.close()

@@ -24,12 +24,14 @@ from kbus_contract import (
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.topology import Topology
 from kbus_reranker.prompting import PromptedScorer
+from kbus_reranker.reranking import Reranker
 from kbus_runtime.chat import MalformedAnswerError
 from kbus_runtime.deadlines import Deadline
 from kbus_searcher.chains import Chain, _parsed, chain_of
 from kbus_searcher.second_stage import SecondStage
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate
+from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 PRODUCTS = LibraryProfile(
@@ -191,3 +193,26 @@ def test_a_profile_kept_around_the_ingestor_that_is_not_valid_searches_with_the_
     assert _parsed(PRODUCTS.model_dump_json().encode()) == PRODUCTS
     assert _parsed(b'{"reranker": {"kind": "prompted"}}') is None
     assert _parsed(b"not json") is None
+
+
+async def test_a_reranker_s_name_says_whether_its_score_was_blended_with_the_prior() -> None:
+    reranker = Reranker(
+        None,  # type: ignore[arg-type]
+        lambda: None,  # type: ignore[arg-type, return-value]
+        prior_weight=0.6,
+        max_candidates=10,
+        registry=CollectorRegistry(),
+        prompted=PromptedScorer(Judge(), concurrency=1, max_passage_chars=100),
+    )
+    keyword = [RerankCandidate(id="a", text="a boot"), RerankCandidate(id="b", text="a sock")]
+    plain = await reranker.rerank(
+        RerankRequest(query="warm feet", candidates=tuple(keyword), instruction="The same product.")
+    )
+    assert plain.model == "prompted:test/judge"
+    assert plain.scores == pytest.approx((0.9, 0.2))
+    hybrid = tuple(c.model_copy(update={"prior": 0.5}) for c in keyword)
+    blended = await reranker.rerank(
+        RerankRequest(query="warm feet", candidates=hybrid, instruction="The same product.")
+    )
+    assert blended.model == "prompted:test/judge+prior(0.6)"
+    assert blended.scores == pytest.approx((0.4 + 0.3, 0.0 + 0.3))

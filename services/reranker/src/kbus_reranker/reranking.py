@@ -84,8 +84,11 @@ class Reranker:
     def model_name(self) -> str:
         return self._named(self.scorer.name)
 
-    def _named(self, name: str) -> str:
-        return f"{name}+prior({self.prior_weight:g})" if self.prior_weight else name
+    def _named(self, name: str, candidates: Sequence[RerankCandidate] = ()) -> str:
+        """The scorer's name, with the prior's weight where its score is blended with it (not
+        in keyword search, which sends no prior: the score is then the scorer's own)."""
+        blended = self.prior_weight > 0 and all(c.prior is not None for c in candidates)
+        return f"{name}+prior({self.prior_weight:g})" if blended else name
 
     async def answer(self, inbound: Inbound) -> RerankReply | ErrorReply:
         """Answer one ``kb.rerank`` request."""
@@ -110,10 +113,10 @@ class Reranker:
             scorer = self._prompted()
             async with deadline.bound("prompted reranking") if deadline else nullcontext():
                 scores = await scorer.score(request.instruction, request.query, passages)
-            name = self._named(scorer.name)
+            name = self._named(scorer.name, request.candidates)
         else:
             scores = await self._score(request.query, passages, deadline, request.query_states)
-            name = self.model_name
+            name = self._named(self.scorer.name, request.candidates)
         self.seconds.observe(time.perf_counter() - started)
         return RerankReply(model=name, scores=blend(scores, request.candidates, self.prior_weight))
 
