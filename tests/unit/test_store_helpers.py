@@ -52,6 +52,19 @@ def test_a_chunk_the_store_returned_twice_is_kept_once_at_its_first_place() -> N
     ]
 
 
+def _ref(document_id: str, title: str = "") -> DocumentRef:
+    return DocumentRef(
+        tenant="t",
+        library="shop",
+        document_id=document_id,
+        version="v1",
+        title=title,
+        source_uri="",
+        content_type=ContentType.PLAIN,
+        metadata={},
+    )
+
+
 def test_a_chunk_s_matching_texts_are_objects_of_their_own_that_map_back_to_it() -> None:
     chunk = EmbeddedChunk(
         chunk_id=chunk_id("t", "shop", "sheet", "v1", 0),
@@ -64,16 +77,7 @@ def test_a_chunk_s_matching_texts_are_objects_of_their_own_that_map_back_to_it()
         matching=("A waterproof running shoe.", "Which shoe grips wet trails?"),
         matching_vectors=((0.0, 1.0), (0.6, 0.8)),
     )
-    ref = DocumentRef(
-        tenant="t",
-        library="shop",
-        document_id="sheet",
-        version="v1",
-        title="Spring",
-        source_uri="",
-        content_type=ContentType.PLAIN,
-        metadata={},
-    )
+    ref = _ref("sheet", title="Spring")
     ready = EmbeddingsReady(document=ref, model="m", dimension=2, total_chunks=1, chunks=(chunk,))
     own, *matching = _objects(ready)
     assert (str(own.uuid), own.properties["match"], own.properties["matched"]) == (
@@ -94,16 +98,7 @@ def test_a_chunk_s_matching_texts_are_objects_of_their_own_that_map_back_to_it()
 
 
 def test_re_embedding_keeps_each_chunk_s_matching_texts_in_order() -> None:
-    ref = DocumentRef(
-        tenant="t",
-        library="shop",
-        document_id="d",
-        version="v1",
-        title="",
-        source_uri="",
-        content_type=ContentType.PLAIN,
-        metadata={},
-    )
+    ref = _ref("d")
     row = {
         "uuid": chunk_id("t", "shop", "d", "v1", 0),
         "position": 0,

@@ -47,7 +47,7 @@ from kbus_client.memory import Memory
 from kbus_client.receipts import ReceiptWatcher, removal_of
 from kbus_client.results import PublishResult
 from kbus_client.spans import document_attributes, reply_attributes, search_attributes
-from kbus_client.tool import KbTool
+from kbus_client.tool import KbTool, scoped_tool
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -384,36 +384,7 @@ class KbClient:
         write), marked with the conversation, the time and the source."""
         return Memory(self, library, conversation, source, self._tenant(tenant))
 
-    def as_tool(
-        self,
-        *,
-        libraries: list[str] | tuple[str, ...],
-        name: str = "search_knowledge_base",
-        tenant: str | None = None,
-        k: int = 5,
-        description: str | None = None,
-        write: bool = False,
-        memory_library: str | None = None,
-        conversation: str = "default",
-    ) -> KbTool:
-        """Retrieval as a tool for function calling, scoped to these libraries. With
-        ``write``, the tool also remembers, lists and forgets what the agent learned, in
-        ``memory_library`` (the first library by default), which it searches too."""
-        chosen = self._tenant(tenant)
-        memory = None
-        if write:
-            kept = memory_library or libraries[0]
-            memory = self.memory(kept, conversation=conversation, source=name, tenant=chosen)
-            libraries = tuple(dict.fromkeys((*libraries, kept)))
-
-        async def run(query: str, top_k: int) -> SearchReply:
-            return await self.search(query, libraries=libraries, tenant=chosen, k=top_k)
-
-        return KbTool(
-            name=name,
-            libraries=tuple(libraries),
-            default_k=k,
-            search=run,
-            description=description,
-            memory=memory,
-        )
+    def as_tool(self, *, libraries: list[str] | tuple[str, ...], **options: Any) -> KbTool:
+        """Retrieval as a tool for function calling, scoped to these libraries; ``options`` are
+        :func:`kbus_client.tool.scoped_tool`'s (name, tenant, k, description, write, ...)."""
+        return scoped_tool(self, libraries=libraries, **options)

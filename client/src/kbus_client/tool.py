@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbus_contract import NoMatchReason, SearchReply
 from opentelemetry import trace
 
 from kbus_client.memory import Memory
+
+if TYPE_CHECKING:
+    from kbus_client.client import KbClient
 
 MAX_TOOL_K = 20
 
@@ -182,3 +185,38 @@ def why_no_match(reply: SearchReply) -> str:
     if reason is NoMatchReason.BELOW_MIN_SCORE:
         return f"no passage scored {reply.min_score:g} or more"
     return ""
+
+
+def scoped_tool(
+    client: KbClient,
+    *,
+    libraries: list[str] | tuple[str, ...],
+    name: str = "search_knowledge_base",
+    tenant: str | None = None,
+    k: int = 5,
+    description: str | None = None,
+    write: bool = False,
+    memory_library: str | None = None,
+    conversation: str = "default",
+) -> KbTool:
+    """Retrieval as a tool for function calling, scoped to these libraries. With ``write``, the
+    tool also remembers, lists and forgets what the agent learned, in ``memory_library`` (the
+    first library by default), which it searches too."""
+    chosen = client._tenant(tenant)
+    memory = None
+    if write:
+        kept = memory_library or libraries[0]
+        memory = client.memory(kept, conversation=conversation, source=name, tenant=chosen)
+        libraries = tuple(dict.fromkeys((*libraries, kept)))
+
+    async def run(query: str, top_k: int) -> SearchReply:
+        return await client.search(query, libraries=libraries, tenant=chosen, k=top_k)
+
+    return KbTool(
+        name=name,
+        libraries=tuple(libraries),
+        default_k=k,
+        search=run,
+        description=description,
+        memory=memory,
+    )
