@@ -13,7 +13,7 @@ from kbus_contract import DeadLetter
 from kbus_contract.topology import Topology
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
-from weaviate.classes.query import Filter
+from weaviate.classes.query import Filter, MetadataQuery
 
 from tests.chaos.ledger import LIBRARY, TENANTS, LedgerDoc
 
@@ -171,12 +171,19 @@ def check_vectors(
         result = col.with_tenant(chunk.tenant).query.near_vector(
             near_vector=chunk.vector,
             target_vector="chunk",
-            limit=1,
+            limit=10,
             filters=Filter.by_property("library").equal(LIBRARY),
+            return_metadata=MetadataQuery(distance=True),
         )
-        if not result.objects or str(result.objects[0].uuid) != chunk.uuid:
+        found = [str(o.uuid) for o in result.objects]
+        if not found or found[0] != chunk.uuid:
             findings.not_found_by_vector += 1
-            findings.note(f"chunk {chunk.uuid} of {chunk.document_id} is not its own neighbour")
+            rank = found.index(chunk.uuid) if chunk.uuid in found else None
+            first = result.objects[0].metadata.distance if result.objects else None
+            findings.note(
+                f"chunk {chunk.uuid} of {chunk.document_id} is not its own neighbour"
+                f" (rank {rank} of {len(found)}; first at distance {first})"
+            )
 
 
 def check_index(weaviate_ports: dict[str, int], collection: str, docs: list[LedgerDoc]) -> Findings:

@@ -4,8 +4,10 @@ leader and of Weaviate nodes, and the check that every node, asked at ALL, holds
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,18 +75,85 @@ async def search_steadily(
         stats.longest_gap_s = max(stats.longest_gap_s, time.monotonic() - last_ok)
 
 
-async def bounce_weaviate_node(nodes: list[Server], index: int, down_s: float) -> str:
-    """SIGKILL one Weaviate node, keep it down ``down_s``, start it again and wait until the
-    cluster has all its nodes back; names the node and whether it led the schema's Raft."""
-    victim = nodes[index]
+#: How long after a node's kill the tenant reads start to count: the cluster first notices the
+#: node is gone (and elects a new schema leader if it led).
+SETTLE_S = 4.0
+
+
+@dataclass
+class NodeBounce:
+    """One Weaviate node's kill: which node, and the tenants no live node could read while it
+    was down (each tenant read at QUORUM through the live nodes, again and again, from
+    ``SETTLE_S`` after the kill until the restart)."""
+
+    node: str
+    raft_leader: bool
+    unreadable: list[str]
+
+    def __str__(self) -> str:
+        lead = " (the Raft leader)" if self.raft_leader else ""
+        return f"{self.node}{lead}; tenants unreadable while down: {len(self.unreadable)}"
+
+
+async def bounce_weaviate_node(
+    nodes: list[Server], turn: int, down_s: float, collection: str, tenants: tuple[str, ...]
+) -> NodeBounce:
+    """SIGKILL the Weaviate node holding the most shards (of equals, the first from ``turn``
+    on), keep it down ``down_s``, reading each tenant through the others, then start it again
+    and wait until the cluster has all its nodes back."""
+    turn %= len(nodes)
+    victim = await asyncio.to_thread(_fullest, nodes[turn:] + nodes[:turn])
     others = [n for n in nodes if n is not victim]
+    name = _name(victim)
     leader = await asyncio.to_thread(raft_leader, others[0])
-    name = (victim.env or {}).get("CLUSTER_HOSTNAME", f"node{index + 1}")
     victim.kill()
-    await asyncio.sleep(down_s)
+    await asyncio.sleep(SETTLE_S)
+    deadline = time.monotonic() + max(0.0, down_s - SETTLE_S)
+    readable: set[str] = set()
+    while time.monotonic() < deadline and len(readable) < len(tenants):
+        for tenant in set(tenants) - readable:
+            if await asyncio.to_thread(_readable, others, collection, tenant):
+                readable.add(tenant)
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(max(0.0, deadline - time.monotonic()))
     victim.restart()
     await asyncio.to_thread(wait_for_weaviate_nodes, nodes, len(nodes), 300.0)
-    return name + (" (the Raft leader)" if leader == name else "")
+    unreadable = sorted(set(tenants) - readable)
+    return NodeBounce(name, leader == name, unreadable)
+
+
+def _name(node: Server) -> str:
+    return (node.env or {}).get("CLUSTER_HOSTNAME", node.name)
+
+
+def _fullest(nodes: list[Server]) -> Server:
+    """The node holding the most shards (with three copies every node holds every shard; with
+    one, killing an empty node would show nothing)."""
+    url = f"http://127.0.0.1:{nodes[0].ports['http']}/v1/nodes?output=verbose"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        listed = json.load(reply)["nodes"]
+    shards = {node["name"]: len(node.get("shards") or []) for node in listed}
+    return max(nodes, key=lambda node: shards.get(_name(node), 0))
+
+
+def _readable(nodes: list[Server], collection: str, tenant: str) -> bool:
+    """Whether one of ``nodes`` reads an object of ``tenant`` at QUORUM."""
+    for node in nodes:
+        client: Any = weaviate.connect_to_local(
+            port=node.ports["http"], grpc_port=node.ports["grpc"], skip_init_checks=True
+        )
+        try:
+            alias = client.alias.get(alias_name=collection)
+            col = client.collections.use(alias.collection if alias else collection)
+            col = col.with_tenant(tenant)
+            handle = col.with_consistency_level(ConsistencyLevel.QUORUM)
+            if handle.query.fetch_objects(limit=1, return_properties=[]).objects:
+                return True
+        except Exception:  # a replica this tenant needs is down
+            continue
+        finally:
+            client.close()
+    return False
 
 
 def uuids_at_all(node: Server, collection: str) -> set[str]:

@@ -25,6 +25,8 @@ class Stack:
     topology: Topology
     logs: Path
     http_ports: dict[str, int]
+    #: The services' environment (what an admin job such as kbus_searcher.reprocess runs with).
+    env: dict[str, str]
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +55,7 @@ def stack(servers: Servers, llm: str, tmp_path_factory: pytest.TempPathFactory) 
     running = start_all(env, logs)
     try:
         ports = {s.name: s.ports["http"] for s in running}
-        yield Stack(servers.nats_url, Topology(prefix), logs, ports)
+        yield Stack(servers.nats_url, Topology(prefix), logs, ports, env)
     finally:
         for server in running:
             server.stop()

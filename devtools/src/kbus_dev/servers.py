@@ -247,6 +247,11 @@ def start_weaviate(
         "RAFT_PORT": str(ports["raft"]),
         "RAFT_INTERNAL_RPC_PORT": str(ports["raft_rpc"]),
         **_raft(node, ports, cluster),
+        # A SIGKILLed node keeps what its object store wrote but can lose the vector index's
+        # last entries, and a retried write of the same object skips the vector index: with
+        # the on-disk indexing queue, a restarted node indexes what it stored (reliability.md,
+        # "A cluster").
+        **({"ASYNC_INDEXING": "true"} if cluster else {}),
         "GRPC_PORT": str(ports["grpc"]),
         "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2"),
     }

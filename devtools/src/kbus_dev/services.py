@@ -39,8 +39,9 @@ def start_service(name: str, env: dict[str, str], log_dir: Path, port: int | Non
     """Start ``python -m kbus_<name>`` with its HTTP port set; returns at once."""
     port = port or free_port()
     proc_env = {**env, f"KBUS_{name.upper()}_HTTP_PORT": str(port)}
-    proc = _spawn([sys.executable, "-m", f"kbus_{name}"], log_dir / f"{name}.log", proc_env)
-    return Server(name, proc, log_dir / f"{name}.log", {"http": port})
+    cmd = [sys.executable, "-m", f"kbus_{name}"]
+    proc = _spawn(cmd, log_dir / f"{name}.log", proc_env)
+    return Server(name, proc, log_dir / f"{name}.log", {"http": port}, cmd, proc_env)
 
 
 def wait_healthy(servers: list[Server], timeout_s: float = 180.0) -> None:

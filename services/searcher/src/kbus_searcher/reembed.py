@@ -80,16 +80,22 @@ async def running_model(nc: Client, topology: Topology) -> str:
     return reply.model
 
 
-async def read_documents(store: ChunkStore, name: str) -> list[StoredDocument]:
-    """The newest publish of every document in a collection, in every tenant."""
+async def read_documents(
+    store: ChunkStore, name: str, tenant: str | None = None, library: str | None = None
+) -> list[StoredDocument]:
+    """The newest publish of every document in a collection (of one tenant, one library)."""
     documents: dict[tuple[str, str, str], StoredDocument] = {}
-    for tenant in await store.collections.tenants(name):
-        async for row in store.writes.read_chunks(name, tenant):
-            key = (tenant, str(row["library"]), str(row["document_id"]))
+    for one in await store.collections.tenants(name):
+        if tenant is not None and one != tenant:
+            continue
+        async for row in store.writes.read_chunks(name, one):
+            if library is not None and row["library"] != library:
+                continue
+            key = (one, str(row["library"]), str(row["document_id"]))
             sequence = int(row["sequence"])
             found = documents.get(key)
             if found is None or found.ref.sequence < sequence:
-                found = documents[key] = StoredDocument(_ref(tenant, row), [])
+                found = documents[key] = StoredDocument(_ref(one, row), [])
             if found.ref.sequence == sequence:
                 found.add(row)
     for document in documents.values():
