@@ -156,6 +156,15 @@ async def test_a_profile_without_reranker_is_not_reranked_unless_asked() -> None
     assert len(bus.asked) == 1
 
 
+def test_the_query_s_token_states_are_asked_for_only_where_the_reranker_reads_them() -> None:
+    second = SecondStage(Bus(), SearcherSettings())  # type: ignore[arg-type]
+    prompted = chain_of(_request(), [PRODUCTS], rewrite=False)
+    assert second.wants_query_states(_request(), Chain())
+    assert not second.wants_query_states(_request(), prompted)
+    assert not second.wants_query_states(_request(rerank=False), Chain())
+    assert not second.wants_query_states(_request(), Chain(reranker=RerankerKind.NONE))
+
+
 class Judge:
     """A chat model that judges by a word in the passage, or answers off form."""
 

@@ -262,7 +262,7 @@ class Searcher:
                 texts=(query,),
                 input_type=InputType.QUERY,
                 budget_ms=run.deadline.left_ms() or 1,
-                token_states=self.second_stage.wanted(run.request, run.chain),
+                token_states=self.second_stage.wants_query_states(run.request, run.chain),
             ),
             EmbedReply,
             stage="embedder",

@@ -89,6 +89,11 @@ class SecondStage:
             return req.rerank
         return self.settings.rerank and (chain is None or chain.reranker is not RerankerKind.NONE)
 
+    def wants_query_states(self, req: SearchRequest, chain: Chain) -> bool:
+        """Whether the reranker will read the query's token states (the prompted one reads
+        only the text, so the embedder need not send them)."""
+        return self.wanted(req, chain) and not chain.instruction
+
     def _candidates(
         self,
         req: SearchRequest,
