@@ -10,6 +10,7 @@ from pathlib import Path
 import nats
 import pytest
 from kbus_contract.topology import Topology
+from kbus_dev.servers import Server
 from kbus_dev.services import service_env, start_all
 from nats.aio.client import Client
 
@@ -27,6 +28,7 @@ class Stack:
     http_ports: dict[str, int]
     #: The services' environment (what an admin job such as kbus_searcher.reprocess runs with).
     env: dict[str, str]
+    processes: dict[str, Server]
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +57,9 @@ def stack(servers: Servers, llm: str, tmp_path_factory: pytest.TempPathFactory) 
     running = start_all(env, logs)
     try:
         ports = {s.name: s.ports["http"] for s in running}
-        yield Stack(servers.nats_url, Topology(prefix), logs, ports, env)
+        yield Stack(
+            servers.nats_url, Topology(prefix), logs, ports, env, {s.name: s for s in running}
+        )
     finally:
         for server in running:
             server.stop()

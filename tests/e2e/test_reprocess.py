@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
+import signal
 import sys
+import time
 from typing import Any
 
 from kbus_client import KbClient
@@ -24,21 +25,18 @@ SHEETS = {
 
 
 async def _reprocess(stack: Stack, tenant: str, library: str) -> dict[str, Any]:
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [
-            sys.executable,
-            "-m",
-            "kbus_searcher.reprocess",
-            *("--tenant", tenant, "--library", library, "--timeout", "180"),
-        ],
+    job = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kbus_searcher.reprocess",
+        *("--tenant", tenant, "--library", library, "--timeout", "180"),
         env=stack.env,
-        capture_output=True,
-        text=True,
-        timeout=240,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    outcome: dict[str, Any] = json.loads(done.stdout)
+    out, err = await asyncio.wait_for(job.communicate(), 240)
+    assert job.returncode == 0, err.decode()[-3000:]
+    outcome: dict[str, Any] = json.loads(out)
     return outcome
 
 
@@ -84,3 +82,41 @@ async def test_documents_keep_their_chunks_until_reprocessed_with_the_new_profil
         again = await _reprocess(stack, "recut", "sheets")
         assert again["republished"] == []
         assert sorted(again["current"]) == sorted(SHEETS)
+
+
+async def _chunks_waiting(nc: Any, stack: Stack, count: int, timeout_s: float = 60.0) -> None:
+    """Wait until the chunks stream holds ``count`` messages (nothing takes them meanwhile)."""
+    js = nc.jetstream()
+    deadline = time.monotonic() + timeout_s
+    while (await js.stream_info(stack.topology.chunks_stream.name)).state.messages < count:
+        assert time.monotonic() < deadline, "the ingestor did not pass the publishes on"
+        await asyncio.sleep(0.2)
+
+
+async def test_a_publisher_s_newer_publish_wins_over_the_old_text_cut_again(stack: Stack) -> None:
+    """The re-cut of the stored version and the publisher's next version meet in the pipeline
+    (the embedder held still until both wait for it): the newer publish is what stays."""
+    kb = await KbClient.connect(stack.nats_url, prefix=stack.topology.prefix, tenant="race")
+    embedder = stack.processes["embedder"]
+    async with kb:
+        await kb.publish_document(
+            library="sheets", document_id="garden", title="garden", text=SHEETS["garden"], wait=True
+        )
+        profile = LibraryProfile(chunker=Chunker(kind=ChunkerKind.PATTERN, pattern="^Product:"))
+        await kb.profile("sheets", set_to=profile)
+        newer = SHEETS["garden"].replace("Hose H1", "Hose H9")
+        embedder.proc.send_signal(signal.SIGSTOP)
+        try:
+            published = await kb.publish_document(
+                library="sheets", document_id="garden", title="garden", text=newer
+            )
+            job = asyncio.create_task(_reprocess(stack, "race", "sheets"))
+            await _chunks_waiting(kb.nc, stack, 2)  # the newer publish's, then the re-cut's
+        finally:
+            embedder.proc.send_signal(signal.SIGCONT)
+        outcome = await job
+        assert outcome["overtaken"] == ["garden"]
+        reply = await kb.search("garden hose", libraries=["sheets"], k=10)
+    assert {hit.version for hit in reply.results} == {published.version}
+    assert any("Hose H9" in hit.text for hit in reply.results)
+    assert not any("Hose H1" in hit.text for hit in reply.results)

@@ -95,6 +95,22 @@ async def test_a_redelivery_overwrites_and_a_new_version_replaces(store: ChunkSt
     assert [(c.properties["version"], c.properties["text"]) for c in found] == [("v2", "uno")]
 
 
+async def test_a_text_cut_again_replaces_the_publish_it_was_cut_from_and_no_other(
+    store: ChunkStore,
+) -> None:
+    """A re-cut shares the sequence of the publish it was cut from; of two at one sequence,
+    the later profile revision's is the newer."""
+    original = ready("t1", "lib", "doc", "v1", ["one", "two", "three"], sequence=5)
+    recut = ready("t1", "lib", "doc", "v1+profile3", ["one two", "three"], sequence=5)
+    older_recut = ready("t1", "lib", "doc", "v1+profile2", ["one two three"], sequence=5)
+    for publish in (original, recut, older_recut):
+        await store.writes.upsert(publish)
+    assert await store.writes.delete_superseded([older_recut]) == 3  # the original's chunks
+    assert await store.writes.delete_superseded([recut]) == 1  # the older re-cut's
+    assert await store.writes.delete_superseded([original]) == 0  # never a newer one
+    assert await store.writes.count_stored(recut) == 2
+
+
 async def test_metadata_filters(store: ChunkStore) -> None:
     await store.writes.upsert(
         ready("t1", "lib", "en", "v1", ["apple pie"], metadata={"lang": "en"})

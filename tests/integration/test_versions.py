@@ -29,3 +29,18 @@ async def test_advance_only_moves_forward_also_when_the_copy_lags(
         await versions.stop()
     entry = await versions.kv.get(scope_key("t1", "lib", "doc"))
     assert entry.value == b"20 v2"
+
+
+async def test_a_text_cut_again_takes_the_place_of_its_publish_and_no_later_one(
+    nc: Client, topology: Topology
+) -> None:
+    versions = Versions(topology.versions_kv)
+    await versions.open(nc.jetstream())
+    assert await versions.advance("t1", "lib", "doc", 10, "v1")
+    assert await versions.advance("t1", "lib", "doc", 10, "v1+profile3")  # cut again
+    assert not await versions.advance("t1", "lib", "doc", 10, "v1")  # the original, redelivered
+    assert not await versions.advance("t1", "lib", "doc", 10, "v1+profile2")
+    assert await versions.advance("t1", "lib", "doc", 11, "v2")  # the publisher's next
+    assert not await versions.advance("t1", "lib", "doc", 10, "v1+profile9")
+    entry = await versions.kv.get(scope_key("t1", "lib", "doc"))
+    assert entry.value == b"11 v2"

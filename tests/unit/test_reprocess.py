@@ -13,11 +13,13 @@ from kbus_contract import (
     DocumentRef,
     LibraryProfile,
 )
+from kbus_contract.errors import PermanentError
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.ingesting import chunk_document, ranked_as
 from kbus_ingestor.profiling import Cutter
-from kbus_searcher.reembed import StoredDocument
-from kbus_searcher.reprocess import profile_version, recut, source_text
+from kbus_searcher.recuts import profile_version, rank
+from kbus_searcher.reprocess import recut, source_text
+from kbus_searcher.stored import StoredDocument
 
 MARKDOWN = (
     "# Pump manual\n\nRead this first.\n\n## Priming\n\n"
@@ -141,3 +143,14 @@ def test_pages_and_records_are_named_not_cut_again() -> None:
     named = recut(_stored(records), 1)
     assert isinstance(named, str)
     assert "records" in named
+
+
+def test_a_text_cut_again_ranks_as_the_publish_it_was_cut_from() -> None:
+    doc = DocumentAdded(tenant="t", library="l", document_id="d", title="T", text="x")
+    assert ranked_as(doc, 40) == 40
+    recut = doc.model_copy(update={"recut_of": 12})
+    assert ranked_as(recut, 40) == 12
+    with pytest.raises(PermanentError, match="after this one"):
+        ranked_as(doc.model_copy(update={"recut_of": 41}), 40)
+    # Of two at one sequence, the later profile revision's is the newer; a later publish wins.
+    assert rank(12, "v1") < rank(12, "v1+profile2") < rank(12, "v1+profile10") < rank(13, "v2")

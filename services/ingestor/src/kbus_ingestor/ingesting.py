@@ -99,6 +99,23 @@ def chunk_document(
     return ChunksReady(document=ref, total_chunks=len(chunks), chunks=chunks)
 
 
+def ranked_as(doc: DocumentAdded, sequence: int) -> int:
+    """The sequence a publish ranks by: its own, or for a text cut again, the publish it was
+    cut from (so that whatever was published after that one still wins).
+
+    Raises:
+        PermanentError: ``recut_of`` names a publish after this one.
+    """
+    if doc.recut_of is None:
+        return sequence
+    if sequence and doc.recut_of > sequence:
+        raise PermanentError(
+            f"recut_of {doc.recut_of} names a publish after this one ({sequence})",
+            code="invalid_message",
+        )
+    return doc.recut_of
+
+
 class Piece(NamedTuple):
     """A chunk's span, its heading path, the part of the document its keyword window may
     cover (its Markdown section, its record, or the whole text), and its own metadata."""
@@ -218,7 +235,7 @@ class Ingestor:
             require_library(sent, doc.tenant, doc.library)
             if doc.body is not None:
                 claimed.append((doc.tenant, doc.body))
-            await self.ingest(doc, sequence)
+            await self.ingest(doc, ranked_as(doc, sequence))
 
         await self.stage.settle(message, DocumentAdded, work)
         # Done with (indexed, or dead-lettered for a fault of its own): the text can go. A

@@ -253,7 +253,8 @@ class Indexer:
             receipt,
             topology.indexed(doc.tenant, doc.library),
             stream=topology.receipts_stream.name,
-            msg_id=f"indexed:{doc.tenant}:{doc.library}:{doc.document_id}:{doc.sequence}",
+            msg_id=f"indexed:{doc.tenant}:{doc.library}:{doc.document_id}:{doc.sequence}:"
+            f"{doc.version}",
         )
 
     async def delete(self, deletion: DocumentDeleted, sequence: int) -> None:

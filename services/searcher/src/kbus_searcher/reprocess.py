@@ -8,12 +8,15 @@ again. This publishes each of them again, as the library's current profile would
    slice of the text it was cut from (``char_start``/``char_end``) and kbus's chunkers leave
    out only whitespace between chunks, so the text is whole again from its chunks; what lay
    between two chunks comes back as line breaks.
-2. Publish that text on ``document.added`` with the version ``<version>+profile<revision>``:
-   the ingestor cuts it with the profile, generates its matching texts if the profile asks,
-   and the indexer replaces the old chunks without a mix, as for any new version. Unchanged
+2. Publish that text on ``document.added`` with the version ``<version>+profile<revision>``
+   and ``recut_of`` = the stored publish's sequence: the ingestor cuts it with the profile,
+   generates its matching texts if the profile asks, and the indexer replaces the old chunks
+   without a mix, as for any new version. It ranks as the publish it was cut from
+   (:mod:`kbus_searcher.recuts`), so a publisher's newer publish of the document, even one
+   still on its way through the pipeline, wins over it, and so does a deletion. Unchanged
    chunk texts are not embedded again (the embedding cache). A document already at the
    profile's revision is left alone, so a second run publishes nothing.
-3. Wait until each is searchable at its new version.
+3. Wait until each is searchable at its new version, or overtaken by a newer publish.
 
 Not cut again (each named in the output with the reason; their publishers publish them
 again): documents with pages (a PDF's or a slide deck's pages are not in the text) and records
@@ -31,7 +34,6 @@ import argparse
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,15 +48,13 @@ from kbus_runtime.store import weaviate_client
 from nats.aio.client import Client
 from nats.js.errors import KeyNotFoundError
 
-from kbus_searcher.reembed import StoredDocument, read_documents
+from kbus_searcher.recuts import profile_version, rank
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
+from kbus_searcher.stored import StoredDocument, read_documents
 from kbus_searcher.versions import Versions
 
 log = logging.getLogger("kbus.reprocess")
-
-_REVISION = re.compile(r"\+profile\d+$")
-_MAX_VERSION = 128
 
 
 @dataclass
@@ -63,6 +63,8 @@ class Outcome:
 
     republished: list[str] = field(default_factory=list)
     searchable: list[str] = field(default_factory=list)
+    #: Published again, then overtaken by the publisher's newer publish, which is searchable.
+    overtaken: list[str] = field(default_factory=list)
     current: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     #: Published, not searchable at the new version in time (see the dead letters).
@@ -83,12 +85,6 @@ def source_text(chunks: Sequence[Chunk]) -> str | None:
             return None
         text += chunk.text[shared:]
     return text
-
-
-def profile_version(version: str, revision: int) -> str:
-    """A stored version made the version of the same text cut with a profile's revision."""
-    suffix = f"+profile{revision}"
-    return _REVISION.sub("", version)[: _MAX_VERSION - len(suffix)] + suffix
 
 
 def recut(document: StoredDocument, revision: int) -> DocumentAdded | str:
@@ -113,6 +109,7 @@ def recut(document: StoredDocument, revision: int) -> DocumentAdded | str:
         content_type=ContentType.MARKDOWN if markdown else ContentType.PLAIN,
         metadata=chunks[0].metadata if chunks else {},
         version=profile_version(ref.version, revision),
+        recut_of=ref.sequence or None,
     )
 
 
@@ -127,9 +124,9 @@ async def profile_revision(nc: Client, topology: Topology, tenant: str, library:
 
 async def republish(
     nc: Client, topology: Topology, documents: list[StoredDocument], revision: int
-) -> tuple[Outcome, dict[str, str]]:
+) -> tuple[Outcome, dict[str, DocumentAdded]]:
     """Publish each document that is not at ``revision`` yet; returns the outcome so far and
-    the version each published document waits for."""
+    what was published, by document id."""
     outcome, waiting = Outcome(), {}
     for document in documents:
         doc_id = document.ref.document_id
@@ -144,7 +141,7 @@ async def republish(
             outcome.skipped[doc_id] = "its text is over the bus's message limit: publish it again"
             continue
         outcome.republished.append(doc_id)
-        waiting[doc_id] = str(added.version)
+        waiting[doc_id] = added
     return outcome, waiting
 
 
@@ -161,22 +158,25 @@ async def _publish(nc: Client, topology: Topology, added: DocumentAdded) -> bool
 
 
 async def wait_searchable(
-    versions: Versions, tenant: str, library: str, waiting: dict[str, str], timeout_s: float
-) -> list[str]:
-    """Wait until each document is searchable at the version it waits for; returns those that
-    were in time."""
+    versions: Versions, outcome: Outcome, waiting: dict[str, DocumentAdded], timeout_s: float
+) -> None:
+    """Wait until each published document is searchable at its new version, or a publish
+    ranking after it (the publisher's own, newer) is; what is neither in time stays pending."""
     deadline = time.monotonic() + timeout_s
-    done: list[str] = []
     while waiting and time.monotonic() < deadline:
-        seen = {(library, doc_id): {version} for doc_id, version in waiting.items()}
-        current = await versions.searchable(tenant, seen)
-        for (_, doc_id), version in current.items():
-            if waiting.get(doc_id) == version:
-                done.append(doc_id)
-                del waiting[doc_id]
+        for doc_id, added in list(waiting.items()):
+            entry = await versions.entry(added.tenant, added.library, doc_id)
+            mine = (added.recut_of or 0, str(added.version))
+            if entry == mine:
+                outcome.searchable.append(doc_id)
+            elif entry is not None and rank(*entry) > rank(*mine):
+                outcome.overtaken.append(doc_id)
+            else:
+                continue
+            del waiting[doc_id]
         if waiting:
             await asyncio.sleep(1.0)
-    return done
+    outcome.pending = sorted(waiting)
 
 
 async def reprocess(
@@ -196,8 +196,7 @@ async def reprocess(
         log.info("published %d documents of %s/%s again", len(waiting), tenant, library)
         versions = Versions(topology.versions_kv)
         await versions.open(nc.jetstream(), create=False)
-        outcome.searchable = await wait_searchable(versions, tenant, library, waiting, timeout_s)
-        outcome.pending = sorted(waiting)
+        await wait_searchable(versions, outcome, waiting, timeout_s)
         return outcome
     finally:
         await client.close()

@@ -21,6 +21,7 @@ from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
 from kbus_searcher.buckets import FollowedBucket
+from kbus_searcher.recuts import rank
 from kbus_searcher.store import DocumentKey
 from kbus_searcher.tombstones import scope_key
 
@@ -53,11 +54,11 @@ class Versions(FollowedBucket[str]):
             except KeyNotFoundError:
                 entry = None
             if entry is not None and entry.value:
-                current = int(entry.value.split(b" ", 1)[0])
-                if current > sequence:
+                current = rank(int(entry.value.split(b" ", 1)[0]), _version(entry.value) or "")
+                if current > rank(sequence, version):
                     return False
-                if current == sequence:
-                    return True
+                if current == rank(sequence, version):
+                    return True  # the same publish again
             try:
                 if entry is None:
                     await self.kv.create(key, value)
@@ -66,6 +67,16 @@ class Versions(FollowedBucket[str]):
                 return True
             except KeyWrongLastSequenceError:
                 continue  # another indexer wrote first: read again
+
+    async def entry(self, tenant: str, library: str, document_id: str) -> tuple[int, str] | None:
+        """The searchable publish of a document, as its sequence and version (read from the
+        bucket)."""
+        try:
+            value = (await self.kv.get(scope_key(tenant, library, document_id))).value or b""
+        except KeyNotFoundError:
+            return None
+        sequence, _, version = value.decode().partition(" ")
+        return int(sequence), version
 
     async def searchable(
         self, tenant: str, seen: dict[DocumentKey, set[str]]

@@ -158,6 +158,13 @@ class DocumentAdded(Contract):
         "library's chunker is not used. text is then their concatenation with a blank line "
         "between (left empty, it is filled in).",
     )
+    recut_of: int | None = Field(
+        default=None,
+        ge=1,
+        description="The stored publish (its stream sequence) whose text this one cuts again "
+        "(python -m kbus_searcher.reprocess): it then ranks as that publish, so any later "
+        "publish or deletion of the document wins over it.",
+    )
     matching: tuple[tuple[MatchingText, ...], ...] | None = Field(
         default=None,
         max_length=MAX_SUPPLIED_CHUNKS,

@@ -23,6 +23,7 @@ from weaviate.classes.query import Filter, Sort
 from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
+from kbus_searcher.recuts import rank
 from kbus_searcher.store import filters
 from kbus_searcher.store.collections import Collections
 from kbus_searcher.store.schema import ALL_PROPERTIES, CHUNK_VECTOR, DOCUMENT_VECTOR
@@ -173,7 +174,9 @@ class ChunkWriter:
         return int(result.objects[0].properties["sequence"])
 
     async def delete_superseded(self, readies: Sequence[EmbeddingsReady]) -> int:
-        """Delete the chunks of every other version of these documents published before them.
+        """Delete the chunks of every other version of these documents published before them
+        (:func:`kbus_searcher.recuts.rank`: a text cut again replaces the publish it was cut
+        from, at the same sequence).
 
         For several publishes of one model and tenant: one read of the documents' stored chunks,
         then one delete of the superseded ones by id (none when nothing is superseded). A range
@@ -195,7 +198,8 @@ class ChunkWriter:
             chunk.id
             for chunk in stored
             if any(
-                chunk.version != version and chunk.sequence < sequence
+                chunk.version != version
+                and rank(chunk.sequence, chunk.version) < rank(sequence, version)
                 for version, sequence in publishes[chunk.key]
             )
         ]
@@ -365,6 +369,9 @@ async def _delete_all(handle: Any, where: _Filters) -> int:
 
 
 def _superseded(readies: Sequence[EmbeddingsReady]) -> _Filters:
+    # Earlier sequences only: a filter cannot rank two texts at one sequence, so the chunks of
+    # the publish a text was cut again from stay (never searched: the versions bucket names the
+    # newer) until the document's next publish deletes them.
     return Filter.any_of(
         [
             filters.document(r.document.library, r.document.document_id)
