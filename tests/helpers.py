@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from kbus_contract.tenancy import GRANT_ALL
 from kbus_contract.topology import Topology
 from kbus_dev.cluster import by_name
 from kbus_dev.servers import Server
+from kbus_dev.services import service_env, start_all
 from kbus_runtime.analysis import keyword_text
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -39,6 +41,33 @@ TEST_STORAGE = {
     "KBUS_EMBEDDER_CACHE_MAX_BYTES": str(64 * 1024**2),
     "KBUS_EMBEDDER_TOKEN_STATES_MAX_BYTES": str(256 * 1024**2),
 }
+
+
+@contextlib.contextmanager
+def own_services(
+    nats_url: str,
+    weaviate: tuple[int, int],
+    log_dir: Path,
+    name: str,
+    extra: dict[str, str] | None = None,
+) -> Iterator[tuple[dict[str, str], dict[str, Server]]]:
+    """Every service as a process, in a namespace of its own (bus prefix and collection named
+    ``name`` and a random tag), stopped afterwards; yields their environment and them."""
+    tag = uuid.uuid4().hex[:8]
+    env = service_env(
+        nats_url,
+        *weaviate,
+        prefix=f"{name}{tag}",
+        collection=f"{name.capitalize()}{tag}",
+        extra={**TEST_STORAGE, **(extra or {})},
+    )
+    # A test may start a service again in its place: what the dict holds at the end stops.
+    running = {server.name: server for server in start_all(env, log_dir)}
+    try:
+        yield env, running
+    finally:
+        for server in running.values():
+            server.stop()
 
 
 async def drop_namespace(nc: Client, prefix: str) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,11 +17,10 @@ from kbus_client import KbClient
 from kbus_contract import LibraryProfile, Matching, MatchingKind
 from kbus_contract.topology import Topology
 from kbus_dev.servers import Server
-from kbus_dev.services import service_env, start_all
 from nats.js.kv import KeyValue
 
 from tests.conftest import Servers
-from tests.helpers import TEST_STORAGE
+from tests.helpers import own_services
 
 PRODUCTS = {
     "kettle": "Kettle K1. 1.7 l, 3000 W, auto shut-off.",
@@ -46,27 +44,15 @@ DESCRIBED = LibraryProfile(
 def own_stack(
     servers: Servers, llm: str, tmp_path: Path
 ) -> Iterator[tuple[dict[str, str], dict[str, Server]]]:
-    tag = uuid.uuid4().hex[:8]
-    env = service_env(
-        servers.nats_url,
-        servers.weaviate_http,
-        servers.weaviate_grpc,
-        prefix=f"gen{tag}",
-        collection=f"Gen{tag}",
-        extra={
-            **TEST_STORAGE,
-            "KBUS_LLM_URL": llm,
-            "KBUS_LLM_TIMEOUT_S": "300",
-            # A killed generator's message comes back soon.
-            "KBUS_ACK_WAIT_S": "10",
-        },
-    )
-    running = start_all(env, tmp_path)
-    try:
-        yield env, {server.name: server for server in running}
-    finally:
-        for server in running:
-            server.stop()
+    extra = {
+        "KBUS_LLM_URL": llm,
+        "KBUS_LLM_TIMEOUT_S": "300",
+        # A killed generator's message comes back soon.
+        "KBUS_ACK_WAIT_S": "10",
+    }
+    weaviate = (servers.weaviate_http, servers.weaviate_grpc)
+    with own_services(servers.nats_url, weaviate, tmp_path, "gen", extra) as stack:
+        yield stack
 
 
 async def _kill_when_kept(generator: Server, kv: KeyValue, kept: int, timeout_s: float) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,10 +13,10 @@ import nats
 import pytest
 from kbus_client import KbClient, KbError
 from kbus_dev.servers import Server
-from kbus_dev.services import service_env, start_all, start_service, wait_healthy
+from kbus_dev.services import start_service, wait_healthy
 
 from tests.conftest import Servers
-from tests.helpers import TEST_STORAGE
+from tests.helpers import own_services
 
 DOCS = {
     "pump": "The pump primes itself within ninety seconds of power-on.",
@@ -27,26 +26,16 @@ DOCS = {
 
 
 @pytest.fixture
-def own_stack(servers: Servers, tmp_path: Path) -> Iterator[tuple[dict[str, str], list[Server]]]:
-    tag = uuid.uuid4().hex[:8]
-    env = service_env(
-        servers.nats_url,
-        servers.weaviate_http,
-        servers.weaviate_grpc,
-        prefix=f"switch{tag}",
-        collection=f"Switch{tag}",
-        extra=TEST_STORAGE,
-    )
-    running = start_all(env, tmp_path)
-    try:
-        yield env, running
-    finally:
-        for server in running:
-            server.stop()
+def own_stack(
+    servers: Servers, tmp_path: Path
+) -> Iterator[tuple[dict[str, str], dict[str, Server]]]:
+    weaviate = (servers.weaviate_http, servers.weaviate_grpc)
+    with own_services(servers.nats_url, weaviate, tmp_path, "switch") as stack:
+        yield stack
 
 
 async def test_a_new_model_is_refused_until_the_index_is_re_embedded_then_it_is_searched(
-    own_stack: tuple[dict[str, str], list[Server]], servers: Servers, tmp_path: Path
+    own_stack: tuple[dict[str, str], dict[str, Server]], servers: Servers, tmp_path: Path
 ) -> None:
     env, running = own_stack
     nc = await nats.connect(servers.nats_url)
@@ -60,11 +49,11 @@ async def test_a_new_model_is_refused_until_the_index_is_re_embedded_then_it_is_
         assert before.results[0].document_id == "pump"
 
         # Redeploy the embedders with another model.
-        [embedder] = [s for s in running if s.name == "embedder"]
+        embedder = running["embedder"]
         embedder.stop()
         new_env = {**env, "KBUS_EMBEDDER_MODEL": "all-MiniLM-L6-v2-int8"}
         replacement = start_service("embedder", new_env, tmp_path, embedder.ports["http"])
-        running[running.index(embedder)] = replacement
+        running["embedder"] = replacement
         wait_healthy([replacement])
 
         # The index holds the old model's vectors: refused, never answered with them.

@@ -27,14 +27,13 @@ from kbus_contract import (
 )
 from kbus_contract.topology import Topology
 from kbus_contract.wire import request
-from kbus_runtime.bus import JSON_HEADERS, connect_nats
+from kbus_runtime.bus import JSON_HEADERS
 from kbus_runtime.logs import configure_logging
-from kbus_runtime.store import weaviate_client
 from nats.aio.client import Client
 
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
-from kbus_searcher.stored import StoredDocument, read_documents
+from kbus_searcher.stored import StoredDocument, connected, read_documents
 
 log = logging.getLogger("kbus.reembed")
 
@@ -97,11 +96,7 @@ async def copy_missing(
 async def reembed(settings: SearcherSettings, timeout_s: float) -> str:
     """Re-embed the active collection with the running model and switch; returns the target."""
     topology = settings.bus.topology
-    nc = await connect_nats(settings.bus)
-    client = weaviate_client(settings.store)
-    await client.connect()
-    try:
-        store = ChunkStore.configured(client, settings)
+    async with connected(settings) as (nc, store):
         await store.collections.ensure()
         model = await running_model(nc, topology)
         target = store.collections.physical(model)
@@ -122,9 +117,6 @@ async def reembed(settings: SearcherSettings, timeout_s: float) -> str:
             copied,
         )
         return target
-    finally:
-        await client.close()
-        await nc.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,16 +42,14 @@ from kbus_contract import Chunk, ContentType, DocumentAdded
 from kbus_contract.profiles import profile_key
 from kbus_contract.topology import Topology
 from kbus_contract.wire import until_acknowledged
-from kbus_runtime.bus import JSON_HEADERS, connect_nats
+from kbus_runtime.bus import JSON_HEADERS
 from kbus_runtime.logs import configure_logging
-from kbus_runtime.store import weaviate_client
 from nats.aio.client import Client
 from nats.js.errors import KeyNotFoundError
 
 from kbus_searcher.recuts import profile_version, rank
 from kbus_searcher.settings import SearcherSettings
-from kbus_searcher.store import ChunkStore
-from kbus_searcher.stored import StoredDocument, read_documents
+from kbus_searcher.stored import StoredDocument, connected, read_documents
 from kbus_searcher.versions import Versions
 
 log = logging.getLogger("kbus.reprocess")
@@ -184,11 +182,7 @@ async def reprocess(
 ) -> Outcome:
     """Cut every document of a library again with its current profile."""
     topology = settings.bus.topology
-    nc = await connect_nats(settings.bus)
-    client = weaviate_client(settings.store)
-    await client.connect()
-    try:
-        store = ChunkStore.configured(client, settings)
+    async with connected(settings) as (nc, store):
         name = await store.collections.active()
         documents = await read_documents(store, name, tenant, library) if name else []
         revision = await profile_revision(nc, topology, tenant, library)
@@ -198,9 +192,6 @@ async def reprocess(
         await versions.open(nc.jetstream(), create=False)
         await wait_searchable(versions, outcome, waiting, timeout_s)
         return outcome
-    finally:
-        await client.close()
-        await nc.close()
 
 
 def main(argv: list[str] | None = None) -> int:

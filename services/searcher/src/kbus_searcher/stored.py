@@ -1,14 +1,21 @@
-"""What the index holds of each document: its newest publish, read back as the ingestor made it
-(what the admin jobs that publish stored documents again, ``reembed`` and ``reprocess``, read)."""
+"""What the index holds of each document: its newest publish, read back as the ingestor made it,
+and the connections of the admin jobs that publish stored documents again (``reembed``,
+``reprocess``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from kbus_contract import Chunk, ContentType, DocumentRef
+from kbus_runtime.bus import connect_nats
+from kbus_runtime.store import weaviate_client
+from nats.aio.client import Client
 
 from kbus_searcher.recuts import rank
+from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
 
 
@@ -94,3 +101,16 @@ def _chunk(row: dict[str, object]) -> Chunk:
         page=int(str(row["page"] or 0)) or None,
         metadata=json.loads(str(row["metadata_json"] or "{}")),
     )
+
+
+@contextlib.asynccontextmanager
+async def connected(settings: SearcherSettings) -> AsyncIterator[tuple[Client, ChunkStore]]:
+    """The bus and the index as an admin job uses them, closed when it is done."""
+    nc = await connect_nats(settings.bus)
+    client = weaviate_client(settings.store)
+    await client.connect()
+    try:
+        yield nc, ChunkStore.configured(client, settings)
+    finally:
+        await client.close()
+        await nc.close()
