@@ -177,17 +177,21 @@ def profile(
         raise typer.Exit(2) from exc
     text = example.read_text() if example is not None else None
 
-    async def go() -> Any:
+    async def go() -> tuple[Any, int]:
         client = await connect(nats_url, prefix, tenant)
         async with client:
             current = await client.profile(library)
             if not links:
-                return current
+                return current, 0
             new = current.profile.model_copy(update=links)
-            return await client.profile(library, set_to=new, example=text)
+            reply = await client.profile(library, set_to=new, example=text)
+            if not links.keys() & {"chunker", "matching"}:
+                return reply, 0
+            listed = [s for s in (await client.stats()).libraries if s.library == library]
+            return reply, listed[0].documents if listed else 0
 
     try:
-        reply = run(go())
+        reply, indexed = run(go())
     except KbError as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(1) from exc
@@ -198,3 +202,11 @@ def profile(
     out.print(f"reranker: {_reranker(reply.profile)}")
     if reply.example_chunks is not None:
         out.print(f"the example was cut into {reply.example_chunks} chunks")
+    if indexed:
+        out.print(
+            f"documents already indexed: {indexed}. They keep their chunks until they are "
+            "published again, or until `python -m kbus_searcher.reprocess --tenant "
+            f"{reply.tenant} --library {reply.library}` cuts them again.",
+            markup=False,
+            soft_wrap=True,
+        )
