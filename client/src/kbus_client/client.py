@@ -127,7 +127,8 @@ class KbClient:
     ) -> None:
         await self.close()
 
-    def _tenant(self, tenant: str | None) -> str:
+    def tenant_for(self, tenant: str | None = None) -> str:
+        """The tenant a call acts for: the one it names, else the client's."""
         chosen = tenant or self.tenant
         if not chosen:
             raise ValueError("no tenant: pass tenant= here or to the client")
@@ -173,12 +174,12 @@ class KbClient:
         """
         try:
             doc = DocumentAdded(
-                tenant=self._tenant(tenant),
+                tenant=self.tenant_for(tenant),
                 library=library,
                 document_id=document_id,
                 title=title,
                 text=text,
-                body=self._bodies.file_ref(self._tenant(tenant), library, document_id, data),
+                body=self._bodies.file_ref(self.tenant_for(tenant), library, document_id, data),
                 url=url,
                 template=template,
                 source_uri=source_uri,
@@ -255,7 +256,7 @@ class KbClient:
         """
         try:
             deletion = DocumentDeleted(
-                tenant=self._tenant(tenant), library=library, document_id=document_id
+                tenant=self.tenant_for(tenant), library=library, document_id=document_id
             )
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
@@ -300,7 +301,7 @@ class KbClient:
         wait_s = timeout_s or self.timeout_s
         try:
             asked = SearchRequest(
-                tenant=self._tenant(tenant),
+                tenant=self.tenant_for(tenant),
                 libraries=tuple(libraries),
                 query=query,
                 k=k,
@@ -331,7 +332,7 @@ class KbClient:
 
     async def stats(self, *, tenant: str | None = None) -> StatsReply:
         """Documents and chunks per library of a tenant."""
-        asked = StatsRequest(tenant=self._tenant(tenant))
+        asked = StatsRequest(tenant=self.tenant_for(tenant))
         return await self._ask(self.topology.stats_for, asked, StatsReply, "searcher")
 
     async def profile(
@@ -346,7 +347,7 @@ class KbClient:
         ingested after it (the ingestor checks it, cutting ``example`` with it, and refuses it
         with the reason where it cannot work)."""
         asked = ProfileRequest(
-            tenant=self._tenant(tenant), library=library, profile=set_to, example=example
+            tenant=self.tenant_for(tenant), library=library, profile=set_to, example=example
         )
         return await self._ask(self.topology.profile_for, asked, ProfileReply, "ingestor")
 
@@ -360,7 +361,7 @@ class KbClient:
     ) -> tuple[DocumentEntry, ...]:
         """The documents of a library (those whose metadata matches ``filters``)."""
         asked = StatsRequest(
-            tenant=self._tenant(tenant), library=library, filters=filters or {}, limit=limit
+            tenant=self.tenant_for(tenant), library=library, filters=filters or {}, limit=limit
         )
         return (await self._ask(self.topology.stats_for, asked, StatsReply, "searcher")).documents
 
@@ -382,7 +383,7 @@ class KbClient:
     ) -> Memory:
         """What an agent learns, kept as documents of ``library`` (one its credential may
         write), marked with the conversation, the time and the source."""
-        return Memory(self, library, conversation, source, self._tenant(tenant))
+        return Memory(self, library, conversation, source, self.tenant_for(tenant))
 
     def as_tool(self, *, libraries: list[str] | tuple[str, ...], **options: Any) -> KbTool:
         """Retrieval as a tool for function calling, scoped to these libraries; ``options`` are

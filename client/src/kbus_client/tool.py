@@ -202,7 +202,7 @@ def scoped_tool(
     """Retrieval as a tool for function calling, scoped to these libraries. With ``write``, the
     tool also remembers, lists and forgets what the agent learned, in ``memory_library`` (the
     first library by default), which it searches too."""
-    chosen = client._tenant(tenant)
+    chosen = client.tenant_for(tenant)
     memory = None
     if write:
         kept = memory_library or libraries[0]
