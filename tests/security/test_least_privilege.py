@@ -4,14 +4,17 @@ locked-down stack: tests/security/conftest.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 
 import pytest
 import weaviate
 from kbus_client import KbClient
+from kbus_contract import Chunker, ChunkerKind, LibraryProfile
 from kbus_dev.natsauth import inbox
 from kbus_dev.services import SERVICES
 
-from tests.security.conftest import TOPOLOGY, WEAVIATE_KEY, Locked, connect
+from tests.security.conftest import TOPOLOGY, WEAVIATE_KEY, Locked, connect, service_env
 
 
 @pytest.fixture
@@ -135,6 +138,32 @@ async def test_weaviate_refuses_a_wrong_key_and_no_key(locked: Locked) -> None:
         assert await good.alias.get(alias_name="Locked") is not None
     finally:
         await good.close()
+
+
+async def test_reprocess_runs_with_the_admin_credential(locked: Locked, client: KbClient) -> None:
+    """The admin job that cuts a library's documents again reads the index and the buckets
+    and publishes on the tenant's subjects: the admin credential holds all it needs."""
+    sheet = "Product: Kettle\nBoils water.\n\nProduct: Toaster\nBrowns bread."
+    await client.publish_document(
+        library="shelf", document_id="sheet", title="Sheet", text=sheet, wait=True, timeout_s=120
+    )
+    pattern = LibraryProfile(chunker=Chunker(kind=ChunkerKind.PATTERN, pattern="^Product:"))
+    await client.profile("shelf", set_to=pattern)
+    job = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kbus_searcher.reprocess",
+        *("--tenant", client.tenant_for(), "--library", "shelf", "--timeout", "120"),
+        env=service_env(locked, "admin"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(job.communicate(), 180)
+    assert job.returncode == 0, err.decode()[-3000:]
+    assert "permissions violation" not in err.decode().lower()
+    assert json.loads(out)["searchable"] == ["sheet"]
+    [stats] = [s for s in (await client.stats()).libraries if s.library == "shelf"]
+    assert (stats.documents, stats.chunks) == (1, 2)
 
 
 def test_secrets_never_appear_in_logs(locked: Locked) -> None:

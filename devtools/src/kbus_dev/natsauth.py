@@ -198,7 +198,12 @@ def permissions(t: Topology, credentials: Sequence[Credential] = ()) -> dict[str
     """The permissions of kbus's services and of every tenant credential on one installation."""
     tenants = sorted({c.tenant for c in credentials})
     users = {
-        "admin": Permissions(publish=["$JS.API.>", "$KV.>"], subscribe=[f"{inbox('admin')}.>"]),
+        # The setup job, and the admin jobs that publish stored documents again: reembed
+        # (chunks, after asking the embedders their model) and reprocess (any tenant's texts).
+        "admin": Permissions(
+            publish=["$JS.API.>", "$KV.>", t.added("*", "*"), t.chunks_ready, t.embed],
+            subscribe=[f"{inbox('admin')}.>"],
+        ),
         "ingestor": Permissions(
             publish=[
                 *_stream_checks(t),

@@ -23,9 +23,9 @@ again): documents with pages (a PDF's or a slide deck's pages are not in the tex
 (each record's own metadata is not). A publisher's own chunks and matching texts are not told
 apart from kbus's in the index: such a document is cut by the profile like the others.
 
-It connects as the searcher's settings say (``KBUS_NATS_*``, ``KBUS_WEAVIATE_*``). With
-least-privilege NATS users, its user must publish on the tenant's ``document.added`` subjects
-and read the ``profiles`` and ``versions`` buckets (no generated user does all three yet).
+It connects as the searcher's settings say (``KBUS_NATS_*``, ``KBUS_WEAVIATE_*``); with
+least-privilege NATS users, as ``admin`` (docs/security.md), which may publish any tenant's
+documents again and read the buckets.
 """
 
 from __future__ import annotations
