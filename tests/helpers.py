@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 from kbus_contract import (
     Chunk,
@@ -336,3 +339,52 @@ async def kill_stream_leader(
     await asyncio.sleep(pause_s)
     victim.restart()
     return name
+
+
+class LLMRecorder:
+    """A loopback relay in front of a real LLM server that keeps each chat request and answer
+    it passes on. A llama.cpp server reuses the cached part of a prompt, and a greedy answer
+    can change with it, so the same prompt asked again is no reference: what the service was
+    told is."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.asked: list[Any] = []
+        self.answers: list[str] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> LLMRecorder:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        recorder = self
+
+        class Relay(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                path = self.path.removeprefix("/v1")
+                recorder.asked.append(json.loads(body))
+                answer = httpx.post(
+                    f"{recorder.upstream}{path}",
+                    content=body,
+                    headers={"Content-Type": "application/json"},
+                    timeout=300,
+                )
+                if answer.status_code == 200:
+                    recorder.answers.append(answer.json()["choices"][0]["message"]["content"])
+                self.send_response(answer.status_code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: pytest shows what matters."""
+
+        return Relay

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -37,12 +38,12 @@ from kbus_runtime.chat import LLMSettings, OpenAIChat
 from kbus_runtime.passages import passage_text
 from kbus_runtime.settings import BusSettings, StoreSettings
 from kbus_searcher.app import create_app as searcher_app
-from kbus_searcher.rewriting import MAX_PROMPTED_TOKENS, PROMPT_TAIL, MalformedRewriteError, checked
+from kbus_searcher.rewriting import PROMPT_TAIL, MalformedRewriteError, checked
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
 from nats.aio.client import Client
 
-from tests.helpers import ask, ready
+from tests.helpers import LLMRecorder, ask, ready
 
 PRODUCTS = [
     "Trail runner 2: a light running shoe for wet forest paths, with a grippy sole.",
@@ -75,10 +76,9 @@ async def _profiled(nc: Client, topology: Topology) -> SearchReply:
     raise AssertionError("the searcher never ran the library's profile")
 
 
-async def _expected_query(chat: OpenAIChat) -> str | None:
-    text = await chat.chat(PROMPT + PROMPT_TAIL, QUERY, max_tokens=MAX_PROMPTED_TOKENS)
+def _expected_query(answer: str) -> str | None:
     try:
-        return checked(QUERY, text, sentences=2)
+        return checked(QUERY, answer, sentences=2)
     except MalformedRewriteError:
         return None
 
@@ -87,6 +87,14 @@ async def _p_yes(chat: OpenAIChat, query: str, passage: str) -> float:
     system = SYSTEM.format(instruction=INSTRUCTION)
     message = MESSAGE.format(query=query, passage=passage)
     return (await chat.choose(system, message, ANSWERS))["yes"]
+
+
+@dataclass(frozen=True)
+class Shop:
+    """The model, asked directly, and what it answered the searcher (through a recorder)."""
+
+    chat: OpenAIChat
+    rewrites: LLMRecorder
 
 
 @pytest.fixture
@@ -105,23 +113,28 @@ async def shop(
     model = LLMSettings(url=llm, model=MODEL_NAME, timeout_s=60)
     prompted = request.param
     async with AsyncExitStack() as apps:
+        rewrites = apps.enter_context(LLMRecorder(llm))
         await apps.enter_async_context(TestApp(ingestor_app(IngestorSettings(bus=bus))))
         reranking = RerankerSettings(
             bus=bus, prompted=prompted, llm=model, token_states=False, query_states=False
         )
         await apps.enter_async_context(TestApp(reranker_app(reranking)))
         searching = SearcherSettings(
-            bus=bus, store=store_settings, rewriter="openai", llm=model, rewrite_timeout_s=60
+            bus=bus,
+            store=store_settings,
+            rewriter="openai",
+            llm=model.model_copy(update={"url": rewrites.url}),
+            rewrite_timeout_s=60,
         )
         await apps.enter_async_context(TestApp(searcher_app(searching)))
         kb = KbClient(nc, prefix=topology.prefix, tenant="shop")
         await kb.profile("products", set_to=PROFILE)
-        yield OpenAIChat(model)
+        yield Shop(OpenAIChat(model), rewrites)
 
 
 @pytest.mark.parametrize("shop", ["openai"], indirect=True)
 async def test_a_library_s_profile_transforms_its_queries_and_prompts_its_reranker(
-    nc: Client, topology: Topology, shop: OpenAIChat
+    nc: Client, topology: Topology, shop: Shop
 ) -> None:
     first = await _profiled(nc, topology)
     assert first.transformer == "none"  # the request's own choice wins over the profile
@@ -130,7 +143,10 @@ async def test_a_library_s_profile_transforms_its_queries_and_prompts_its_rerank
     assert not first.degraded
 
     reply = await _search(nc, topology)
-    searched = await _expected_query(shop)
+    [asked] = shop.rewrites.asked  # once, with the profile's prompt
+    assert asked["messages"][0]["content"] == PROMPT + PROMPT_TAIL
+    [answer] = shop.rewrites.answers
+    searched = _expected_query(answer)
     if searched is None:
         assert (reply.query, reply.degraded_reason) == (QUERY, DegradedReason.REWRITE_FAILED)
     else:
@@ -141,18 +157,18 @@ async def test_a_library_s_profile_transforms_its_queries_and_prompts_its_rerank
     assert set(hits) <= set(PRODUCTS)
     # The reranker reads a candidate as its title, headings and text.
     passages = [passage_text(h.title, h.heading_path, h.text) for h in first.results]
-    judged = [await _p_yes(shop, QUERY, p) for p in passages]
+    judged = [await _p_yes(shop.chat, QUERY, p) for p in passages]
     assert [h.scores.rerank for h in first.results] == pytest.approx(judged, abs=1e-3)
     assert judged == sorted(judged, reverse=True)  # and the hits are in the model's order
-    await shop.close()
+    await shop.chat.close()
 
 
 @pytest.mark.parametrize("shop", [None], indirect=True)
 async def test_without_a_model_to_judge_the_first_stage_order_stands_and_says_why(
-    nc: Client, topology: Topology, shop: OpenAIChat
+    nc: Client, topology: Topology, shop: Shop
 ) -> None:
     reply = await _profiled(nc, topology)
     assert reply.degraded_reason is DegradedReason.RERANK_UNAVAILABLE
     assert reply.reranker == ""
     assert [h.scores.final for h in reply.results] == [h.scores.first_stage for h in reply.results]
-    await shop.close()
+    await shop.chat.close()

@@ -2,7 +2,9 @@
 llama.cpp server: a URL and a model name).
 
 One call shape for both: an instruction and a user message in, the reply's text out, at
-temperature 0 so that the same prompt gives the same text. Failures are typed as everywhere in
+temperature 0 (greedy). That is no promise of the same text for the same prompt: a llama.cpp
+server reuses the cached part of a prompt, and its numerics can tip a near tie, so what must not
+change is kept (generated texts are cached), never asked again. Failures are typed as everywhere in
 kbus: an endpoint that is down, slow or overloaded is a ``TransientError`` (try again later); one
 that refuses the request (bad model, bad key) is a ``PermanentError``.
 """
