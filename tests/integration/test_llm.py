@@ -14,14 +14,14 @@ from kbus_contract import DegradedReason, SearchReply
 from kbus_contract.topology import Topology
 from kbus_dev.llm import MODEL_NAME
 from kbus_dev.servers import free_port
-from kbus_runtime.chat import LLMSettings, OpenAIChat
+from kbus_runtime.chat import LLMSettings
 from kbus_runtime.settings import BusSettings, StoreSettings
 from kbus_searcher.app import create_app
-from kbus_searcher.rewriting import INSTRUCTION, MAX_TOKENS, MalformedRewriteError, checked
+from kbus_searcher.rewriting import INSTRUCTION, MalformedRewriteError, checked
 from kbus_searcher.settings import SearcherSettings
 from nats.aio.client import Client
 
-from tests.helpers import ask
+from tests.helpers import LLMRecorder, ask
 
 #: Terse queries of the kind a rewriter is for; at temperature 0 the model's answers are fixed.
 QUERIES = ("location of food", "mice obesity receptor", "vitamin D bone loss elderly")
@@ -44,35 +44,41 @@ def _settings(
 async def test_the_model_s_rewrite_is_searched_when_it_is_one_query_and_refused_otherwise(
     nc: Client, bus: BusSettings, store_settings: StoreSettings, topology: Topology, llm: str
 ) -> None:
-    chat = OpenAIChat(LLMSettings(url=llm, model=MODEL_NAME))
-    expected: dict[str, str | None] = {}
-    for query in QUERIES:
-        raw = await chat.chat(INSTRUCTION, query, max_tokens=MAX_TOKENS)
-        try:
-            expected[query] = checked(query, raw)
-        except MalformedRewriteError:
-            expected[query] = None
-    await chat.close()
-    assert any(expected.values()), f"the model rewrote none of {QUERIES} usably: {expected}"
+    searched: dict[str, str | None] = {}
+    with LLMRecorder(llm) as model:
+        async with TestApp(
+            create_app(_settings(bus, store_settings, model.url, rewrite_timeout_s=60))
+        ):
+            for query in QUERIES:
+                reply = await _search(nc, topology, query)
+                rewrite = _checked(query, model.answers[-1])
+                if rewrite is None:
+                    assert (reply.query, reply.transformer) == (query, "none")
+                    assert reply.degraded_reason is DegradedReason.REWRITE_FAILED
+                else:
+                    assert (reply.query, reply.transformer) == (
+                        rewrite,
+                        f"question:openai/{MODEL_NAME}",
+                    )
+                    assert not reply.degraded
+                    assert reply.timings.rewrite_ms > 0
+                assert reply.searched
+                searched[query] = rewrite
 
-    async with TestApp(create_app(_settings(bus, store_settings, llm, rewrite_timeout_s=60))):
-        for query, rewrite in expected.items():
-            reply = await _search(nc, topology, query)
-            if rewrite is None:
-                assert (reply.query, reply.transformer) == (query, "none")
-                assert reply.degraded_reason is DegradedReason.REWRITE_FAILED
-            else:
-                assert (reply.query, reply.transformer) == (
-                    rewrite,
-                    f"question:openai/{MODEL_NAME}",
-                )
-                assert not reply.degraded
-                assert reply.timings.rewrite_ms > 0
-            assert reply.searched
+            asked_not_to = await _search(nc, topology, QUERIES[0], rewrite=False)
+            assert (asked_not_to.query, asked_not_to.transformer) == (QUERIES[0], "none")
+            assert not asked_not_to.degraded
+    assert len(model.answers) == len(QUERIES)  # one question each, none when told not to
+    assert {a["messages"][0]["content"] for a in model.asked} == {INSTRUCTION}
+    assert any(searched.values()), f"the model rewrote none of {QUERIES} usably: {searched}"
 
-        asked_not_to = await _search(nc, topology, QUERIES[0], rewrite=False)
-        assert (asked_not_to.query, asked_not_to.transformer) == (QUERIES[0], "none")
-        assert not asked_not_to.degraded
+
+def _checked(query: str, answer: str) -> str | None:
+    """The rewrite the searcher should search, from what the model answered it."""
+    try:
+        return checked(query, answer)
+    except MalformedRewriteError:
+        return None
 
 
 @pytest.mark.parametrize("where", ["slow", "down"])
