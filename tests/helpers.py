@@ -150,13 +150,14 @@ async def ask(
     timeout_s: float = 10.0,
     tenant: str | None = None,
 ) -> Msg:
-    """A ``kb.search`` (or ``kb.stats``, ``kb.profile``) request on the subject of ``tenant``,
-    by default the tenant its payload names (``t`` where it names none)."""
+    """A ``kb.search`` (or ``kb.stats``, ``kb.profile``, ``kb.readprofile``) request on the
+    subject of ``tenant``, by default the tenant its payload names (``t`` where it names none)."""
     tenant = tenant or str(_named(payload).get("tenant") or "t")
     subjects = {
         "search": topology.search_for,
         "stats": topology.stats_for,
         "profile": topology.profile_for,
+        "readprofile": topology.readprofile_for,
     }
     return await nc.request(subjects[kind](tenant, grant), payload, timeout=timeout_s)
 

@@ -62,6 +62,14 @@ async def test_a_profile_is_kept_with_a_revision_and_refused_when_it_cannot_work
         reply = await ask(nc, topology, json.dumps(unknown).encode(), kind="profile")
         assert json.loads(reply.data)["error"]["code"] == "invalid_message"
 
+        # The readers' subject reads (the client's own reads go there) and sets nothing.
+        other = {"tenant": "shop", "library": "products", "profile": {}}
+        reply = await ask(nc, topology, json.dumps(other).encode(), kind="readprofile")
+        assert json.loads(reply.data)["error"]["code"] == "read_only"
+        read = {"tenant": "shop", "library": "products"}
+        reply = await ask(nc, topology, json.dumps(read).encode(), kind="readprofile")
+        assert json.loads(reply.data)["revision"] == kept.revision
+
 
 async def test_documents_are_cut_by_their_library_s_profile_and_too_long_ones_refused(
     nc: Client, bus: BusSettings, topology: Topology

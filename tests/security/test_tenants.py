@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from kbus_client import KbError
+from kbus_contract import Chunker, LibraryProfile
 from kbus_contract.tenancy import GRANT_ALL
 from kbus_dev.natsauth import Credential
 from nats.aio.client import Client
@@ -42,6 +43,8 @@ OPERATIONS = (
     "stats-subject",
     "profile",
     "profile-subject",
+    "profile-read",
+    "profile-read-subject",
     "publish",
     "delete",
     "receipts",
@@ -96,7 +99,7 @@ class Attempt:
             return c.write and self.readable
         if self.operation == "bodies":
             return c.write and self.tenant == c.tenant
-        if self.operation in ("search-subject", "stats-subject"):
+        if self.operation in ("search-subject", "stats-subject", "profile-read-subject"):
             return self.tenant == c.tenant and c.libraries is None  # the whole tenant's grant
         if self.operation == "profile":
             return c.write and self.readable
@@ -191,10 +194,8 @@ async def _run(nc: Client, a: Attempt) -> Outcome:
     if a.operation == "stats-subject":
         reply = await _request(nc, T.stats_for(a.tenant, GRANT_ALL), {"tenant": a.tenant})
         return Outcome(reply["kind"] == "stats", _error(reply))
-    if a.operation in ("profile", "profile-subject"):
-        subject = T.profile_for(
-            *(c.tenant, c.grant) if a.operation == "profile" else (a.tenant, GRANT_ALL)
-        )
+    if a.operation.startswith("profile"):
+        subject = _subject_of(a)
         reply = await _request(nc, subject, {"tenant": a.tenant, "library": a.library})
         return Outcome(reply["kind"] == "library_profile", _error(reply))
     if a.operation == "publish":
@@ -238,6 +239,8 @@ def _subject_of(a: Attempt) -> str:
         "stats-subject": T.stats_for(a.tenant, GRANT_ALL),
         "profile": T.profile_for(a.credential.tenant, a.credential.grant),
         "profile-subject": T.profile_for(a.tenant, GRANT_ALL),
+        "profile-read": T.readprofile_for(a.credential.tenant, a.credential.grant),
+        "profile-read-subject": T.readprofile_for(a.tenant, GRANT_ALL),
         "publish": T.added(a.tenant, a.library),
         "delete": T.deleted(a.tenant, a.library),
         "receipts": T.indexed_of(a.tenant, a.library),
@@ -272,7 +275,15 @@ async def test_a_library_credential_reaches_its_library_only(seeded: Locked) -> 
     connections = Connections(seeded)
     limited = credential("t1-a")
     try:
-        for operation in ("search", "profile", "publish", "delete", "receipts", "dead-letters"):
+        for operation in (
+            "search",
+            "profile",
+            "profile-read",
+            "publish",
+            "delete",
+            "receipts",
+            "dead-letters",
+        ):
             other = await attempt(connections, Attempt(limited, operation, "t1", "lib-b", 3))
             assert not other.ok, operation
             assert _expected_reason(other), (operation, other.reason)
@@ -434,3 +445,19 @@ async def test_a_burst_over_one_tenant_s_search_limit_leaves_the_others_answered
     assert burst.count("ok") >= 1  # the limit is a rate, not a ban
     assert set(burst) <= {"ok", "quota_exceeded"}
     assert others == ["ok"] * (4 * RATE)
+
+
+async def test_a_read_only_credential_reads_its_library_s_profile_and_sets_none(
+    seeded: Locked,
+) -> None:
+    reader = await client_for(seeded, "t1-ro-b")
+    async with reader:
+        before = await reader.profile("lib-b")
+        with pytest.raises(KbError):
+            await reader.profile("lib-b", set_to=LibraryProfile(chunker=Chunker(size=300)))
+        with pytest.raises(KbError) as other:
+            await reader.profile("lib-a")
+        assert "library_not_granted" in f"{other.value.code} {other.value}"
+    writer = await client_for(seeded, "t1-all")
+    async with writer:
+        assert (await writer.profile("lib-b")).revision == before.revision

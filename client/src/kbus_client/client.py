@@ -349,7 +349,10 @@ class KbClient:
         asked = ProfileRequest(
             tenant=self.tenant_for(tenant), library=library, profile=set_to, example=example
         )
-        return await self._ask(self.topology.profile_for, asked, ProfileReply, "ingestor")
+        # A read goes where a read-only credential may ask too.
+        reading = set_to is None and example is None
+        subject = self.topology.readprofile_for if reading else self.topology.profile_for
+        return await self._ask(subject, asked, ProfileReply, "ingestor")
 
     async def documents(
         self,

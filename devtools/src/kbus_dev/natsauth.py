@@ -176,7 +176,11 @@ def tenant_permissions(t: Topology, credential: Credential) -> Permissions:
     """What one tenant's credential may do: its tenant's subjects, only its libraries'."""
     tenant, libraries = credential.tenant, credential.libraries
     scopes: list[str | None] = list(libraries) if libraries else [None]
-    publish = [t.search_for(tenant, credential.grant), t.stats_for(tenant, credential.grant)]
+    publish = [
+        t.search_for(tenant, credential.grant),
+        t.stats_for(tenant, credential.grant),
+        t.readprofile_for(tenant, credential.grant),
+    ]
     subscribe = [f"{inbox(credential.name)}.>"]
     for library in scopes:
         publish += _filtered_reader(t.receipts_stream.name, t.indexed_of(tenant, library))

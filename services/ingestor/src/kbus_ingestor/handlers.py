@@ -14,10 +14,10 @@ def register(
     service: Service, ingestor: Ingestor, profiles: Profiles, settings: IngestorSettings
 ) -> None:
     """Consume ``document.added`` through the shared durable pull consumer; answer
-    ``kb.profile``."""
+    ``kb.profile`` and ``kb.readprofile``."""
     topology = service.topology
     service.answer(
-        {"kb.profile": profiles.answer},
+        {"kb.profile": profiles.answer, "kb.readprofile": profiles.answer_read},
         description="kbus library profiles: read and set how a library's documents are cut",
         concurrency=4,
     )

@@ -90,6 +90,22 @@ class Profiles:
             inbound.body, ProfileRequest, lambda req: self.handle(req, sent), sent.tenant
         )
 
+    async def answer_read(self, inbound: Inbound) -> ProfileReply | ErrorReply:
+        """Answer one ``kb.readprofile.{tenant}.{grant}`` request: reads only."""
+        sent = self.stage.topology.identity(inbound.subject)
+        return await self.stage.answer(
+            inbound.body, ProfileRequest, lambda req: self.handle_read(req, sent), sent.tenant
+        )
+
+    async def handle_read(self, req: ProfileRequest, sent: Identity) -> ProfileReply:
+        """Read the profile; a request that would set one is refused (its subject is a
+        reader's)."""
+        if req.profile is not None or req.example is not None:
+            raise PermanentError(
+                "kb.readprofile only reads a profile; set one on kb.profile", code="read_only"
+            )
+        return await self.handle(req, sent)
+
     async def handle(self, req: ProfileRequest, sent: Identity) -> ProfileReply:
         """Read the profile, or check a new one, keep it and say its revision."""
         require_tenant(sent, req.tenant)

@@ -171,6 +171,17 @@ CHANNELS: tuple[Channel, ...] = (
         micro="kbus-profile",
     ),
     Channel(
+        "kb.readprofile",
+        lambda t: t.readprofile,
+        c.ProfileRequest,
+        c.ProfileReply,
+        description="Read a library's profile, on kb.readprofile.{tenant}.{grant}: the subject "
+        "a read-only credential holds; a request that sets one is refused.",
+        senders=("client",),
+        receiver="ingestor",
+        micro="kbus-profile",
+    ),
+    Channel(
         "kb.embed",
         lambda t: t.embed,
         c.EmbedRequest,

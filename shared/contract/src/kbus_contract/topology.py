@@ -27,7 +27,7 @@ _LIBRARY_SUBJECTS = (
     "document.failed",
 )
 #: Requests a tenant sends on its own subject: ``kb.{kind}.{tenant}.{grant}``.
-_REQUEST_SUBJECTS = ("kb.search", "kb.stats", "kb.profile")
+_REQUEST_SUBJECTS = ("kb.search", "kb.stats", "kb.profile", "kb.readprofile")
 #: A profile is a few hundred bytes; the bucket needs no work stream's room.
 _PROFILES_MAX_BYTES = 64 * 1024**2
 
@@ -129,6 +129,10 @@ class Topology:
         """A tenant's library profiles (read and set), within a grant."""
         return self._subject(f"kb.profile.{tenant}.{grant}")
 
+    def readprofile_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
+        """A tenant's library profiles, read only (a reader's credential holds this one)."""
+        return self._subject(f"kb.readprofile.{tenant}.{grant}")
+
     def _scoped(self, name: str, tenant: str, library: str | None) -> str:
         return self._subject(f"{name}.{tenant}" + (f".{library}" if library else ""))
 
@@ -169,6 +173,10 @@ class Topology:
     @property
     def profile(self) -> str:
         return self._subject("kb.profile.*.*")
+
+    @property
+    def readprofile(self) -> str:
+        return self._subject("kb.readprofile.*.*")
 
     # -- between the services only -------------------------------------------------------------
 
