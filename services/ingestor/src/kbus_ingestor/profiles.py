@@ -10,6 +10,7 @@ every replica and to every document ingested after it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from kbus_contract import ErrorReply, LibraryProfile, ProfileReply, ProfileRequest
 from kbus_contract.errors import PermanentError, TransientError
@@ -85,16 +86,20 @@ class Profiles:
 
     async def answer(self, inbound: Inbound) -> ProfileReply | ErrorReply:
         """Answer one ``kb.profile.{tenant}.{grant}`` request."""
-        sent = self.stage.topology.identity(inbound.subject)
-        return await self.stage.answer(
-            inbound.body, ProfileRequest, lambda req: self.handle(req, sent), sent.tenant
-        )
+        return await self._answer(inbound, self.handle)
 
     async def answer_read(self, inbound: Inbound) -> ProfileReply | ErrorReply:
         """Answer one ``kb.readprofile.{tenant}.{grant}`` request: reads only."""
+        return await self._answer(inbound, self.handle_read)
+
+    async def _answer(
+        self,
+        inbound: Inbound,
+        handle: Callable[[ProfileRequest, Identity], Awaitable[ProfileReply]],
+    ) -> ProfileReply | ErrorReply:
         sent = self.stage.topology.identity(inbound.subject)
         return await self.stage.answer(
-            inbound.body, ProfileRequest, lambda req: self.handle_read(req, sent), sent.tenant
+            inbound.body, ProfileRequest, lambda req: handle(req, sent), sent.tenant
         )
 
     async def handle_read(self, req: ProfileRequest, sent: Identity) -> ProfileReply:

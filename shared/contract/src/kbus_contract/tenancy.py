@@ -1,4 +1,4 @@
-"""Checks that a message acts for the tenant and libraries its subject names.
+"""Who a message acts for, read from its subject, and checks that its body agrees.
 
 NATS permissions decide who may publish to ``document.added.{tenant}.{library}`` or
 ``kb.search.{tenant}.{grant}``; the services then hold the message's body to the subject's
@@ -18,6 +18,18 @@ from kbus_contract.errors import PermanentError
 GRANT_ALL = "_all"
 #: The most libraries a grant names (a longer list would make a very long subject).
 MAX_GRANT_LIBRARIES = 32
+#: The token of a tenant or library a dead letter's message did not name.
+UNKNOWN = "_"
+#: What a tenant publishes on ``{kind}.{tenant}`` or ``{kind}.{tenant}.{library}``.
+_LIBRARY_SUBJECTS = (
+    "document.added",
+    "document.deleted",
+    "document.indexed",
+    "document.removed",
+    "document.failed",
+)
+#: Requests a tenant sends on its own subject: ``kb.{kind}.{tenant}.{grant}``.
+_REQUEST_SUBJECTS = ("kb.search", "kb.stats", "kb.profile", "kb.readprofile")
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,27 @@ class Identity:
         if self.grant is None or self.grant == GRANT_ALL:
             return None
         return frozenset(self.grant.split("+"))
+
+
+def names_tenant(tokens: list[str]) -> bool:
+    """Whether a subject (its tokens, without prefix) is of a kind that carries a tenant."""
+    return ".".join(tokens[:2]) in (*_LIBRARY_SUBJECTS, *_REQUEST_SUBJECTS)
+
+
+def identity_of(tokens: list[str]) -> Identity:
+    """The tenant, library and grant a subject (its tokens, without prefix) names."""
+    kind = ".".join(tokens[:2])
+    if kind in _LIBRARY_SUBJECTS and len(tokens) in (3, 4):
+        return Identity(tokens[2], tokens[3] if len(tokens) == 4 else None)
+    if kind in _REQUEST_SUBJECTS and len(tokens) == 4:
+        return Identity(tokens[2], grant=tokens[3])
+    if tokens[:1] == ["deadletter"] and len(tokens) == 4:
+        return Identity(_known(tokens[2]), _known(tokens[3]))
+    return Identity()
+
+
+def _known(token: str) -> str | None:
+    return None if token == UNKNOWN else token
 
 
 def grant_token(libraries: Iterable[str] | None) -> str:

@@ -13,21 +13,10 @@ from nats.js.api import KeyValueConfig, ObjectStoreConfig
 
 from kbus_contract import storage
 from kbus_contract.storage import Stream, work_consumer
-from kbus_contract.tenancy import GRANT_ALL, Identity
+from kbus_contract.tenancy import GRANT_ALL, UNKNOWN, Identity, identity_of, names_tenant
 
 __all__ = ["StageConsumer", "Stream", "Topology", "work_consumer"]
 
-#: The token of a tenant or library a dead letter's message did not name.
-UNKNOWN = "_"
-_LIBRARY_SUBJECTS = (
-    "document.added",
-    "document.deleted",
-    "document.indexed",
-    "document.removed",
-    "document.failed",
-)
-#: Requests a tenant sends on its own subject: ``kb.{kind}.{tenant}.{grant}``.
-_REQUEST_SUBJECTS = ("kb.search", "kb.stats", "kb.profile", "kb.readprofile")
 #: A profile is a few hundred bytes; the bucket needs no work stream's room.
 _PROFILES_MAX_BYTES = 64 * 1024**2
 
@@ -39,10 +28,6 @@ class StageConsumer:
     stage: str
     stream: str
     durable: str
-
-
-def _known(token: str) -> str | None:
-    return None if token == UNKNOWN else token
 
 
 @dataclass(frozen=True)
@@ -203,26 +188,18 @@ class Topology:
 
     def names_tenant(self, subject: str) -> bool:
         """Whether ``subject`` is of a kind that carries a tenant (malformed or not)."""
-        tokens = subject.split(".")
-        if self.prefix:
-            tokens = tokens[1:] if tokens[:1] == [self.prefix] else []
-        return ".".join(tokens[:2]) in (*_LIBRARY_SUBJECTS, *_REQUEST_SUBJECTS)
+        return names_tenant(self._unprefixed(subject))
 
     def identity(self, subject: str) -> Identity:
         """The tenant, library and grant a tenant's subject names (empty for other subjects)."""
+        return identity_of(self._unprefixed(subject))
+
+    def _unprefixed(self, subject: str) -> list[str]:
+        """The subject's tokens after this installation's prefix (none for another's)."""
         tokens = subject.split(".")
-        if self.prefix:
-            if tokens[:1] != [self.prefix]:
-                return Identity()
-            tokens = tokens[1:]
-        kind = ".".join(tokens[:2])
-        if kind in _LIBRARY_SUBJECTS and len(tokens) in (3, 4):
-            return Identity(tokens[2], tokens[3] if len(tokens) == 4 else None)
-        if kind in _REQUEST_SUBJECTS and len(tokens) == 4:
-            return Identity(tokens[2], grant=tokens[3])
-        if tokens[:1] == ["deadletter"] and len(tokens) == 4:
-            return Identity(_known(tokens[2]), _known(tokens[3]))
-        return Identity()
+        if not self.prefix:
+            return tokens
+        return tokens[1:] if tokens[:1] == [self.prefix] else []
 
     # -- durable consumers (shared names: N replicas split the work) ---------------------------
 
