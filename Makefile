@@ -20,10 +20,11 @@ stop:
 	$(RUN) python -m kbus_dev down
 
 test: install
-	$(RUN) python -m kbus_dev install --llm  # the tests' LLM server, built once (minutes)
+	$(RUN) python -m kbus_dev install --test-tools --llm  # what only the tests run, built once (minutes)
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy
+	$(RUN) lint-imports
 	$(RUN) pytest -q -p no:cacheprovider
 
 unit:
@@ -33,10 +34,12 @@ lint:
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy
+	$(RUN) lint-imports
 
 docs:
 	$(RUN) python -m kbus_dev asyncapi
 	$(RUN) python -m kbus_dev settings-doc
+	$(RUN) python -m kbus_dev permissions-doc
 
 # Side-by-side benchmark (floors, kbus, LlamaIndex); BENCH_ARGS="--documents 0" for all of SciFact.
 bench: install

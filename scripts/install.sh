@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything kbus needs on a new machine: uv, the Python workspace (from uv.lock), and
-# nats-server, weaviate-server and the test tools with Go at pinned versions into ~/.cache/kbus/bin.
+# nats-server and weaviate-server with Go at pinned versions into ~/.cache/kbus/bin (`make test` adds
+# the test tools and the LLM server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +11,7 @@ if ! python3 -m uv --version >/dev/null 2>&1; then
   python3 -m pip install --quiet "uv==${UV_VERSION}"
 fi
 python3 -m uv sync --frozen
-# nats-server, weaviate-server, kubeconform, kustomize, jaeger and promtool, built with Go at pinned versions.
+# nats-server and weaviate-server, built with Go at pinned versions.
 python3 -m uv run --frozen python -m kbus_dev install
 
 # docker-compose (Debian's) lets a test validate docker-compose.yml; without it that test skips.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -389,3 +390,45 @@ class LLMRecorder:
                 """Quiet: pytest shows what matters."""
 
         return Relay
+
+
+# Three passages unlike each other, for the token-state and MaxSim tests.
+PASSAGES = [
+    "A woman is playing violin in an orchestra.",
+    "Mice lacking the receptor gained weight on a high-fat diet, unlike wild-type mice.",
+    "The committee met on Tuesday to discuss the budget for next year, which was approved "
+    "after a long debate about roads, schools and the library.",
+]
+
+
+def make_beir(root: Path) -> Path:
+    """A tiny BEIR folder: four documents, three queries, each judged once."""
+    root.mkdir(parents=True, exist_ok=True)
+    docs = [
+        {"_id": "d1", "title": "Cats", "text": "Cats purr when they are content."},
+        {"_id": "d2", "title": "Dogs", "text": "Dogs bark at the postman every morning."},
+        {"_id": "d3", "title": "Bees", "text": "Bees make honey from the nectar of flowers."},
+        {"_id": "q3", "title": "Self", "text": "A document whose id is also a query id."},
+    ]
+    (root / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    queries = [
+        {"_id": "q1", "text": "why do cats purr"},
+        {"_id": "q2", "text": "honey bees"},
+        {"_id": "q3", "text": "a document whose id is also a query id"},
+    ]
+    (root / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    (root / "qrels").mkdir(exist_ok=True)
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\nq3\td2\t1\n"
+    )
+    return root
+
+
+def cli_env(nats_url: str, prefix: str, tenant: str) -> dict[str, str]:
+    """The environment of a ``kbus`` process run against a test stack."""
+    return {
+        **os.environ,
+        "KBUS_NATS_URL": nats_url,
+        "KBUS_BUS_PREFIX": prefix,
+        "KBUS_TENANT": tenant,
+    }

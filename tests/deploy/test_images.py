@@ -11,23 +11,29 @@ import os
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MEMBERS = [
-    "shared/contract",
-    "shared/runtime",
-    "models",
-    "client",
-    "cli",
-    "devtools",
-    "services/ingestor",
-    "services/embedder",
-    "services/searcher",
-    "services/reranker",
-]
+DOCKERFILE = (ROOT / "services" / "Dockerfile").read_text()
+SERVICES = sorted(p.parent.name for p in (ROOT / "services").glob("*/pyproject.toml"))
+
+
+def _members() -> set[str]:
+    """The workspace's members, as pyproject.toml's globs name them."""
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]["workspace"]
+    return {
+        str(p.parent.relative_to(ROOT))
+        for g in globs["members"]
+        for p in ROOT.glob(f"{g}/pyproject.toml")
+    }
+
+
+def _copied_metadata() -> list[str]:
+    """The members whose pyproject.toml the Dockerfile copies before the first sync."""
+    return re.findall(r"^COPY (\S+)/pyproject\.toml \1/$", DOCKERFILE, re.M)
 
 
 def _copied_sources(dockerfile: str, service: str) -> list[str]:
@@ -49,7 +55,7 @@ def _workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     src.mkdir()
     for name in ("pyproject.toml", "uv.lock"):
         shutil.copy(ROOT / name, src / name)
-    for member in MEMBERS:
+    for member in _copied_metadata():
         (src / member).mkdir(parents=True)
         shutil.copy(ROOT / member / "pyproject.toml", src / member / "pyproject.toml")
     env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(tmp_path / "venv"), "UV_LINK_MODE": "copy"}
@@ -77,17 +83,21 @@ def _probe(tmp_path: Path, imports: str, absent: tuple[str, ...]) -> tuple[int, 
     return result.returncode, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("service", ["ingestor", "embedder", "searcher", "reranker"])
+def test_the_dockerfile_copies_every_workspace_member_s_metadata() -> None:
+    assert "generator" in SERVICES
+    assert set(_copied_metadata()) == _members()
+
+
+@pytest.mark.parametrize("service", SERVICES)
 def test_image_environment_runs_the_service(service: str, tmp_path: Path) -> None:
-    dockerfile = (ROOT / "services" / "Dockerfile").read_text()
     src, env = _workspace(tmp_path)
     uv = [*_uv(), "sync", "-q", "--frozen", "--no-dev"]
     package = ["--package", f"kbus-{service}"]
     subprocess.run([*uv, "--no-install-workspace", *package], cwd=src, env=env, check=True)
-    _copy(_copied_sources(dockerfile, service), src)
+    _copy(_copied_sources(DOCKERFILE, service), src)
     subprocess.run([*uv, "--no-editable", *package], cwd=src, env=env, check=True)
-    others = ("kbus_ingestor", "kbus_embedder", "kbus_searcher", "kbus_reranker", "kbus_cli")
-    absent = tuple(m for m in (*others, "kbus_dev", "torch") if m != f"kbus_{service}")
+    others = tuple(f"kbus_{name}" for name in SERVICES if name != service)
+    absent = (*others, "kbus_cli", "kbus_dev", "torch")
     code, output = _probe(tmp_path, f"kbus_{service}.app, kbus_{service}.__main__", absent)
     assert code == 0, output
 

@@ -103,3 +103,19 @@ def test_each_pod_uses_its_own_nats_user_and_inbox() -> None:
         assert user in SERVICES
         assert env["KBUS_INBOX_PREFIX"]["value"] == inbox(user)
         assert env["KBUS_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == user
+
+
+def test_the_setup_job_provisions_the_tenants_nats_auth_lists(tmp_path: Path) -> None:
+    from kbus_dev.natsauth import main as nats_auth
+
+    nats_auth(["--out", str(tmp_path), "--credential", "acme", "--credential", "b=globex:x"])
+    written = yaml.safe_load((tmp_path / "tenants-configmap.yaml").read_text())
+    [job] = list(yaml.safe_load_all((ROOT / "deploy/k8s/base/setup-job.yaml").read_text()))
+    spec = job["spec"]["template"]["spec"]
+    [volume] = [v for v in spec["volumes"] if "configMap" in v]
+    assert volume["configMap"]["name"] == written["metadata"]["name"]
+    [mount] = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+    command = spec["containers"][0]["command"]
+    path = command[command.index("--tenants-file") + 1]
+    assert path == f"{mount['mountPath']}/tenants.txt"
+    assert written["data"]["tenants.txt"] == "acme\nglobex\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 from kbus_contract import MAX_QUERY_CHARS
 
 from tests.e2e.conftest import Stack
-from tests.unit.test_eval_dataset import make_beir
+from tests.helpers import make_beir
 
 
 def _eval(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:

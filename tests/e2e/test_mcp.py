@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import sys
 
@@ -13,6 +12,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
 from tests.e2e.conftest import Stack
+from tests.helpers import cli_env
 
 TEXT = "Conference room Aurora has a video bar; book it in the calendar as 'Aurora'."
 
@@ -25,15 +25,6 @@ async def published(stack: Stack) -> Stack:
             library="rooms", document_id="aurora", title="Rooms", text=TEXT, wait=True
         )
     return stack
-
-
-def _env(stack: Stack) -> dict[str, str]:
-    return {
-        **os.environ,
-        "KBUS_NATS_URL": stack.nats_url,
-        "KBUS_BUS_PREFIX": stack.topology.prefix,
-        "KBUS_TENANT": "mcp",
-    }
 
 
 async def _exercise(client: Client) -> None:
@@ -59,7 +50,7 @@ async def test_stdio(published: Stack) -> None:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "kbus_cli", "mcp", "--library", "rooms"],
-        env=_env(published),
+        env=cli_env(published.nats_url, published.topology.prefix, "mcp"),
     )
     async with Client(params) as client:
         await _exercise(client)
@@ -80,7 +71,7 @@ async def test_streamable_http(published: Stack) -> None:
         "http",
         "--port",
         str(port),
-        env=_env(published),
+        env=cli_env(published.nats_url, published.topology.prefix, "mcp"),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )

@@ -11,7 +11,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
 from tests.e2e.conftest import Stack
-from tests.e2e.test_mcp import _env
+from tests.helpers import cli_env
 
 FACT = "The customer Vandelay Industries prefers invoices in Swiss francs, sent on the 3rd."
 
@@ -58,7 +58,7 @@ async def test_mcp_memory_tools(stack: Stack) -> None:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "kbus_cli", "mcp", "--library", "rooms", "--memory-library", library],
-        env=_env(stack),
+        env=cli_env(stack.nats_url, stack.topology.prefix, "mcp"),
     )
     async with Client(params) as client:
         tools = {t.name for t in (await client.list_tools()).tools}

@@ -22,7 +22,6 @@ from kbus_contract import (
     RerankReply,
     RerankRequest,
 )
-from kbus_contract.catalog import channel
 from kbus_contract.topology import Topology
 from kbus_embedder.vectorizing import Vectorizer
 from kbus_reranker.reranking import Reranker
@@ -94,7 +93,7 @@ async def _ask_five(
 ) -> list[bytes]:
     """Serve ``answers`` (three at once) and send five requests to the one subject at once."""
     [name] = answers
-    subject = channel(name).subject(topology)
+    subject = topology.every(name)
     body = request.model_dump_json().encode()
     async with broker:
         await broker.connect()

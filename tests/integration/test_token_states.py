@@ -19,7 +19,7 @@ from kbus_runtime.stage_metrics import StageMetrics
 from kbus_runtime.token_states import TokenStateStore
 from prometheus_client import CollectorRegistry
 
-from tests.unit.test_maxsim import PASSAGES
+from tests.helpers import PASSAGES
 
 MODEL = "all-MiniLM-L6-v2"
 QUERY = "Does the receptor protect mice from obesity?"

@@ -16,15 +16,18 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
 from kbus_client import KbClient
+from kbus_contract import DocumentAdded
 from kbus_contract.topology import Topology
-from kbus_dev.natsauth import Credential, generate_passwords, inbox, server_config
+from kbus_dev.natsauth import KBUS_ACCOUNT, Credential, accounts, generate_passwords, inbox
 from kbus_dev.servers import Server, start_nats, start_weaviate
 from kbus_dev.services import SERVICES, start_service, wait_healthy
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 
 TOPOLOGY = Topology()
 WEAVIATE_KEY = "test-weaviate-key-7f1c0b2e"
@@ -44,6 +47,11 @@ CREDENTIALS = [
 ]
 
 
+#: A test-only user of kbus's account that listens to every subject there: it sees what an
+#: attack makes land (no installation has it).
+OBSERVER = "observer"
+
+
 @dataclass(frozen=True)
 class Locked:
     nats_url: str
@@ -51,6 +59,25 @@ class Locked:
     weaviate_http: int
     weaviate_grpc: int
     logs: Path
+    #: The server's accounts file (included by its configuration) and the server itself.
+    auth: Path
+    nats: Server
+
+
+def auth_config(passwords: dict[str, str], credentials: list[Credential]) -> str:
+    """The accounts block for these credentials, with the observer in kbus's account."""
+    block = accounts(TOPOLOGY, passwords, credentials)
+    block[KBUS_ACCOUNT]["users"].append(
+        {
+            "user": OBSERVER,
+            "password": passwords[OBSERVER],
+            "permissions": {
+                "publish": {"allow": ["$JS.API.>", f"{inbox(OBSERVER)}.>"]},
+                "subscribe": {"allow": [">"]},
+            },
+        }
+    )
+    return "accounts: " + json.dumps(block, indent=2) + "\n"
 
 
 def service_env(locked: Locked, user: str) -> dict[str, str]:
@@ -73,11 +100,13 @@ def service_env(locked: Locked, user: str) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Locked]:
     root = tmp_path_factory.mktemp("locked")
-    passwords = generate_passwords(CREDENTIALS)
+    passwords = {**generate_passwords(CREDENTIALS), OBSERVER: "observer-password-1c9e"}
     servers: list[Server] = []
     try:
-        auth = server_config(TOPOLOGY, passwords, CREDENTIALS)
-        nats_server = start_nats(root / "nats", extra_config=auth)
+        auth = root / "nats" / "auth.conf"
+        auth.parent.mkdir(parents=True)
+        auth.write_text(auth_config(passwords, CREDENTIALS))
+        nats_server = start_nats(root / "nats", extra_config=f'include "{auth.name}"\n')
         servers.append(nats_server)
         weaviate_server = start_weaviate(root / "weaviate", api_key=WEAVIATE_KEY)
         servers.append(weaviate_server)
@@ -87,9 +116,11 @@ def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Locked]:
             weaviate_server.ports["http"],
             weaviate_server.ports["grpc"],
             root / "logs",
+            auth,
+            nats_server,
         )
         setup = subprocess.run(
-            [sys.executable, "-m", "kbus_searcher.setup"],
+            [sys.executable, "-m", "kbus_searcher.setup", *(f"--tenant={t}" for t in TENANTS)],
             env=service_env(state, "admin"),
             capture_output=True,
             text=True,
@@ -147,3 +178,138 @@ async def client(locked: Locked) -> AsyncIterator[KbClient]:
     kb = await client_for(locked, "t0-all")
     async with kb:
         yield kb
+
+
+# -- what the attack suites share -----------------------------------------------------------
+
+#: The tenant attacked, the library holding its secret, and the word only it holds.
+VICTIM, LIBRARY = "t2", "lib-a"
+WORD = "victimsecretword"
+
+
+@pytest.fixture(scope="session")
+async def victim(locked: Locked) -> AsyncIterator[KbClient]:
+    """Tenant t2 holds a document only it may read."""
+    kb = await client_for(locked, f"{VICTIM}-all")
+    await kb.publish_document(
+        library=LIBRARY,
+        document_id="victim-doc",
+        title="Payroll",
+        text=f"The {WORD} opens the payroll vault.",
+        wait=True,
+        timeout_s=120,
+    )
+    yield kb
+    await kb.close()
+
+
+class Observer:
+    """Hears every subject of kbus's account and reads its streams' state."""
+
+    def __init__(self, nc: Client) -> None:
+        self.nc = nc
+        self.heard: list[tuple[str, bytes]] = []
+
+    @classmethod
+    async def open(cls, locked: Locked) -> Observer:
+        observer = cls(await connect(locked, OBSERVER))
+        await observer.nc.subscribe(">", cb=observer._on)
+        await observer.nc.flush()
+        return observer
+
+    async def _on(self, msg: Msg) -> None:
+        self.heard.append((msg.subject, msg.data))
+
+    def landed(self, *patterns: str) -> list[str]:
+        """Subjects heard that match any of these (NATS wildcards)."""
+        return [s for s, _ in self.heard_on(*patterns)]
+
+    def heard_on(self, *patterns: str) -> list[tuple[str, bytes]]:
+        """Messages heard on subjects that match any of these (NATS wildcards)."""
+        return [(s, d) for s, d in self.heard if any(_matches(s, p) for p in patterns)]
+
+    async def stream(self, name: str) -> dict[str, Any] | None:
+        reply = await self.nc.request(f"$JS.API.STREAM.INFO.{name}", b"", timeout=5)
+        info: dict[str, Any] = json.loads(reply.data)
+        return None if "error" in info else info
+
+    async def consumers(self, stream: str) -> list[dict[str, Any]]:
+        reply = await self.nc.request(f"$JS.API.CONSUMER.LIST.{stream}", b"{}", timeout=5)
+        found: list[dict[str, Any]] = json.loads(reply.data).get("consumers") or []
+        return found
+
+    async def close(self) -> None:
+        await self.nc.close()
+
+
+@pytest.fixture
+async def observer(locked: Locked) -> AsyncIterator[Observer]:
+    watching = await Observer.open(locked)
+    yield watching
+    await watching.close()
+
+
+def _matches(subject: str, pattern: str) -> bool:
+    tokens, wanted = subject.split("."), pattern.split(".")
+    for index, want in enumerate(wanted):
+        if want == ">":
+            return len(tokens) > index
+        if index >= len(tokens) or want not in ("*", tokens[index]):
+            return False
+    return len(tokens) == len(wanted)
+
+
+#: Every subject of the victim's: documents, deletions, receipts, dead letters, requests.
+VICTIMS = [f"{kind}.{VICTIM}.>" for kind in ("document.added", "document.deleted")] + [
+    TOPOLOGY.deleted(VICTIM),
+    f"deadletter.*.{VICTIM}.>",
+]
+
+
+async def attempt(nc: Client, subject: str, body: Any = b"", reply: str = "") -> str:
+    """Send ``body`` as the attacker: the answer, or how it was refused."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    if reply:
+        await nc.publish(subject, data, reply=reply)
+        await nc.flush()
+        return "sent"
+    try:
+        answer = await nc.request(subject, data, timeout=1.5)
+    except Exception as exc:  # no responders, a timeout: nothing answered
+        return f"refused: {type(exc).__name__}"
+    return answer.data.decode(errors="replace")
+
+
+def granted(answer: str) -> bool:
+    """Whether the JetStream API (or a service) answered without an error."""
+    if answer.startswith(("refused", "sent")):
+        return False
+    try:
+        return "error" not in json.loads(answer)
+    except ValueError:
+        return True
+
+
+async def still_readable(victim: KbClient) -> bool:
+    reply = await victim.search(WORD, libraries=[LIBRARY], search_type="keyword")
+    return [h.document_id for h in reply.results] == ["victim-doc"]
+
+
+async def victim_publishes(victim: KbClient, doc: DocumentAdded) -> None:
+    """The victim publishes ``doc`` (the very document an attacker squatted on) and it is
+    indexed: not dropped as a duplicate."""
+    result = await victim.publish_document(
+        library=doc.library,
+        document_id=doc.document_id,
+        title=doc.title,
+        text=doc.text,
+        wait=True,
+        timeout_s=60,
+    )
+    assert not result.duplicate
+    assert result.receipt is not None
+
+
+async def victim_finds(victim: KbClient, word: str) -> list[str]:
+    reply = await victim.search(word, libraries=[LIBRARY], search_type="keyword")
+    return [h.document_id for h in reply.results]

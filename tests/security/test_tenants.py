@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
-from kbus_client import KbError
+from kbus_client import KbClient, KbError
 from kbus_contract import Chunker, LibraryProfile
+from kbus_contract.claimcheck import body_ref, put_body
 from kbus_contract.tenancy import GRANT_ALL
-from kbus_dev.natsauth import Credential
+from kbus_dev.natsauth import Credential, credential_file
 from nats.aio.client import Client
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from tests.security.conftest import (
     CREDENTIALS,
@@ -49,6 +53,8 @@ OPERATIONS = (
     "delete",
     "receipts",
     "dead-letters",
+    "feed",
+    "feed-subject",
     "bodies",
 )
 
@@ -99,7 +105,12 @@ class Attempt:
             return c.write and self.readable
         if self.operation == "bodies":
             return c.write and self.tenant == c.tenant
-        if self.operation in ("search-subject", "stats-subject", "profile-read-subject"):
+        if self.operation in (
+            "search-subject",
+            "stats-subject",
+            "profile-read-subject",
+            "feed-subject",
+        ):
             return self.tenant == c.tenant and c.libraries is None  # the whole tenant's grant
         if self.operation == "profile":
             return c.write and self.readable
@@ -172,19 +183,34 @@ async def _search(nc: Client, a: Attempt, subject: str) -> Outcome:
     return Outcome(True, foreign_hits=foreign)
 
 
-async def _read(nc: Client, stream: str, subject: str) -> Outcome:
-    config = ConsumerConfig(
-        name=f"probe-{nc.new_inbox().rsplit('.', 1)[-1]}",
-        deliver_policy=DeliverPolicy.NEW,
-        ack_policy=AckPolicy.NONE,
-        inactive_threshold=10.0,
-    )
-    sub = await nc.jetstream(timeout=2).subscribe(subject, stream=stream, config=config)
+async def _listen(nc: Client, subject: str, errors: list[str]) -> Outcome:
+    """Subscribe (the server refuses a subject the credential may not read, asynchronously)."""
+    sub = await nc.subscribe(subject)
+    await nc.flush()
+    await asyncio.sleep(0.3)
     await sub.unsubscribe()
+    refused = [e for e in errors if subject.lower() in e.lower()]
+    return Outcome(not refused, refused[0] if refused else "")
+
+
+async def _feed(nc: Client, a: Attempt, subject: str) -> Outcome:
+    body = {"tenant": a.tenant, "library": a.library, "kind": "dead_letters"}
+    reply = await _request(nc, subject, body)
+    if reply["kind"] == "error":
+        return Outcome(False, f"{reply['error']['code']}: {reply['error']['message']}")
+    foreign = sum(1 for e in reply["entries"] if e["message"].get("tenant") != a.credential.tenant)
+    return Outcome(True, foreign_hits=foreign)
+
+
+async def _store(nc: Client, a: Attempt) -> Outcome:
+    """Write a large text into the target tenant's store, as a credential can: publishes."""
+    data = f"stored by {a.credential.name} ".encode() * 20
+    ref = body_ref(T.bodies_bucket(a.tenant), f"probe-{a.number}", data)
+    await put_body(nc.jetstream(timeout=2), ref, data, bound_s=0)
     return Outcome(True)
 
 
-async def _run(nc: Client, a: Attempt) -> Outcome:
+async def _run(nc: Client, a: Attempt, errors: list[str]) -> Outcome:
     c = a.credential
     js = nc.jetstream(timeout=2)
     if a.operation == "search":  # on its own subject, naming the target in the body
@@ -215,18 +241,20 @@ async def _run(nc: Client, a: Attempt) -> Outcome:
         await js.publish(T.deleted(a.tenant, a.library), json.dumps(deletion).encode())
         return Outcome(True)
     if a.operation == "receipts":
-        return await _read(nc, T.receipts_stream.name, T.indexed_of(a.tenant, a.library))
+        return await _listen(nc, T.indexed_of(a.tenant, a.library), errors)
     if a.operation == "dead-letters":
-        stream = T.dead_letter_stream.name
-        return await _read(nc, stream, T.dead_letters_of(a.tenant, a.library))
-    await js.object_store(T.bodies_bucket(a.tenant))
-    return Outcome(True)
+        return await _listen(nc, T.dead_letters_of(a.tenant, a.library), errors)
+    if a.operation == "feed":  # on its own subject, naming the target in the body
+        return await _feed(nc, a, T.feed_for(c.tenant, c.grant))
+    if a.operation == "feed-subject":
+        return await _feed(nc, a, T.feed_for(a.tenant, GRANT_ALL))
+    return await _store(nc, a)
 
 
 async def attempt(connections: Connections, a: Attempt) -> Outcome:
     nc = await connections.of(a.credential.name)
     try:
-        return await _run(nc, a)
+        return await _run(nc, a, connections.errors[a.credential.name])
     except Exception as exc:
         reason = await connections.violation(a.credential.name, _subject_of(a))
         return Outcome(False, reason or f"{type(exc).__name__}: {exc}")
@@ -245,7 +273,9 @@ def _subject_of(a: Attempt) -> str:
         "delete": T.deleted(a.tenant, a.library),
         "receipts": T.indexed_of(a.tenant, a.library),
         "dead-letters": T.dead_letters_of(a.tenant, a.library),
-        "bodies": f"OBJ_{T.bodies_bucket(a.tenant)}",
+        "feed": T.feed_for(a.credential.tenant, a.credential.grant),
+        "feed-subject": T.feed_for(a.tenant, GRANT_ALL),
+        "bodies": f"$O.{T.bodies_bucket(a.tenant)}.C.",
     }.get(a.operation, "")
 
 
@@ -283,6 +313,7 @@ async def test_a_library_credential_reaches_its_library_only(seeded: Locked) -> 
             "delete",
             "receipts",
             "dead-letters",
+            "feed",
         ):
             other = await attempt(connections, Attempt(limited, operation, "t1", "lib-b", 3))
             assert not other.ok, operation
@@ -392,7 +423,7 @@ async def test_a_body_naming_another_tenant_than_its_subject_is_dead_lettered(
             "text": "smuggledword in t2's library",
         }
         await nc.jetstream().publish(T.added("t1", "lib-a"), json.dumps(body).encode())
-        letter = await _dead_letter(nc, "t1", "smuggled")
+        letter = await _dead_letter(kb, "smuggled")
         assert letter["code"] == "tenant_mismatch"
         assert (letter["tenant"], letter["library"]) == ("t1", "lib-a")  # the subject's
     other = await client_for(seeded, "t2-all")
@@ -401,24 +432,47 @@ async def test_a_body_naming_another_tenant_than_its_subject_is_dead_lettered(
         assert reply.results == ()
 
 
-async def _dead_letter(nc: Client, tenant: str, document_id: str) -> dict[str, Any]:
-    config = ConsumerConfig(
-        name=f"find-{nc.new_inbox().rsplit('.', 1)[-1]}",
-        deliver_policy=DeliverPolicy.ALL,
-        ack_policy=AckPolicy.NONE,
-        inactive_threshold=10.0,
-    )
-    sub = await nc.jetstream().subscribe(
-        T.dead_letters_of(tenant), stream=T.dead_letter_stream.name, config=config
-    )
-    try:
-        async with asyncio.timeout(30):
-            while True:
-                letter: dict[str, Any] = json.loads((await sub.next_msg(timeout=30)).data)
-                if letter.get("document_id") == document_id:
-                    return letter
-    finally:
-        await sub.unsubscribe()
+async def test_the_cli_lists_and_replays_its_tenant_s_dead_letters_with_a_credential(
+    seeded: Locked, tmp_path: Path
+) -> None:
+    """``kbus dlq`` with a tenant's credential file: through kb.feed, its own letters only."""
+    kb = await client_for(seeded, "t3-all")
+    async with kb:
+        body = {"tenant": "t0", "library": "lib-a", "document_id": "cli-letter", "title": "x"}
+        await kb.nc.jetstream().publish(
+            T.added("t3", "lib-a"), json.dumps({**body, "text": "y"}).encode()
+        )
+        await _dead_letter(kb, "cli-letter")
+    held = credential_file(Credential("t3-all", "t3"), seeded.passwords["t3-all"], T.prefix)
+    (tmp_path / "t3.json").write_text(json.dumps(held))
+    env = {**os.environ, "KBUS_NATS_URL": seeded.nats_url}
+    cli = [
+        str(Path(sys.executable).with_name("kbus")),
+        "--credential",
+        str(tmp_path / "t3.json"),
+        "dlq",
+    ]
+    listed = await asyncio.to_thread(_cli, [*cli, "list", "--json"], env)
+    assert listed.returncode == 0, listed.stderr
+    letters = json.loads(listed.stdout)
+    assert {letter["tenant"] for letter in letters} == {"t3"}
+    [mine] = [letter for letter in letters if letter["document_id"] == "cli-letter"]
+    replayed = await asyncio.to_thread(_cli, [*cli, "replay", str(mine["sequence"])], env)
+    assert "replayed 1" in replayed.stdout, replayed.stderr
+
+
+def _cli(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+async def _dead_letter(kb: KbClient, document_id: str) -> dict[str, Any]:
+    """The dead letter of a document, read back as its tenant can: kb.feed."""
+    for _ in range(60):
+        for entry in (await kb.feed("dead_letters", limit=500)).entries:
+            if entry.message.get("document_id") == document_id:
+                return entry.message
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"no dead letter for {document_id}")
 
 
 async def test_a_burst_over_one_tenant_s_search_limit_leaves_the_others_answered(

@@ -2,35 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from kbus_cli.evaluation import Dataset
 
+from tests.helpers import make_beir
+
 SCIFACT = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "scifact"
-
-
-def make_beir(root: Path) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    docs = [
-        {"_id": "d1", "title": "Cats", "text": "Cats purr when they are content."},
-        {"_id": "d2", "title": "Dogs", "text": "Dogs bark at the postman every morning."},
-        {"_id": "d3", "title": "Bees", "text": "Bees make honey from the nectar of flowers."},
-        {"_id": "q3", "title": "Self", "text": "A document whose id is also a query id."},
-    ]
-    (root / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n")
-    queries = [
-        {"_id": "q1", "text": "why do cats purr"},
-        {"_id": "q2", "text": "honey bees"},
-        {"_id": "q3", "text": "a document whose id is also a query id"},
-    ]
-    (root / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
-    (root / "qrels").mkdir(exist_ok=True)
-    (root / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\nq3\td2\t1\n"
-    )
-    return root
 
 
 def test_loads_a_beir_folder(tmp_path: Path) -> None:

@@ -6,12 +6,7 @@ import numpy as np
 import pytest
 from kbus_reranker.scoring import MaxSimScorer
 
-PASSAGES = [
-    "A woman is playing violin in an orchestra.",
-    "Mice lacking the receptor gained weight on a high-fat diet, unlike wild-type mice.",
-    "The committee met on Tuesday to discuss the budget for next year, which was approved "
-    "after a long debate about roads, schools and the library.",
-]
+from tests.helpers import PASSAGES
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from kbus_models.encoder import Encoder, resolve
 from kbus_reranker.scoring import MaxSimScorer
 from kbus_runtime.token_states import pack, unpack
 
-from tests.unit.test_maxsim import PASSAGES
+from tests.helpers import PASSAGES
 
 
 def _unit(rows: int, dim: int, seed: int = 0) -> np.ndarray:

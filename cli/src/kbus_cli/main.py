@@ -307,7 +307,7 @@ def dlq_list(
         client = await connect(nats_url, prefix, None)
         async with client:
             # A tenant's credential reads its tenant's dead letters; an operator, everyone's.
-            return await list_dead_letters(client.nc, client.topology, _credential_tenant())
+            return await list_dead_letters(client, _credential_tenant())
 
     letters = run(go())
     if as_json:
@@ -350,7 +350,7 @@ def dlq_replay(
         replayed = 0
         async with client:
             tenant = _credential_tenant()
-            for stored in await list_dead_letters(client.nc, client.topology, tenant):
+            for stored in await list_dead_letters(client, tenant):
                 if not everything and stored.sequence not in (sequence or []):
                     continue
                 try:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from kbus_client import KbClient
 from kbus_contract import ORIGINAL_LIMIT, DeadLetter
+from kbus_contract.feed import MAX_FEED_ENTRIES, FeedKind
 from kbus_contract.topology import Topology
 from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -83,12 +85,29 @@ class StoredLetter:
 
 
 async def list_dead_letters(
-    nc: Client, topology: Topology, tenant: str | None = None, limit: int = 1_000
+    client: KbClient, tenant: str | None = None, limit: int = 1_000
 ) -> list[StoredLetter]:
-    """The dead letters in the stream, oldest first: every tenant's (an operator's view), or
-    one tenant's (what its credential may read)."""
+    """The dead letters in the stream, oldest first: every tenant's (an operator's view, read
+    from the stream), or one tenant's (what its credential may read: ``kb.feed``)."""
+    if tenant is not None:
+        return await _tenant_letters(client, limit)
+    return await _stream_letters(client.nc, client.topology, limit)
+
+
+async def _tenant_letters(client: KbClient, limit: int) -> list[StoredLetter]:
+    out: list[StoredLetter] = []
+    after, more = 0, True
+    while more and len(out) < limit:
+        page = await client.feed(FeedKind.DEAD_LETTERS, after=after, limit=MAX_FEED_ENTRIES)
+        for entry in page.entries:
+            with contextlib.suppress(ValidationError):
+                out.append(StoredLetter(entry.sequence, DeadLetter.model_validate(entry.message)))
+        after, more = page.last, page.more and bool(page.entries)
+    return out[:limit]
+
+
+async def _stream_letters(nc: Client, topology: Topology, limit: int) -> list[StoredLetter]:
     js = nc.jetstream()
-    subject = topology.dead_letters_of(tenant) if tenant else topology.dead_letters
     config = ConsumerConfig(
         name=f"kbus-dlq-{nc.new_inbox().rsplit('.', 1)[-1]}",
         deliver_policy=DeliverPolicy.ALL,
@@ -96,7 +115,9 @@ async def list_dead_letters(
         inactive_threshold=60.0,
     )
     try:
-        sub = await js.subscribe(subject, stream=topology.dead_letter_stream.name, config=config)
+        sub = await js.subscribe(
+            topology.dead_letters, stream=topology.dead_letter_stream.name, config=config
+        )
     except NotFoundError:
         return []
     out: list[StoredLetter] = []

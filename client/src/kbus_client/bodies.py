@@ -3,17 +3,25 @@ store (the claim check)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 
 from kbus_contract import BodyRef, DocumentAdded
 from kbus_contract.claimcheck import body_ref, open_bodies, put_body
 from kbus_contract.topology import Topology
 from nats.aio.client import Client
-from nats.js.object_store import ObjectStore
+from nats.js.errors import NoStreamResponseError
+
+#: Seconds to wait for the server when asking it to make a tenant's store (an open bus only).
+_CREATE_TIMEOUT_S = 2.0
+
+
+class StoreMissingError(RuntimeError):
+    """The tenant has no store of large texts: an operator provisions it."""
 
 
 class ClaimChecks:
-    """The object stores of the tenants a client publishes for, opened on first use."""
+    """Large texts and files of the tenants a client publishes for, in their object stores."""
 
     def __init__(self, nc: Client, topology: Topology, limit_bytes: int | None) -> None:
         self._nc = nc
@@ -21,7 +29,6 @@ class ClaimChecks:
         #: Documents whose message would be larger go by claim check (default: the server's
         #: message limit less room for headers).
         self.limit_bytes = limit_bytes
-        self._stores: dict[str, ObjectStore] = {}
 
     def file_ref(
         self, tenant: str, library: str, document_id: str, data: bytes | None
@@ -35,7 +42,7 @@ class ClaimChecks:
 
     async def put_file(self, tenant: str, ref: BodyRef, data: bytes) -> None:
         """Store a file's bytes under the name :meth:`file_ref` gave them."""
-        await (await self._store(tenant)).put(ref.name, data)
+        await self._put(tenant, ref, data)
 
     async def payload(self, doc: DocumentAdded, msg_id: str) -> bytes:
         """The message body: the document itself, or its claim check if it is too large."""
@@ -48,19 +55,35 @@ class ClaimChecks:
                 f"a document with its own chunks travels in the message, and this one is "
                 f"{len(payload)} bytes where the bus takes {limit}: publish it as several documents"
             )
-        bucket = self._topology.bodies_bucket(doc.tenant)
         text = doc.text.encode("utf-8")
-        ref = await put_body(await self._store(doc.tenant), bucket, msg_id, text)
+        ref = body_ref(self._topology.bodies_bucket(doc.tenant), msg_id, text)
+        await self._put(doc.tenant, ref, text)
         # The version is fixed from the text, so both forms of a document get the same one.
         claimed = doc.model_copy(
             update={"text": "", "body": ref, "version": doc.effective_version()}
         )
         return claimed.model_dump_json().encode()
 
-    async def _store(self, tenant: str) -> ObjectStore:
-        store = self._stores.get(tenant)
-        if store is None:
-            js = self._nc.jetstream()
-            store = await open_bodies(js, self._topology, tenant, create=True)
-            self._stores[tenant] = store
-        return store
+    async def _put(self, tenant: str, ref: BodyRef, data: bytes) -> None:
+        """Store with publishes alone (all a tenant's credential may do). Where the store is
+        missing, an open bus (no accounts) lets the client make it; a tenant's account cannot,
+        and says so."""
+        js = self._nc.jetstream()
+        try:
+            await put_body(js, ref, data, bound_s=0)  # one try: is the store there?
+            return
+        except NoStreamResponseError:
+            with contextlib.suppress(Exception):
+                await open_bodies(
+                    self._nc.jetstream(timeout=_CREATE_TIMEOUT_S),
+                    self._topology,
+                    tenant,
+                    create=True,
+                )
+        try:
+            await put_body(js, ref, data)
+        except NoStreamResponseError as exc:
+            raise StoreMissingError(
+                f"tenant {tenant!r} has no store of large texts ({ref.bucket}): an operator "
+                f"provisions it (python -m kbus_searcher.setup --tenant {tenant})"
+            ) from exc

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -14,8 +14,10 @@ from kbus_contract import (
     DocumentAdded,
     DocumentDeleted,
     DocumentEntry,
-    DocumentIndexed,
     DocumentRemoved,
+    FeedKind,
+    FeedReply,
+    FeedRequest,
     LibraryProfile,
     MetadataScalar,
     ProfileReply,
@@ -44,7 +46,8 @@ from pydantic import BaseModel, ValidationError
 
 from kbus_client.bodies import ClaimChecks
 from kbus_client.memory import Memory
-from kbus_client.receipts import ReceiptWatcher, removal_of
+from kbus_client.msgids import MessageIds
+from kbus_client.receipts import ReceiptWatcher, Waiting, removal_of
 from kbus_client.results import PublishResult
 from kbus_client.spans import document_attributes, reply_attributes, search_attributes
 from kbus_client.tool import KbTool, scoped_tool
@@ -80,10 +83,8 @@ class KbClient:
         self.grant = grant_token(self.granted)
         self.timeout_s = timeout_s
         self._bodies = ClaimChecks(nc, self.topology, claim_check_bytes)
-        self._receipts = ReceiptWatcher(nc, self.topology, self.granted)
-        # Stream sequences of this client's deletions, by scope: a document deleted and then
-        # published again unchanged must not be dropped as a duplicate of its earlier publish.
-        self._deletions: dict[tuple[str, str | None, str | None], int] = {}
+        self._receipts = ReceiptWatcher(nc, self.topology, self.granted, self._ask_feed)
+        self._ids = MessageIds()
 
     @property
     def claim_check_bytes(self) -> int | None:
@@ -162,10 +163,9 @@ class KbClient:
         Or it is the publisher's own ``chunks`` (indexed as given), each with the texts in
         ``matching`` that find it besides its own (questions, a description).
 
-        The publish carries ``Nats-Msg-Id`` = tenant, library, document id and a hash of the
-        content: an identical publish inside the stream's duplicate window (2 minutes) is dropped
-        by JetStream and comes back with ``duplicate=True`` and no receipt. After this client
-        deleted the document (or its library or tenant), an identical publish is not a duplicate.
+        An identical publish of the same document right after this client's last one is
+        dropped by JetStream and comes back with ``duplicate=True`` and no receipt; not after
+        this client deleted it (:mod:`kbus_client.msgids`).
 
         Raises:
             ValueError: the document is invalid (checked before it is sent).
@@ -191,34 +191,26 @@ class KbClient:
             )
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
-        key = (doc.tenant, doc.library, doc.document_id)
-        future = None
-        if wait:
-            await self._receipts.start(doc.tenant)
-            future = self._receipts.expect(key, None if doc.url else doc.effective_version())
+        waiting = await self._receipts.expect_receipt(doc) if wait else None
         try:
             with _tracer.start_as_current_span(
                 "kbus publish", kind=SpanKind.PRODUCER, attributes=document_attributes(doc)
             ) as span:
-                result = await self._publish(doc, future, timeout_s, data)
+                result = await self._publish(doc, waiting, timeout_s, data)
                 span.set_attribute("kbus.duplicate", result.duplicate)
                 return result
         finally:
-            if future is not None:
-                self._receipts.forget(key, future)
+            if waiting is not None:
+                self._receipts.forget(waiting)
 
     async def _publish(
         self,
         doc: DocumentAdded,
-        receipt: asyncio.Future[DocumentIndexed] | None,
+        waiting: Waiting | None,
         timeout_s: float,
         data: bytes | None = None,
     ) -> PublishResult:
-        msg_id = self._msg_id(doc)
-        if doc.url is not None:
-            # Each publish of an address asks for a fetch now (the page may have changed since
-            # the last one); its own retries keep this id.
-            msg_id += f"/fetch-{uuid.uuid4().hex[:16]}"
+        msg_id = self._ids.for_publish(doc)
         if data is not None and doc.body is not None:
             await self._bodies.put_file(doc.tenant, doc.body, data)
         payload = await self._bodies.payload(doc, msg_id)
@@ -229,16 +221,8 @@ class KbClient:
         ack = await until_acknowledged(lambda: js.publish(subject, payload, headers=headers))
         if ack.duplicate:
             return PublishResult(doc, None, duplicate=True)
-        return PublishResult(doc, await asyncio.wait_for(receipt, timeout_s) if receipt else None)
-
-    def _msg_id(self, doc: DocumentAdded) -> str:
-        scopes = (
-            (doc.tenant, None, None),
-            (doc.tenant, doc.library, None),
-            (doc.tenant, doc.library, doc.document_id),
-        )
-        deleted = max((self._deletions.get(scope, 0) for scope in scopes), default=0)
-        return doc.message_id() + (f"/after-{deleted}" if deleted else "")
+        receipt = await self._receipts.wait(waiting, timeout_s) if waiting else None
+        return PublishResult(doc, receipt)
 
     async def delete_document(
         self,
@@ -262,13 +246,12 @@ class KbClient:
             raise ValueError(describe_validation_error(exc)) from exc
         removed = self.topology.removed(deletion.tenant, deletion.library)
         async with removal_of(self.nc, removed, deletion, listen=wait) as done:
-            ack = await self.nc.jetstream().publish(
+            await self.nc.jetstream().publish(
                 self.topology.deleted(deletion.tenant, deletion.library),
                 deletion.model_dump_json().encode(),
                 headers={"content-type": "application/json"},
             )
-            scope = (deletion.tenant, deletion.library, deletion.document_id)
-            self._deletions[scope] = ack.seq
+            self._ids.deleted(deletion.tenant, deletion.library, deletion.document_id)
             return await asyncio.wait_for(done, timeout_s) if wait else None
 
     async def search(
@@ -368,10 +351,35 @@ class KbClient:
         )
         return (await self._ask(self.topology.stats_for, asked, StatsReply, "searcher")).documents
 
+    async def feed(
+        self,
+        kind: FeedKind | str = FeedKind.RECEIPTS,
+        *,
+        library: str | None = None,
+        after: int = 0,
+        since: datetime | None = None,
+        limit: int = 100,
+        tenant: str | None = None,
+    ) -> FeedReply:
+        """The tenant's stored receipts or dead letters (of the grant's libraries, or one),
+        oldest first: after a stream sequence (a reply's ``last``), or from a time."""
+        asked = FeedRequest(
+            tenant=self.tenant_for(tenant),
+            kind=FeedKind(kind),
+            library=library,
+            after=after,
+            since=since,
+            limit=limit,
+        )
+        return await self._ask_feed(asked)
+
+    async def _ask_feed(self, asked: FeedRequest) -> FeedReply:
+        return await self._ask(self.topology.feed_for, asked, FeedReply, "searcher")
+
     async def _ask(
         self,
         subject_for: Callable[[str, str], str],
-        asked: SearchRequest | StatsRequest | ProfileRequest,
+        asked: SearchRequest | StatsRequest | ProfileRequest | FeedRequest,
         reply: type[R],
         stage: str,
         timeout_s: float | None = None,

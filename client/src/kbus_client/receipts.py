@@ -4,23 +4,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from kbus_contract import DeadLetter, DocumentDeleted, DocumentIndexed, DocumentRemoved
+from kbus_contract import (
+    DeadLetter,
+    DocumentAdded,
+    DocumentDeleted,
+    DocumentIndexed,
+    DocumentRemoved,
+    FeedKind,
+    FeedReply,
+    FeedRequest,
+)
 from kbus_contract.topology import Topology
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
 from kbus_client.errors import DocumentRejectedError
 
 Key = tuple[str, str, str]
-#: Seconds before a receipt the client did not acknowledge is delivered again.
-ACK_WAIT_S = 10.0
-#: Seconds a reader outlives the client that made it (the server removes it after).
-INACTIVE_S = 300.0
+#: Asks kb.feed (the client's request, on its tenant's and grant's subject).
+AskFeed = Callable[[FeedRequest], Awaitable[FeedReply]]
+#: Seconds between checks, while waiting, that the connection did not drop (and a receipt with
+#: it).
+CHECK_EVERY_S = 2.0
+#: How far before a wait began the stored receipts are read (clocks differ).
+_SLACK = timedelta(seconds=5)
 
 
 @contextlib.asynccontextmanager
@@ -47,61 +63,62 @@ async def removal_of(
             await sub.unsubscribe()
 
 
-class ReceiptWatcher:
-    """One reader of receipts and dead letters per tenant, shared by every waiting publish.
+@dataclass
+class Waiting:
+    """One publish waiting for its receipt."""
 
-    Each reader is a consumer of its stream filtered to the tenant's subjects (or to each
-    granted library's), so a credential reads only its own; it is created by name with the
-    filter in the request's subject, which is what NATS permissions can hold a credential to.
-    Receipts are acknowledged one by one: one missed in a reconnect is delivered again, so no
-    publish waits for a receipt that went by unseen.
+    key: Key
+    version: str | None
+    since: datetime = field(default_factory=lambda: datetime.now(UTC))
+    future: asyncio.Future[DocumentIndexed] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+    def settle(self, receipt: DocumentIndexed) -> None:
+        if self.version in (None, receipt.version) and not self.future.done():
+            self.future.set_result(receipt)
+
+    def reject(self, letter: DeadLetter) -> None:
+        if not self.future.done():
+            self.future.set_exception(
+                DocumentRejectedError(letter.reason, code=letter.code, stage=letter.stage)
+            )
+
+
+class ReceiptWatcher:
+    """Listens to a tenant's receipts and dead letters, shared by every waiting publish.
+
+    A credential listens on its own subjects only (each granted library's), which is all its
+    account imports. What went by while the connection was down is read back from kbus's store
+    (``kb.feed``) once it is up again, and once more before a wait gives up, so no publish waits
+    for a receipt that was sent while no one listened.
     """
 
-    def __init__(self, nc: Client, topology: Topology, granted: Sequence[str] | None) -> None:
+    def __init__(
+        self, nc: Client, topology: Topology, granted: Sequence[str] | None, ask: AskFeed
+    ) -> None:
         self._nc = nc
         self._topology = topology
         self._granted = granted
+        self._ask = ask
         self._subs: dict[str, list[Subscription]] = {}
         self._starting = asyncio.Lock()
-        self._waiting: dict[Key, list[tuple[str | None, asyncio.Future[DocumentIndexed]]]] = {}
+        self._waiting: dict[Key, list[Waiting]] = {}
 
     async def start(self, tenant: str) -> None:
-        """Read the receipts and dead letters of ``tenant`` (once)."""
+        """Listen to the receipts and dead letters of ``tenant`` (once)."""
         async with self._starting:
             if tenant in self._subs:
                 return
             t = self._topology
-            libraries: Sequence[str | None] = self._granted or [None]
             subs = []
+            libraries: Sequence[str | None] = self._granted or [None]
             for library in libraries:
-                subs.append(
-                    await self._read(
-                        t.indexed_of(tenant, library), t.receipts_stream.name, self._on_indexed
-                    )
-                )
-                subs.append(
-                    await self._read(
-                        t.dead_letters_of(tenant, library),
-                        t.dead_letter_stream.name,
-                        self._on_dead_letter,
-                    )
-                )
+                indexed, letters = t.indexed_of(tenant, library), t.dead_letters_of(tenant, library)
+                subs.append(await self._nc.subscribe(indexed, cb=self._on_indexed))
+                subs.append(await self._nc.subscribe(letters, cb=self._on_dead_letter))
+            await self._nc.flush()  # listening before anything is published
             self._subs[tenant] = subs
-
-    async def _read(
-        self, subject: str, stream: str, callback: Callable[[Msg], Awaitable[None]]
-    ) -> Subscription:
-        js = self._nc.jetstream()
-        config = ConsumerConfig(
-            name=f"kbus-client-{self._nc.new_inbox().rsplit('.', 1)[-1]}",
-            deliver_policy=DeliverPolicy.NEW,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=ACK_WAIT_S,
-            inactive_threshold=INACTIVE_S,
-        )
-        return await js.subscribe(
-            subject, stream=stream, config=config, cb=callback, manual_ack=True
-        )
 
     async def stop(self) -> None:
         for subs in self._subs.values():
@@ -110,46 +127,88 @@ class ReceiptWatcher:
                     await sub.unsubscribe()
         self._subs = {}
 
-    def expect(self, key: Key, version: str | None) -> asyncio.Future[DocumentIndexed]:
-        """A future that resolves with the receipt of this version of a document (of any
-        version: a fetched page's comes from what the ingestor found)."""
-        future: asyncio.Future[DocumentIndexed] = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(key, []).append((version, future))
-        return future
+    async def expect_receipt(self, doc: DocumentAdded) -> Waiting:
+        """A wait for the receipt of this version of a document (of any version: a fetched
+        page's comes from what the ingestor found), listening from now on."""
+        await self.start(doc.tenant)
+        key = (doc.tenant, doc.library, doc.document_id)
+        waiting = Waiting(key, None if doc.url else doc.effective_version())
+        self._waiting.setdefault(key, []).append(waiting)
+        return waiting
 
-    def forget(self, key: Key, future: asyncio.Future[DocumentIndexed]) -> None:
-        entries = [e for e in self._waiting.get(key, []) if e[1] is not future]
+    def forget(self, waiting: Waiting) -> None:
+        entries = [e for e in self._waiting.get(waiting.key, []) if e is not waiting]
         if entries:
-            self._waiting[key] = entries
+            self._waiting[waiting.key] = entries
         else:
-            self._waiting.pop(key, None)
+            self._waiting.pop(waiting.key, None)
+
+    async def wait(self, waiting: Waiting, timeout_s: float) -> DocumentIndexed:
+        """The receipt, or DocumentRejectedError, or TimeoutError after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        reconnects = self._reconnects()
+        while not waiting.future.done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                await self._catch_up(waiting)
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(waiting.future), min(left, CHECK_EVERY_S))
+            if self._reconnects() != reconnects and self._nc.is_connected:
+                reconnects = self._reconnects()
+                await self._catch_up(waiting)
+        if not waiting.future.done():
+            raise TimeoutError(f"no receipt for {waiting.key} within {timeout_s:.0f} s")
+        return waiting.future.result()
+
+    def _reconnects(self) -> int:
+        return int(self._nc.stats.get("reconnects", 0))
+
+    async def _catch_up(self, waiting: Waiting) -> None:
+        """Read what kbus stored for this document since the wait began."""
+        tenant, library, _ = waiting.key
+        for kind in (FeedKind.RECEIPTS, FeedKind.DEAD_LETTERS):
+            after = 0
+            while not waiting.future.done():
+                reply = await self._ask(
+                    FeedRequest(
+                        tenant=tenant,
+                        kind=kind,
+                        library=library,
+                        after=after,
+                        since=None if after else waiting.since - _SLACK,
+                        limit=500,
+                    )
+                )
+                for entry in reply.entries:
+                    self._dispatch(entry.channel, entry.message)
+                if not reply.more:
+                    break
+                after = reply.last
 
     async def _on_indexed(self, msg: Msg) -> None:
-        await _ack(msg)
-        try:
-            receipt = DocumentIndexed.model_validate_json(msg.data)
-        except ValidationError:
-            return
-        key = (receipt.tenant, receipt.library, receipt.document_id)
-        for version, future in self._waiting.get(key, []):
-            if version in (None, receipt.version) and not future.done():
-                future.set_result(receipt)
+        self._dispatch("document.indexed", msg.data)
 
     async def _on_dead_letter(self, msg: Msg) -> None:
-        await _ack(msg)
+        self._dispatch("deadletter", msg.data)
+
+    def _dispatch(self, channel: str, body: bytes | dict[str, Any]) -> None:
+        """Settle the waits a stored or live receipt (or dead letter) is for."""
         try:
-            letter = DeadLetter.model_validate_json(msg.data)
-        except ValidationError:
+            if channel == "deadletter":
+                letter = DeadLetter.model_validate(_parsed(body))
+                if letter.tenant and letter.library and letter.document_id:
+                    key = (letter.tenant, letter.library, letter.document_id)
+                    for waiting in self._waiting.get(key, []):
+                        waiting.reject(letter)
+            elif channel == "document.indexed":
+                receipt = DocumentIndexed.model_validate(_parsed(body))
+                key = (receipt.tenant, receipt.library, receipt.document_id)
+                for waiting in self._waiting.get(key, []):
+                    waiting.settle(receipt)
+        except (ValidationError, ValueError):
             return
-        if not (letter.tenant and letter.library and letter.document_id):
-            return
-        for _, future in self._waiting.get((letter.tenant, letter.library, letter.document_id), []):
-            if not future.done():
-                future.set_exception(
-                    DocumentRejectedError(letter.reason, code=letter.code, stage=letter.stage)
-                )
 
 
-async def _ack(msg: Msg) -> None:
-    with contextlib.suppress(Exception):
-        await msg.ack()
+def _parsed(body: bytes | dict[str, Any]) -> Any:
+    return json.loads(body) if isinstance(body, bytes) else body

@@ -4,17 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kbus_contract import NoMatchReason, SearchReply
 from opentelemetry import trace
 
 from kbus_client.memory import Memory
 
-if TYPE_CHECKING:
-    from kbus_client.client import KbClient
-
 MAX_TOOL_K = 20
+
+
+class Searching(Protocol):
+    """What a tool needs of a client (:class:`kbus_client.KbClient` is one)."""
+
+    def tenant_for(self, tenant: str | None = None) -> str: ...
+
+    def memory(
+        self, library: str, *, conversation: str, source: str = "agent", tenant: str | None = None
+    ) -> Memory: ...
+
+    async def search(
+        self,
+        query: str,
+        *,
+        libraries: list[str] | tuple[str, ...],
+        tenant: str | None = None,
+        k: int | None = None,
+    ) -> SearchReply: ...
+
 
 _tracer = trace.get_tracer("kbus.client")
 
@@ -188,7 +205,7 @@ def why_no_match(reply: SearchReply) -> str:
 
 
 def scoped_tool(
-    client: KbClient,
+    client: Searching,
     *,
     libraries: list[str] | tuple[str, ...],
     name: str = "search_knowledge_base",

@@ -1,39 +1,38 @@
-"""``python -m kbus_dev install | up | demo | down | asyncapi``."""
+"""``python -m kbus_dev <command>``: one parser for every developer command.
+
+``install`` builds what the demo runs (nats-server, weaviate-server); ``--test-tools`` adds what
+only the tests run (kubeconform, kustomize, the nats CLI, Jaeger, promtool) and ``--llm`` the local
+LLM server. The generators and checkers (``asyncapi``, ``nats-auth``, ``certs``, ``k8s``,
+``permissions-doc``, ``settings-doc``) take their own options after the command's name.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import importlib
 from pathlib import Path
 
 from kbus_dev import demo, servers, stack
 
+# command -> (module:function taking argv, help); each tool parses the arguments after its name.
+TOOLS = {
+    "asyncapi": ("kbus_dev.asyncapi:main", "write (or --check) docs/asyncapi.yaml"),
+    "nats-auth": ("kbus_dev.natsauth:main", "write the NATS accounts and credentials"),
+    "certs": ("kbus_dev.certs:main", "write a CA and TLS certificates for NATS"),
+    "k8s": ("kbus_dev.k8s:main", "build and validate deploy/k8s"),
+    "permissions-doc": ("kbus_dev.permissions_doc:main", "write (or --check) the permissions list"),
+    "settings-doc": ("kbus_dev.settings_doc:main", "write (or --check) the settings table"),
+}
 
-def main() -> None:
-    if sys.argv[1:2] == ["asyncapi"]:
-        from kbus_dev.asyncapi import main as asyncapi
 
-        raise SystemExit(asyncapi(sys.argv[2:]))
-    if sys.argv[1:2] == ["nats-auth"]:
-        from kbus_dev.natsauth import main as nats_auth
-
-        raise SystemExit(nats_auth(sys.argv[2:]))
-    if sys.argv[1:2] == ["certs"]:
-        from kbus_dev.certs import main as certs
-
-        raise SystemExit(certs(sys.argv[2:]))
-    if sys.argv[1:2] == ["k8s"]:
-        from kbus_dev.k8s import main as k8s
-
-        raise SystemExit(k8s(sys.argv[2:]))
-    if sys.argv[1:2] == ["settings-doc"]:
-        from kbus_dev.settings_doc import update
-
-        raise SystemExit(update(check="--check" in sys.argv))
-    parser = argparse.ArgumentParser(prog="python -m kbus_dev")
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m kbus_dev", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    install = sub.add_parser(
-        "install", help="install nats-server, weaviate-server and the test tools with Go"
+    install = sub.add_parser("install", help="build nats-server and weaviate-server with Go")
+    install.add_argument(
+        "--test-tools",
+        action="store_true",
+        help="also build what only the tests run: kubeconform, kustomize, nats, jaeger, promtool",
     )
     install.add_argument(
         "--llm",
@@ -41,7 +40,7 @@ def main() -> None:
         help="also build the local LLM server (llama-cpp-python and SmolLM2; minutes)",
     )
     start = sub.add_parser(
-        "up", help="start NATS, Weaviate and the four services in the background"
+        "up", help="start NATS, Weaviate and the five services in the background"
     )
     start.add_argument(
         "--cluster", action="store_true", help="three NATS servers and three Weaviate nodes"
@@ -54,21 +53,43 @@ def main() -> None:
     run_demo = sub.add_parser("demo", help="up, publish examples/, ask two questions")
     run_demo.add_argument("--examples", type=Path, default=Path("examples"))
     sub.add_parser("down", help="stop everything that up started")
-    args = parser.parse_args()
-    if args.command == "install":
+    for name, (_, text) in TOOLS.items():
+        sub.add_parser(name, help=text, add_help=False)  # the tool parses what follows
+    return parser
+
+
+def _install(test_tools: bool, llm: bool) -> None:
+    for path in servers.ensure_installed():
+        print(path)
+    if test_tools:
         from kbus_dev.k8s import KUBECONFORM, KUSTOMIZE
         from kbus_dev.observability import ensure_jaeger, ensure_promtool
 
-        for path in servers.ensure_installed():
-            print(path)
-        for tool in (KUBECONFORM, KUSTOMIZE):
+        for tool in (KUBECONFORM, KUSTOMIZE, servers.NATSCLI):
             print(servers.ensure_binary(*tool))
         print(ensure_jaeger())
         print(ensure_promtool())
-        if args.llm:
-            from kbus_dev.llm import ensure_llm
+    if llm:
+        from kbus_dev.llm import ensure_llm
 
-            print(ensure_llm())
+        print(ensure_llm())
+
+
+def _tool(name: str, argv: list[str]) -> int:
+    module, function = TOOLS[name][0].split(":")
+    run = getattr(importlib.import_module(module), function)
+    return int(run(argv))
+
+
+def main() -> None:
+    parser = _parser()
+    args, rest = parser.parse_known_args()
+    if args.command in TOOLS:
+        raise SystemExit(_tool(args.command, rest))
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "install":
+        _install(args.test_tools, args.llm)
     elif args.command == "up":
         stack.up(cluster=args.cluster, llm=args.llm)
     elif args.command == "demo":

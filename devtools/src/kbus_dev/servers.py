@@ -22,6 +22,8 @@ NATS_MODULE = "github.com/nats-io/nats-server/v2"
 NATS_VERSION = "v2.12.15"
 WEAVIATE_MODULE = "github.com/weaviate/weaviate/cmd/weaviate-server"
 WEAVIATE_VERSION = "v1.38.11"
+#: The official NATS command line, which the security tests attack with.
+NATSCLI = ("nats", "github.com/nats-io/natscli/nats", "v0.5.0")
 
 
 def kbus_home() -> Path:
@@ -185,6 +187,25 @@ def start_nats(
     if wait:
         _wait(lambda: _healthz(monitor), "nats-server", timeout_s, server.proc, log)
     return server
+
+
+#: What nats-server logs once it has applied a configuration reload.
+_RELOADED = "Reloaded server configuration"
+
+
+def reload_nats(server: Server, timeout_s: float = 10.0) -> None:
+    """Apply nats-server's changed configuration file (``nats-server --signal reload``), twice:
+    nats-server (2.12 and 2.15 alike) wires a new account's service imports only on the reload
+    after the one that added the account (server.go, ``configureAccounts``: an account that is
+    new on a reload gets no import subscriptions)."""
+    for _ in range(2):
+        done = server.log.read_text(errors="replace").count(_RELOADED)
+        server.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout_s
+        while server.log.read_text(errors="replace").count(_RELOADED) <= done:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nats-server did not reload; see {server.log}")
+            time.sleep(0.05)
 
 
 def _healthz(monitor: int) -> bool:

@@ -8,7 +8,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 from kbus_contract import Chunk, DocumentRef, InputType
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_runtime.batching import Batcher
 from kbus_runtime.passages import passage_text
 from kbus_runtime.settings import CohereSettings
@@ -125,9 +125,11 @@ class CohereEmbedder:
                     embedding_types=["float"],
                 )
             except cohere.errors.BadRequestError as exc:
-                raise PermanentError(f"Cohere refused the texts: {exc}", code="cohere") from exc
+                raise PermanentError(
+                    f"Cohere refused the texts: {exc}", code=ErrorCode.COHERE
+                ) from exc
             except Exception as exc:
-                raise TransientError(f"Cohere embed failed: {exc}", code="cohere") from exc
+                raise TransientError(f"Cohere embed failed: {exc}", code=ErrorCode.COHERE) from exc
             vectors.extend(response.embeddings.float_ or [])
         array = np.asarray(vectors, dtype=np.float32)
         unit: np.ndarray = array / np.clip(

@@ -16,7 +16,7 @@ from kbus_contract import (
     ErrorReply,
     InputType,
 )
-from kbus_contract.errors import TransientError
+from kbus_contract.errors import ErrorCode, TransientError
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
@@ -74,7 +74,7 @@ class Vectorizer:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            raise TransientError("the embedding model is not loaded yet", code="not_ready")
+            raise TransientError("the embedding model is not loaded yet", code=ErrorCode.NOT_READY)
         return self._embedder
 
     async def handle_chunks(self, message: NatsMessage) -> None:

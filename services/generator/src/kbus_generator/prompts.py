@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kbus_contract import Matching, MatchingKind
 from kbus_contract.documents import MAX_MATCHING_CHARS
-from kbus_contract.errors import PermanentError
+from kbus_contract.errors import ErrorCode, PermanentError
 
 QUESTIONS_SYSTEM = "You write quiz questions about a passage."
 QUESTIONS_ASK = "Passage: {text}\n\nWrite {n} questions about this passage, one per line."
@@ -67,7 +67,7 @@ def parsed(matching: Matching, answer: str) -> tuple[str, ...]:
     if not found:
         raise PermanentError(
             f"the model's answer holds no {what[2:]}: {answer.strip()[:120]!r}",
-            code="generation_malformed",
+            code=ErrorCode.GENERATION_MALFORMED,
         )
     return found
 

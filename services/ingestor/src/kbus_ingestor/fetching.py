@@ -19,7 +19,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 from kbus_contract import ContentType
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 #: Resolves a host and port to its addresses (a stub in tests of the refusal).
@@ -59,7 +59,7 @@ class AddressPolicy:
         """
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise PermanentError(f"{url} is not an http(s) address", code="address_refused")
+            raise PermanentError(f"{url} is not an http(s) address", code=ErrorCode.ADDRESS_REFUSED)
         port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
             found = await self.resolver(parts.hostname, port)
@@ -73,7 +73,7 @@ class AddressPolicy:
                 raise PermanentError(
                     f"{url} resolves to {address}, {_kind(address)} address; only public "
                     "addresses are fetched unless the allow-list names them",
-                    code="address_refused",
+                    code=ErrorCode.ADDRESS_REFUSED,
                 )
         return str(addresses[0])
 
@@ -151,7 +151,8 @@ class PageFetcher:
             _check_status(url, status)
             return Fetched(url, _content_type(url, headers), data)
         raise PermanentError(
-            f"{url} redirects more than {self.max_redirects} times", code="too_many_redirects"
+            f"{url} redirects more than {self.max_redirects} times",
+            code=ErrorCode.TOO_MANY_REDIRECTS,
         )
 
     async def _get(
@@ -183,7 +184,7 @@ class PageFetcher:
             self._robots[origin] = cached
         if not cached[1].can_fetch(self.user_agent, url):
             raise PermanentError(
-                f"robots.txt of {origin} disallows {url}", code="robots_disallowed"
+                f"robots.txt of {origin} disallows {url}", code=ErrorCode.ROBOTS_DISALLOWED
             )
 
     async def _read_robots(
@@ -201,12 +202,16 @@ class PageFetcher:
 async def _read(response: httpx.Response, url: str, limit: int) -> bytes:
     declared = response.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PermanentError(f"{url} is {declared} bytes; the limit is {limit}", code="too_large")
+        raise PermanentError(
+            f"{url} is {declared} bytes; the limit is {limit}", code=ErrorCode.TOO_LARGE
+        )
     body = bytearray()
     async for piece in response.aiter_bytes():
         body += piece
         if len(body) > limit:
-            raise PermanentError(f"{url} is over the limit of {limit} bytes", code="too_large")
+            raise PermanentError(
+                f"{url} is over the limit of {limit} bytes", code=ErrorCode.TOO_LARGE
+            )
     return bytes(body)
 
 
@@ -215,7 +220,7 @@ def _check_status(url: str, status: int) -> None:
         return
     if status in (408, 429) or status >= 500:
         raise TransientError(f"{url} answered {status}")
-    raise PermanentError(f"{url} answered {status}", code="fetch_failed")
+    raise PermanentError(f"{url} answered {status}", code=ErrorCode.FETCH_FAILED)
 
 
 def _content_type(url: str, headers: httpx.Headers) -> ContentType:
@@ -224,6 +229,6 @@ def _content_type(url: str, headers: httpx.Headers) -> ContentType:
         raise PermanentError(
             f"{url} is {declared or 'of no stated type'}; kbus reads "
             + ", ".join(sorted(FETCHED_TYPES)),
-            code="unsupported_content_type",
+            code=ErrorCode.UNSUPPORTED_CONTENT_TYPE,
         )
     return FETCHED_TYPES[declared]

@@ -20,7 +20,7 @@ from kbus_contract import (
 from kbus_contract.base import Metadata
 from kbus_contract.claimcheck import fetch_body, open_bodies
 from kbus_contract.documents import CHUNK_SEPARATOR
-from kbus_contract.errors import PermanentError
+from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.identifiers import chunk_id, content_version
 from kbus_contract.tenancy import require_library
 from kbus_runtime.analysis import TermIndex, analyze_terms, window_span
@@ -62,11 +62,11 @@ def chunk_document(
         parsed = parsed or Parsed(doc.text, markdown=doc.content_type is ContentType.MARKDOWN)
         pieces = _pieces(parsed, cutter)
     if not pieces:
-        raise PermanentError("the document has no text to index", code="empty_document")
+        raise PermanentError("the document has no text to index", code=ErrorCode.EMPTY_DOCUMENT)
     if len(pieces) > max_chunks:
         raise PermanentError(
             f"the document splits into {len(pieces)} chunks; the limit is {max_chunks}",
-            code="too_large",
+            code=ErrorCode.TOO_LARGE,
         )
     # Each scope (the document, or a Markdown section) is analysed once for all its chunks.
     analysed: dict[tuple[int, int], tuple[list[str], TermIndex]] = {}
@@ -111,7 +111,7 @@ def ranked_as(doc: DocumentAdded, sequence: int) -> int:
     if sequence and doc.recut_of > sequence:
         raise PermanentError(
             f"recut_of {doc.recut_of} names a publish after this one ({sequence})",
-            code="invalid_message",
+            code=ErrorCode.INVALID_MESSAGE,
         )
     return doc.recut_of
 
@@ -284,7 +284,7 @@ class Ingestor:
             # Refused from the reference alone: a huge body is never read into memory.
             raise PermanentError(
                 f"the document is {doc.body.size} bytes; the limit is {self.max_document_bytes}",
-                code="too_large",
+                code=ErrorCode.TOO_LARGE,
             )
         store = await self._store(doc.tenant)
         data = await fetch_body(store, self.stage.topology.bodies_bucket(doc.tenant), doc.body)
@@ -301,7 +301,7 @@ class Ingestor:
                 raise PermanentError(
                     f"tenant {tenant!r} has no store of large texts: the claim check names "
                     "nothing that exists",
-                    code="body_missing",
+                    code=ErrorCode.BODY_MISSING,
                 ) from exc
         return self._bodies[tenant]
 
@@ -319,7 +319,7 @@ class Ingestor:
         async def refuse(_: DocumentAdded) -> None:
             raise PermanentError(
                 f"the message is {size} bytes; the limit is {self.max_document_bytes}",
-                code="too_large",
+                code=ErrorCode.TOO_LARGE,
             )
 
         return refuse

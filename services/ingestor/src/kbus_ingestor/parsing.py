@@ -21,6 +21,7 @@ from typing import Any
 from kbus_contract import ContentType, RecordTemplate
 from kbus_contract.base import Metadata
 from kbus_contract.documents import template_fields
+from kbus_contract.errors import ErrorCode
 
 
 class ParseError(Exception):
@@ -92,7 +93,7 @@ def parse(
         return _records(content_type, _decode(data), template, limits)
     parsed = _PARSERS[content_type](data)
     if not parsed.text.strip():
-        raise ParseError("no text could be read from the document", "empty_document")
+        raise ParseError("no text could be read from the document", ErrorCode.EMPTY_DOCUMENT)
     return parsed
 
 
@@ -123,19 +124,21 @@ def _check_ooxml(content_type: ContentType, data: bytes, limits: Limits) -> None
     if unpacked > limits.max_unpacked_bytes:
         raise ParseError(
             f"the file unpacks to {unpacked} bytes; the limit is {limits.max_unpacked_bytes}",
-            "too_large",
+            ErrorCode.TOO_LARGE,
         )
 
 
 def _mismatch(content_type: ContentType, why: str) -> ParseError:
-    return ParseError(f"the bytes are not {content_type.value}: {why}", "content_type_mismatch")
+    return ParseError(
+        f"the bytes are not {content_type.value}: {why}", ErrorCode.CONTENT_TYPE_MISMATCH
+    )
 
 
 def _decode(data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ParseError(f"the text is not UTF-8: {exc}", "invalid_text") from exc
+        raise ParseError(f"the text is not UTF-8: {exc}", ErrorCode.INVALID_TEXT) from exc
 
 
 def _plain(data: bytes) -> Parsed:
@@ -195,13 +198,13 @@ def _pdf(data: bytes) -> Parsed:
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
-            raise ParseError("the PDF is password-protected", "encrypted")
+            raise ParseError("the PDF is password-protected", ErrorCode.ENCRYPTED)
         pages = [page.extract_text() or "" for page in reader.pages]
         title = str(reader.metadata.title or "") if reader.metadata else ""
     except FileNotDecryptedError as exc:
-        raise ParseError("the PDF is password-protected", "encrypted") from exc
+        raise ParseError("the PDF is password-protected", ErrorCode.ENCRYPTED) from exc
     except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
-        raise ParseError(f"unreadable PDF: {exc}", "unreadable") from exc
+        raise ParseError(f"unreadable PDF: {exc}", ErrorCode.UNREADABLE) from exc
     return _paged([p.strip() for p in pages], markdown=False, title=title)
 
 
@@ -234,7 +237,9 @@ def _office(content_type: ContentType) -> Callable[[bytes], Parsed]:
                 io.BytesIO(data), StreamInfo(extension=extension)
             )
         except Exception as exc:  # each format's library raises its own kinds
-            raise ParseError(f"unreadable {extension[1:]} file: {exc}", "unreadable") from exc
+            raise ParseError(
+                f"unreadable {extension[1:]} file: {exc}", ErrorCode.UNREADABLE
+            ) from exc
         text, title = result.markdown, result.title or ""
         if content_type is ContentType.PPTX:
             # Each slide is a page, so a citation can name it.
@@ -264,7 +269,7 @@ def _records(
     offset = 0
     for n, row in enumerate(_rows(content_type, text), start=1):
         if n > limits.max_records:
-            raise ParseError(f"more than {limits.max_records} records", "too_large")
+            raise ParseError(f"more than {limits.max_records} records", ErrorCode.TOO_LARGE)
         body = _render(template.text, row, n)
         title = _render(template.title, row, n) if template.title else ""
         meta = {name: _field(row, name, n) for name in template.metadata}
@@ -272,7 +277,7 @@ def _records(
         parts.append(body)
         offset += len(body) + 2
     if not records:
-        raise ParseError("the document holds no records", "empty_document")
+        raise ParseError("the document holds no records", ErrorCode.EMPTY_DOCUMENT)
     return Parsed("\n\n".join(parts), markdown=False, records=tuple(records))
 
 
@@ -281,16 +286,16 @@ def _rows(content_type: ContentType, text: str) -> Iterator[dict[str, Any]]:
         try:
             yield from csv.DictReader(io.StringIO(text))
         except csv.Error as exc:
-            raise ParseError(f"unreadable CSV: {exc}", "unreadable") from exc
+            raise ParseError(f"unreadable CSV: {exc}", ErrorCode.UNREADABLE) from exc
         return
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ParseError(f"unreadable JSON: {exc}", "unreadable") from exc
+        raise ParseError(f"unreadable JSON: {exc}", ErrorCode.UNREADABLE) from exc
     rows = value if isinstance(value, list) else [value]
     for n, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
-            raise ParseError(f"record {n} is not an object", "template_mismatch")
+            raise ParseError(f"record {n} is not an object", ErrorCode.TEMPLATE_MISMATCH)
         yield row
 
 
@@ -303,7 +308,7 @@ def _field(row: dict[str, Any], name: str, n: int) -> Any:
     value = row.get(name)
     if value is None or value == "":
         raise ParseError(
-            f"record {n} does not fit its template: it has no {name!r}", "template_mismatch"
+            f"record {n} does not fit its template: it has no {name!r}", ErrorCode.TEMPLATE_MISMATCH
         )
     return value if isinstance(value, str | int | float | bool) else _text(value)
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from kbus_contract import ErrorReply, LibraryProfile, ProfileReply, ProfileRequest
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.profiles import profile_key
 from kbus_contract.tenancy import Identity, require_granted, require_tenant
 from kbus_runtime.answering import Inbound
@@ -68,7 +68,7 @@ class Profiles:
         except ValidationError as exc:
             raise PermanentError(
                 f"library {library!r} has a profile that is not valid: {exc.errors()[0]['msg']}",
-                code="bad_profile",
+                code=ErrorCode.BAD_PROFILE,
             ) from exc
 
     async def for_ingest(self, tenant: str, library: str) -> tuple[Cutter, LibraryProfile]:
@@ -81,7 +81,7 @@ class Profiles:
             return Cutter.of(profile, self.default)
         except ValueError as exc:
             raise PermanentError(
-                f"the library's profile cannot work: {exc}", code="bad_profile"
+                f"the library's profile cannot work: {exc}", code=ErrorCode.BAD_PROFILE
             ) from exc
 
     async def answer(self, inbound: Inbound) -> ProfileReply | ErrorReply:
@@ -107,7 +107,8 @@ class Profiles:
         reader's)."""
         if req.profile is not None or req.example is not None:
             raise PermanentError(
-                "kb.readprofile only reads a profile; set one on kb.profile", code="read_only"
+                "kb.readprofile only reads a profile; set one on kb.profile",
+                code=ErrorCode.READ_ONLY,
             )
         return await self.handle(req, sent)
 
@@ -136,7 +137,9 @@ class Profiles:
     def _try(cutter: Cutter, example: str) -> int:
         """Cut the example; a pattern that finds nothing in it refuses the profile."""
         if cutter.pattern is not None and cutter.pattern.search(example) is None:
-            raise PermanentError("the pattern matches nothing in the example", code="bad_profile")
+            raise PermanentError(
+                "the pattern matches nothing in the example", code=ErrorCode.BAD_PROFILE
+            )
         return sum(len(cutter.cut(example[a:b], a)) for a, b in cutter.scopes(example))
 
     async def _keep(self, req: ProfileRequest, profile: LibraryProfile) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 
 import re2
 from kbus_contract import Chunker, ChunkerKind, LibraryProfile
-from kbus_contract.errors import PermanentError
+from kbus_contract.errors import ErrorCode, PermanentError
 
 from kbus_ingestor.chunking import ChunkingConfig, Span, split_text
 
@@ -94,6 +94,6 @@ class Cutter:
             raise PermanentError(
                 f"the document is {end - start} characters; the library's identity chunker "
                 f"keeps at most {self.chunker.max_chars} as one chunk and never cuts one",
-                code="too_large",
+                code=ErrorCode.TOO_LARGE,
             )
         return [Span(base + start, base + end, text[start:end])] if end > start else []

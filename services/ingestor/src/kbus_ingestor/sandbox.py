@@ -21,7 +21,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from kbus_contract import ContentType, RecordTemplate
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 
 from kbus_ingestor.parsing import Limits, Parsed, ParseError, parse
 
@@ -108,7 +108,7 @@ class ParserPool:
             except TimeoutError:
                 self._end(pool)
                 raise PermanentError(
-                    f"parsing took longer than {self.timeout_s:g} s", code="parse_timeout"
+                    f"parsing took longer than {self.timeout_s:g} s", code=ErrorCode.PARSE_TIMEOUT
                 ) from None
             except BrokenProcessPool as exc:
                 self._end(pool)

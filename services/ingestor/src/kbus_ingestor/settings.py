@@ -46,7 +46,7 @@ class IngestorSettings(ServiceSettings):
         gt=0,
         description="Seconds one document's parse may take before it is dead-lettered "
         "(parse_timeout); a document at the size limit fits at the parse times per megabyte "
-        'in README, "Formats and sources".',
+        'in docs/formats.md, "Formats and sources".',
     )
     parse_memory_bytes: int = Field(
         default=2 * 1024**3,

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Sequence
 
 import numpy as np
-from kbus_contract.errors import PermanentError
+from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_runtime.chat import ChatBackend, ChatModel, LLMSettings, MalformedAnswerError, create_chat
 from kbus_runtime.settings import CohereSettings
 
@@ -54,7 +54,7 @@ class PromptedScorer:
             try:
                 return (await self.chat.choose(system, message, ANSWERS))["yes"]
             except MalformedAnswerError as exc:
-                raise PermanentError(exc.reason, code="rerank_malformed") from exc
+                raise PermanentError(exc.reason, code=ErrorCode.RERANK_MALFORMED) from exc
 
 
 def create_prompted(

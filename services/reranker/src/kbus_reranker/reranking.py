@@ -16,7 +16,7 @@ from kbus_contract import (
     RerankReply,
     RerankRequest,
 )
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
@@ -77,7 +77,7 @@ class Reranker:
     @property
     def scorer(self) -> Scorer:
         if self._scorer is None:
-            raise TransientError("the reranker model is not loaded yet", code="not_ready")
+            raise TransientError("the reranker model is not loaded yet", code=ErrorCode.NOT_READY)
         return self._scorer
 
     @property
@@ -103,7 +103,7 @@ class Reranker:
         if len(request.candidates) > self.max_candidates:
             raise PermanentError(
                 f"{len(request.candidates)} candidates; the limit is {self.max_candidates}",
-                code="too_many_candidates",
+                code=ErrorCode.TOO_MANY_CANDIDATES,
             )
         if not request.candidates:
             return RerankReply(model=self.model_name, scores=())
@@ -125,7 +125,7 @@ class Reranker:
             raise PermanentError(
                 "this reranker has no chat model for prompted reranking (set "
                 "KBUS_RERANKER_PROMPTED to openai or cohere)",
-                code="rerank_unconfigured",
+                code=ErrorCode.RERANK_UNCONFIGURED,
             )
         return self.prompted
 

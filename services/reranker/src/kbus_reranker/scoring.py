@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.settings import CohereSettings
 
@@ -190,9 +190,11 @@ class CohereScorer:
                 model=self.model, query=query, documents=list(passages), top_n=len(passages)
             )
         except cohere.errors.BadRequestError as exc:
-            raise PermanentError(f"Cohere refused the request: {exc}", code="cohere") from exc
+            raise PermanentError(
+                f"Cohere refused the request: {exc}", code=ErrorCode.COHERE
+            ) from exc
         except Exception as exc:
-            raise TransientError(f"Cohere rerank failed: {exc}", code="cohere") from exc
+            raise TransientError(f"Cohere rerank failed: {exc}", code=ErrorCode.COHERE) from exc
         scores = np.zeros(len(passages), dtype=np.float32)
         for result in response.results:
             scores[result.index] = result.relevance_score

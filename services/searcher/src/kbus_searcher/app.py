@@ -11,6 +11,7 @@ from kbus_runtime.service import Service
 from kbus_runtime.store import WeaviateNodes
 
 from kbus_searcher.chains import LibraryProfiles
+from kbus_searcher.feed import Feed
 from kbus_searcher.handlers import register
 from kbus_searcher.indexing import Indexer
 from kbus_searcher.quotas import Quotas
@@ -66,7 +67,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         if settings.serve
         else None
     )
-    register(service, settings, indexing, searcher)
+    register(service, settings, indexing, searcher, Feed(service.stage()) if searcher else None)
 
     @asynccontextmanager
     async def start_up() -> AsyncIterator[None]:

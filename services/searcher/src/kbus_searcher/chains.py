@@ -21,7 +21,7 @@ from kbus_contract import (
     Transformer,
     TransformerKind,
 )
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.profiles import profile_key
 from nats.errors import Error as NatsError
 from nats.js.api import KeyValueConfig
@@ -73,7 +73,7 @@ class LibraryProfiles(FollowedBucket[LibraryProfile | None]):
         except KeyNotFoundError:
             return LibraryProfile()
         except NatsError as exc:
-            raise TransientError(f"the profiles bucket: {exc}", code="bus_error") from exc
+            raise TransientError(f"the profiles bucket: {exc}", code=ErrorCode.BUS_ERROR) from exc
         return _parsed(entry.value or b"") or LibraryProfile()
 
 
@@ -96,7 +96,7 @@ def chain_of(req: SearchRequest, profiles: Sequence[LibraryProfile], rewrite: bo
     if kind is TransformerKind.PROMPT and transformer.prompt is None:
         raise PermanentError(
             "the request asks for the libraries' own prompt, but their profiles give no common one",
-            code="no_prompt",
+            code=ErrorCode.NO_PROMPT,
         )
     return Chain(
         transformer=kind,

@@ -7,6 +7,7 @@ from kbus_runtime.advisories import MaxDeliveries
 from kbus_runtime.bus import BusMessage
 from kbus_runtime.service import Service
 
+from kbus_searcher.feed import Feed
 from kbus_searcher.indexing import Indexer
 from kbus_searcher.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
@@ -17,15 +18,20 @@ def register(
     settings: SearcherSettings,
     indexing: tuple[Indexer, MaxDeliveries] | None,
     searcher: Searcher | None,
+    feed: Feed | None = None,
 ) -> None:
-    """The indexing consumers and ``kb.search`` / ``kb.stats``, each where this process runs
-    them (``KBUS_SEARCHER_INDEX``, ``KBUS_SEARCHER_SERVE``)."""
+    """The indexing consumers and ``kb.search`` / ``kb.stats`` / ``kb.feed``, each where this
+    process runs them (``KBUS_SEARCHER_INDEX``, ``KBUS_SEARCHER_SERVE``)."""
     if indexing is not None:
         _register_indexing(service, *indexing, settings.index_concurrency)
-    if searcher is not None:
+    if searcher is not None and feed is not None:
         service.answer(
-            {"kb.search": searcher.answer_search, "kb.stats": searcher.answer_stats},
-            description="kbus knowledge base: hybrid search and library statistics",
+            {
+                "kb.search": searcher.answer_search,
+                "kb.stats": searcher.answer_stats,
+                "kb.feed": feed.answer,
+            },
+            description="kbus knowledge base: hybrid search, library statistics, receipts",
             concurrency=settings.search_concurrency,
         )
 

@@ -7,7 +7,7 @@ import logging
 
 from faststream.nats.message import NatsMessage
 from kbus_contract import DocumentDeleted, DocumentIndexed, DocumentRemoved, EmbeddingsReady
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.tenancy import require_library
 from kbus_runtime.batching import Batcher
 from kbus_runtime.stage import Stage, stream_sequence
@@ -16,6 +16,7 @@ from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.quotas import Quotas
 from kbus_searcher.store import ChunkWriter, DocumentKey, doc_key
+from kbus_searcher.store.errors import unavailable
 from kbus_searcher.tombstones import Tombstones
 from kbus_searcher.versions import Versions
 
@@ -107,7 +108,7 @@ class Indexer:
         for i, ready in enumerate(batch):
             if any(len(c.vector) != ready.dimension for c in ready.chunks):
                 outcomes[i] = PermanentError(
-                    "a vector's length differs from the stated dimension", code="bad_vector"
+                    "a vector's length differs from the stated dimension", code=ErrorCode.BAD_VECTOR
                 )
             else:
                 key = (ready.model, ready.document.tenant, ready.dimension)
@@ -117,8 +118,7 @@ class Indexer:
             try:
                 ended = await self._index_group(group)
             except WeaviateBaseError as exc:
-                error = f"the store is unavailable: {exc}"
-                ended = [TransientError(error, code="store_error") for _ in group]
+                ended = [unavailable(exc, "index") for _ in group]
             for i, outcome in zip(members, ended, strict=True):
                 outcomes[i] = outcome
         return outcomes
@@ -263,7 +263,7 @@ class Indexer:
         try:
             removed = await self.store.delete_scope(deletion, sequence)
         except WeaviateBaseError as exc:
-            raise TransientError(f"the store is unavailable: {exc}", code="store_error") from exc
+            raise unavailable(exc, "delete") from exc
         topology = self.stage.topology
         await self.stage.publish(
             DocumentRemoved(

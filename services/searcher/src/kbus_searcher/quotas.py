@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from pydantic import BaseModel, ConfigDict, Field
 
 #: Seconds a tenant's stored chunk count is used before it is read again.
@@ -63,7 +63,7 @@ class Quotas:
             wait = (1.0 - bucket.tokens) / rate
             raise TransientError(
                 f"tenant {tenant!r} is over its {rate:g} searches per second",
-                code="quota_exceeded",
+                code=ErrorCode.QUOTA_EXCEEDED,
                 retry_after_s=wait,
             )
         bucket.tokens -= 1.0
@@ -78,7 +78,7 @@ class Quotas:
             raise PermanentError(
                 f"tenant {tenant!r} stores {stored} chunks; {adding} more would pass its limit "
                 f"of {cap}",
-                code="quota_exceeded",
+                code=ErrorCode.QUOTA_EXCEEDED,
             )
         self._counts[tenant] = (self._counts[tenant][0], stored + adding)
 

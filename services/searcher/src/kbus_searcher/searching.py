@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Sequence
 
@@ -24,7 +23,7 @@ from kbus_contract import (
     StatsRequest,
     TransformerKind,
 )
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.tenancy import Identity, require_granted, require_tenant
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
@@ -49,12 +48,11 @@ from kbus_searcher.runs import SearchRun
 from kbus_searcher.second_stage import SecondStage
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate, ChunkStore, DocumentKey, Query
+from kbus_searcher.store.errors import failure, unavailable
 from kbus_searcher.store.queries import MAX_RESULT_WINDOW
 from kbus_searcher.versions import Versions
 
 log = logging.getLogger("kbus.searcher")
-
-_DIMENSION_MISMATCH = re.compile(r"vector lengths|dimension", re.IGNORECASE)
 
 
 def _document_key(candidate: Candidate) -> DocumentKey:
@@ -75,7 +73,7 @@ def _refuse_other_models(candidates: Sequence[Candidate], model: str) -> None:
             f"the index holds vectors made by {', '.join(others)}, but this searcher embeds "
             f"queries with {model}: re-embed the library with {model}, or search with a "
             "searcher configured for the index's model (keyword search still works)",
-            code="model_mismatch",
+            code=ErrorCode.MODEL_MISMATCH,
         )
 
 
@@ -154,7 +152,7 @@ class Searcher:
             rows = await self.store.queries.library_stats(req.tenant)
             listed = await self._documents(req)
         except WeaviateBaseError as exc:
-            raise TransientError(f"the store could not count: {exc}", code="store_error") from exc
+            raise unavailable(exc, "count") from exc
         return StatsReply(
             documents=listed,
             tenant=req.tenant,
@@ -223,7 +221,7 @@ class Searcher:
         try:
             return await self.relevance.judge(req, run.query, run.model, found)
         except WeaviateBaseError as exc:
-            raise TransientError(f"the store could not search: {exc}", code="store_error") from exc
+            raise unavailable(exc, "search") from exc
         finally:
             run.timings["search_ms"] = run.timings.get("search_ms", 0.0) + self._observe(
                 "relevance", t0
@@ -296,7 +294,10 @@ class Searcher:
             candidates = await self._candidates(req, run, vector)
         except PermanentError as exc:
             # A query vector whose length does not fit the collection.
-            if exc.code != "model_mismatch" or not await self.store.collections.refresh_active():
+            if (
+                exc.code != ErrorCode.MODEL_MISMATCH
+                or not await self.store.collections.refresh_active()
+            ):
                 raise
         else:
             if not _other_models(candidates, run.model):
@@ -328,15 +329,9 @@ class Searcher:
             )
             return await self._searchable(req.tenant, found)
         except WeaviateBaseError as exc:
-            if _DIMENSION_MISMATCH.search(str(exc)):
-                raise PermanentError(
-                    f"the query vector does not fit the index ({exc}): the index was embedded "
-                    "by another model",
-                    code="model_mismatch",
-                ) from exc
-            raise TransientError(f"the store could not search: {exc}", code="store_error") from exc
+            raise failure(exc, "search") from exc
         except NatsError as exc:
-            raise TransientError(f"the versions bucket: {exc}", code="bus_error") from exc
+            raise TransientError(f"the versions bucket: {exc}", code=ErrorCode.BUS_ERROR) from exc
         finally:
             run.timings["search_ms"] = self._observe("search", t0)
 

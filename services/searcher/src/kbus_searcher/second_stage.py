@@ -23,7 +23,7 @@ from kbus_contract import (
     SearchRequest,
     SearchType,
 )
-from kbus_contract.errors import KbusError, PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, KbusError, PermanentError, TransientError
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
 
@@ -143,10 +143,10 @@ class SecondStage:
 
 def _reason(exc: KbusError) -> DegradedReason | None:
     """Why the first stage's order stands (None: the request itself is wrong)."""
-    if exc.code in ("reranker_timeout", "deadline_exceeded"):
+    if exc.code in (ErrorCode.RERANKER_TIMEOUT, ErrorCode.DEADLINE_EXCEEDED):
         return DegradedReason.RERANK_TIMEOUT
-    if exc.code == "rerank_malformed":
+    if exc.code == ErrorCode.RERANK_MALFORMED:
         return DegradedReason.RERANK_MALFORMED
-    if isinstance(exc, TransientError) or exc.code == "rerank_unconfigured":
+    if isinstance(exc, TransientError) or exc.code == ErrorCode.RERANK_UNCONFIGURED:
         return DegradedReason.RERANK_UNAVAILABLE
     return None

@@ -147,6 +147,7 @@ class SearcherSettings(ServiceSettings):
         "100000}} (0: no limit). Over a limit: quota_exceeded. Rates are per searcher replica.",
     )
     default_tenant_limit: TenantLimit = Field(
-        default_factory=TenantLimit,
-        description="The limits of a tenant tenant_limits does not name (as JSON).",
+        default_factory=lambda: TenantLimit(searches_per_second=100, chunks=5_000_000),
+        description="The limits of a tenant tenant_limits does not name (as JSON; 0: no limit), "
+        "docs/tuning.md#kbus_searcher_default_tenant_limit.",
     )

@@ -24,6 +24,7 @@ from kbus_contract.documents import (
     MaxDeliveriesAdvisory,
     RecordTemplate,
 )
+from kbus_contract.feed import FeedEntry, FeedKind, FeedReply, FeedRequest
 from kbus_contract.pipeline import (
     Chunk,
     ChunksReady,
@@ -99,6 +100,10 @@ __all__ = [
     "EmbeddingsReady",
     "ErrorInfo",
     "ErrorReply",
+    "FeedEntry",
+    "FeedKind",
+    "FeedReply",
+    "FeedRequest",
     "InputType",
     "LibraryProfile",
     "LibraryStats",

@@ -1,22 +1,39 @@
-"""Every message kbus sends or answers, by subject: the source of its documentation.
+"""Every subject kbus sends or answers: the one place each is declared.
 
-The services declare their stream subscriptions with FastStream and serve requests as NATS
-micro services (``kbus_runtime.answering``); this catalog says which contract travels on each
-subject, which contract a request is answered with, and which micro service answers it. The
-AsyncAPI document is built from both (``python -m kbus_dev asyncapi``), and the micro services'
-endpoint metadata from the request-reply entries.
+A channel says its subject's forms (tokens in braces: ``document.added.{tenant}.{library}``),
+what travels on it, what answers it, who sends and who answers it, and what a tenant's
+credential may do with it (:class:`Use`). Everything else is derived from it: the names
+:class:`~kbus_contract.topology.Topology` hands out, who a subject acts for
+(:mod:`kbus_contract.tenancy`), the NATS accounts and permissions of every credential
+(``python -m kbus_dev nats-auth``), the AsyncAPI document (``python -m kbus_dev asyncapi``) and
+the micro services' endpoints (``kbus_runtime.answering``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from pydantic import BaseModel
 
 import kbus_contract as c
-from kbus_contract.topology import Topology
+
+_TOKEN = re.compile(r"^\{(\w+)\}$")
+
+
+class Use(StrEnum):
+    """What a tenant's credential may do with a subject (always its own tenant's forms)."""
+
+    #: Nothing: between kbus's services only.
+    NONE = "none"
+    #: A writing credential publishes or asks on it, within its libraries.
+    WRITE = "write"
+    #: Every credential asks on it, within its grant.
+    READ = "read"
+    #: Every credential listens on it, within its libraries.
+    RECEIVE = "receive"
 
 
 @dataclass(frozen=True)
@@ -24,7 +41,9 @@ class Channel:
     """One subject, what travels on it, and for requests, what answers."""
 
     name: str
-    subject: Callable[[Topology], str]
+    #: The subject's forms, most specific first; ``{tenant}``, ``{library}``, ``{grant}`` and
+    #: ``{stage}`` are tokens filled per message.
+    forms: tuple[str, ...]
     payload: type[BaseModel]
     reply: type[BaseModel] | None = None
     description: str = ""
@@ -33,11 +52,75 @@ class Channel:
     #: queue group) and the micro service's name.
     receiver: str = ""
     micro: str = ""
+    use: Use = Use.NONE
 
     @property
     def subject_template(self) -> str:
-        """The subject without a bus prefix."""
-        return self.subject(Topology())
+        """Every subject of the channel as one subscription (without a bus prefix): each token
+        a ``*`` for a request, everything after the fixed part (``>``) for the rest."""
+        first = self.forms[0].split(".")
+        if self.reply is not None:
+            return ".".join("*" if _TOKEN.match(t) else t for t in first)
+        fixed: list[str] = []
+        for token in first:
+            if _TOKEN.match(token):
+                return ".".join([*fixed, ">"])
+            fixed.append(token)
+        return self.forms[0]
+
+    @property
+    def tokens(self) -> frozenset[str]:
+        """The names of the tokens its forms carry."""
+        return frozenset(
+            m.group(1) for form in self.forms for t in form.split(".") if (m := _TOKEN.match(t))
+        )
+
+    @property
+    def prefixed(self) -> bool:
+        """Whether a bus prefix applies (the server's own ``$`` subjects have none)."""
+        return not self.forms[0].startswith("$")
+
+    def fill(self, **tokens: str | None) -> str:
+        """The subject of the first form whose every token is given (``None``: not given)."""
+        given = {name: value for name, value in tokens.items() if value is not None}
+        for form in self.forms:
+            names = [m.group(1) for t in form.split(".") if (m := _TOKEN.match(t))]
+            if set(names) <= set(given):
+                return form.format(**given)
+        raise ValueError(f"{self.name}: no form takes {sorted(given)}")
+
+    @staticmethod
+    def fill_form(form: str, **tokens: str) -> str:
+        """One form with these tokens, ``*`` for the others."""
+        return ".".join(
+            tokens.get(m.group(1), "*") if (m := _TOKEN.match(t)) else t for t in form.split(".")
+        )
+
+    def read(self, tokens: list[str]) -> dict[str, str] | None:
+        """The tokens a subject (without prefix) fills in one of the forms, or None."""
+        for form in self.forms:
+            parts = form.split(".")
+            if len(parts) != len(tokens):
+                continue
+            found: dict[str, str] = {}
+            for part, token in zip(parts, tokens, strict=True):
+                if m := _TOKEN.match(part):
+                    found[m.group(1)] = token
+                elif part != token:
+                    break
+            else:
+                return found
+        return None
+
+    @property
+    def kind(self) -> str:
+        """The fixed tokens that start every form (``document.added``)."""
+        fixed = []
+        for token in self.forms[0].split("."):
+            if _TOKEN.match(token):
+                break
+            fixed.append(token)
+        return ".".join(fixed)
 
     def request_schema(self) -> str:
         return json.dumps(self.payload.model_json_schema(mode="validation"), sort_keys=True)
@@ -59,23 +142,25 @@ class Channel:
 CHANNELS: tuple[Channel, ...] = (
     Channel(
         "document.added",
-        lambda t: t.document_added,
+        ("document.added.{tenant}.{library}",),
         c.DocumentAdded,
         description="A document to index: document.added.{tenant}.{library} (JetStream, stream "
         "DOCUMENTS).",
         senders=("client",),
+        use=Use.WRITE,
     ),
     Channel(
         "document.deleted",
-        lambda t: t.document_deleted,
+        ("document.deleted.{tenant}.{library}", "document.deleted.{tenant}"),
         c.DocumentDeleted,
         description="Delete a document or a library (document.deleted.{tenant}.{library}) or a "
         "tenant (document.deleted.{tenant}) (stream DOCUMENTS).",
         senders=("client",),
+        use=Use.WRITE,
     ),
     Channel(
         "chunks.generate",
-        lambda t: t.chunks_generate,
+        ("chunks.generate",),
         c.ChunksReady,
         description="A document's chunks whose library's profile asks for generated matching "
         "texts, from the ingestor to the generator (stream CHUNKS).",
@@ -83,54 +168,58 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         "chunks.ready",
-        lambda t: t.chunks_ready,
+        ("chunks.ready",),
         c.ChunksReady,
         description="A document's chunks, from the ingestor or the generator (stream CHUNKS).",
         senders=("ingestor", "generator"),
     ),
     Channel(
         "embeddings.ready",
-        lambda t: t.embeddings_ready,
+        ("embeddings.ready",),
         c.EmbeddingsReady,
         description="A document's chunks with vectors, in parts (stream EMBEDDINGS).",
         senders=("embedder",),
     ),
     Channel(
         "document.indexed",
-        lambda t: t.document_indexed,
+        ("document.indexed.{tenant}.{library}",),
         c.DocumentIndexed,
         description="Receipt: a document's version is searchable, on "
         "document.indexed.{tenant}.{library} (stream RECEIPTS).",
         senders=("indexer",),
+        use=Use.RECEIVE,
     ),
     Channel(
         "document.removed",
-        lambda t: t.document_removed,
+        ("document.removed.{tenant}.{library}", "document.removed.{tenant}"),
         c.DocumentRemoved,
         description="Receipt: what a deletion removed, on the deletion's own tenant and library "
         "tokens (stream RECEIPTS).",
         senders=("indexer",),
+        use=Use.RECEIVE,
     ),
     Channel(
         "document.failed",
-        lambda t: t.document_failed,
+        ("document.failed.{tenant}.{library}",),
         c.DocumentFailed,
         description="Receipt: a document will not be indexed, with the stage and reason, on "
         "document.failed.{tenant}.{library} (stream RECEIPTS; the dead letter holds the "
         "original).",
         senders=("ingestor", "embedder", "indexer"),
+        use=Use.RECEIVE,
     ),
     Channel(
-        "deadletter.{stage}.{tenant}.{library}",
-        lambda t: t.dead_letters,
+        "deadletter",
+        ("deadletter.{stage}.{tenant}.{library}",),
         c.DeadLetter,
-        description="A message a stage could not process, with why, under its tenant and "
-        "library (_ where not known) (stream DEADLETTER).",
+        description="A message a stage could not process, with why, on "
+        "deadletter.{stage}.{tenant}.{library} (_ where not known) (stream DEADLETTER).",
         senders=("ingestor", "embedder", "indexer"),
+        use=Use.RECEIVE,
     ),
     Channel(
-        "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>",
-        lambda t: t.max_deliveries_advisories,
+        "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES",
+        ("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.{consumer}",),
         c.MaxDeliveriesAdvisory,
         description="The server gave up on a message no delivery settled (stream ADVISORIES); "
         "the searcher's dead-letterer records it as a dead letter and removes it.",
@@ -138,7 +227,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         "kb.search",
-        lambda t: t.search,
+        ("kb.search.{tenant}.{grant}",),
         c.SearchRequest,
         c.SearchReply,
         description="Search: the top k chunks with their scores (request-reply), on "
@@ -147,10 +236,11 @@ CHANNELS: tuple[Channel, ...] = (
         senders=("client",),
         receiver="searcher",
         micro="kbus-search",
+        use=Use.READ,
     ),
     Channel(
         "kb.stats",
-        lambda t: t.stats,
+        ("kb.stats.{tenant}.{grant}",),
         c.StatsRequest,
         c.StatsReply,
         description="Documents and chunks per library of a tenant (request-reply), on "
@@ -158,10 +248,24 @@ CHANNELS: tuple[Channel, ...] = (
         senders=("client",),
         receiver="searcher",
         micro="kbus-search",
+        use=Use.READ,
+    ),
+    Channel(
+        "kb.feed",
+        ("kb.feed.{tenant}.{grant}",),
+        c.FeedRequest,
+        c.FeedReply,
+        description="A tenant's receipts or dead letters as stored, oldest first, from a "
+        "sequence or a time (request-reply), on kb.feed.{tenant}.{grant}: only the grant's "
+        "libraries'.",
+        senders=("client",),
+        receiver="searcher",
+        micro="kbus-search",
+        use=Use.READ,
     ),
     Channel(
         "kb.profile",
-        lambda t: t.profile,
+        ("kb.profile.{tenant}.{grant}",),
         c.ProfileRequest,
         c.ProfileReply,
         description="Read or set a library's profile (its chunker), on "
@@ -169,10 +273,11 @@ CHANNELS: tuple[Channel, ...] = (
         senders=("client",),
         receiver="ingestor",
         micro="kbus-profile",
+        use=Use.WRITE,
     ),
     Channel(
         "kb.readprofile",
-        lambda t: t.readprofile,
+        ("kb.readprofile.{tenant}.{grant}",),
         c.ProfileRequest,
         c.ProfileReply,
         description="Read a library's profile, on kb.readprofile.{tenant}.{grant}: the subject "
@@ -180,10 +285,11 @@ CHANNELS: tuple[Channel, ...] = (
         senders=("client",),
         receiver="ingestor",
         micro="kbus-profile",
+        use=Use.READ,
     ),
     Channel(
         "kb.embed",
-        lambda t: t.embed,
+        ("kb.embed",),
         c.EmbedRequest,
         c.EmbedReply,
         description="Vectors for texts, used by the searcher (request-reply).",
@@ -193,7 +299,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         "kb.rerank",
-        lambda t: t.rerank,
+        ("kb.rerank",),
         c.RerankRequest,
         c.RerankReply,
         description="Scores for candidates, used by the searcher (request-reply).",
@@ -203,10 +309,14 @@ CHANNELS: tuple[Channel, ...] = (
     ),
 )
 
+_BY_NAME = {entry.name: entry for entry in CHANNELS}
+
 
 def channel(name: str) -> Channel:
     """The catalog entry of a subject name (without prefix)."""
-    for entry in CHANNELS:
-        if entry.name == name:
-            return entry
-    raise KeyError(name)
+    return _BY_NAME[name]
+
+
+def tenant_channels() -> tuple[Channel, ...]:
+    """The channels a tenant's credential may use, in catalog order."""
+    return tuple(entry for entry in CHANNELS if entry.use is not Use.NONE)

@@ -4,19 +4,32 @@ The publisher stores the text in its tenant's object store and sends ``document.
 :class:`BodyRef`; the ingestor fetches it from the store of the tenant the subject names (a
 reference to another bucket is refused), verifies it, and removes the object once the message
 is acknowledged. The store's TTL bounds whatever a crash leaves behind.
+
+A tenant's credential holds no JetStream API (docs/security.md): it writes an object with
+publishes alone, in the object store's own format (:func:`put_body`), into a store the operator
+provisioned for it (``python -m kbus_searcher.setup --tenant``).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+import uuid
+from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
+from nats.js.api import Header
 from nats.js.errors import BucketNotFoundError, NotFoundError, ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 
 from kbus_contract.documents import BodyRef
-from kbus_contract.errors import PermanentError
+from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.topology import Topology
+from kbus_contract.wire import PUBLISH_BOUND_S, until_acknowledged
+
+#: Bytes per chunk message of an object (nats-py's own default).
+CHUNK_BYTES = 128 * 1024
 
 
 async def open_bodies(
@@ -41,13 +54,36 @@ def body_ref(bucket: str, key: str, data: bytes) -> BodyRef:
     )
 
 
-async def put_body(store: ObjectStore, bucket: str, key: str, body: str | bytes) -> BodyRef:
-    """Store a document's text or bytes under a name derived from ``key``; returns its
-    reference."""
-    data = body.encode("utf-8") if isinstance(body, str) else body
-    ref = body_ref(bucket, key, data)
-    await store.put(ref.name, data)
-    return ref
+async def put_body(
+    js: JetStreamContext, ref: BodyRef, data: bytes, *, bound_s: float = PUBLISH_BOUND_S
+) -> None:
+    """Store ``data`` as the object ``ref`` names: its chunks, then the metadata message that
+    makes them an object (nats-py's object store reads it). Each publish carries an id, so a
+    re-send after a lost acknowledgement (for up to ``bound_s``) is stored once."""
+    nuid = uuid.uuid4().hex
+    chunks = f"$O.{ref.bucket}.C.{nuid}"
+    for number, start in enumerate(range(0, len(data), CHUNK_BYTES)):
+        part = data[start : start + CHUNK_BYTES]
+        await _publish(js, chunks, part, {"Nats-Msg-Id": f"{nuid}/{number}"}, bound_s)
+    info = {
+        "name": ref.name,
+        "bucket": ref.bucket,
+        "nuid": nuid,
+        "size": len(data),
+        "chunks": -(-len(data) // CHUNK_BYTES),
+        "mtime": datetime.now(UTC).isoformat(),
+        "digest": "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode(),
+        "options": {"max_chunk_size": CHUNK_BYTES},
+    }
+    meta = f"$O.{ref.bucket}.M.{base64.urlsafe_b64encode(ref.name.encode()).decode()}"
+    headers = {Header.ROLLUP: "sub", "Nats-Msg-Id": f"{nuid}/meta"}
+    await _publish(js, meta, json.dumps(info).encode(), headers, bound_s)
+
+
+async def _publish(
+    js: JetStreamContext, subject: str, body: bytes, headers: dict[str, str], bound_s: float
+) -> None:
+    await until_acknowledged(lambda: js.publish(subject, body, headers=headers), bound_s=bound_s)
 
 
 async def fetch_body(store: ObjectStore, bucket: str, ref: BodyRef) -> bytes:
@@ -60,7 +96,7 @@ async def fetch_body(store: ObjectStore, bucket: str, ref: BodyRef) -> bytes:
     if ref.bucket != bucket:
         raise PermanentError(
             f"the claim check names bucket {ref.bucket!r}, not the tenant's own ({bucket})",
-            code="tenant_mismatch",
+            code=ErrorCode.TENANT_MISMATCH,
         )
     try:
         result = await store.get(ref.name)
@@ -68,13 +104,13 @@ async def fetch_body(store: ObjectStore, bucket: str, ref: BodyRef) -> bytes:
         raise PermanentError(
             f"the document's text is not in the object store ({ref.bucket}/{ref.name}): it "
             "expired, was removed, or was never stored",
-            code="body_missing",
+            code=ErrorCode.BODY_MISSING,
         ) from exc
     data = result.data or b""
     if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
         raise PermanentError(
             f"the stored text ({len(data)} bytes) does not match its reference ({ref.size} "
             "bytes and its hash)",
-            code="body_mismatch",
+            code=ErrorCode.BODY_MISMATCH,
         )
     return data

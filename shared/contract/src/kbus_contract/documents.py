@@ -44,7 +44,7 @@ def _count_keys(value: JsonValue) -> int:
 
 
 class ContentType(StrEnum):
-    """Document formats the ingestor understands (README, "Formats and sources")."""
+    """Document formats the ingestor understands (docs/formats.md, "Formats and sources")."""
 
     PLAIN = "text/plain"
     MARKDOWN = "text/markdown"

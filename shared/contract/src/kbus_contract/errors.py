@@ -3,6 +3,76 @@ one becomes it again on the asking side (:func:`kbus_contract.wire.parse_reply`)
 
 from __future__ import annotations
 
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """Every code kbus puts in an error reply or a dead letter; the wire carries its value."""
+
+    ERROR = "error"
+    INVALID = "invalid"
+    UNAVAILABLE = "unavailable"
+    # The message or request itself
+    INVALID_MESSAGE = "invalid_message"
+    TENANT_MISMATCH = "tenant_mismatch"
+    LIBRARY_MISMATCH = "library_mismatch"
+    LIBRARY_NOT_GRANTED = "library_not_granted"
+    READ_ONLY = "read_only"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    TOO_LARGE = "too_large"
+    TOO_MANY_CANDIDATES = "too_many_candidates"
+    BAD_PROFILE = "bad_profile"
+    NO_PROMPT = "no_prompt"
+    # Documents: bodies, parsing, fetching
+    BODY_MISSING = "body_missing"
+    BODY_MISMATCH = "body_mismatch"
+    EMPTY_DOCUMENT = "empty_document"
+    UNREADABLE = "unreadable"
+    ENCRYPTED = "encrypted"
+    INVALID_TEXT = "invalid_text"
+    CONTENT_TYPE_MISMATCH = "content_type_mismatch"
+    UNSUPPORTED_CONTENT_TYPE = "unsupported_content_type"
+    TEMPLATE_MISMATCH = "template_mismatch"
+    PARSE_TIMEOUT = "parse_timeout"
+    ADDRESS_REFUSED = "address_refused"
+    ROBOTS_DISALLOWED = "robots_disallowed"
+    TOO_MANY_REDIRECTS = "too_many_redirects"
+    FETCH_FAILED = "fetch_failed"
+    # Models and what they answered
+    COHERE = "cohere"
+    BAD_VECTOR = "bad_vector"
+    MODEL_MISMATCH = "model_mismatch"
+    BAD_REPLY = "bad_reply"
+    MALFORMED_ANSWER = "malformed_answer"
+    GENERATION_MALFORMED = "generation_malformed"
+    RERANK_MALFORMED = "rerank_malformed"
+    RERANK_UNCONFIGURED = "rerank_unconfigured"
+    # The bus and the store
+    BUS_ERROR = "bus_error"
+    STORE_ERROR = "store_error"
+    STORE_REJECTED = "store_rejected"
+    STORE_WRITE_FAILED = "store_write_failed"
+    NOT_READY = "not_ready"
+    MAX_DELIVERIES = "max_deliveries"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    # A stage asked over request-reply: nobody answered, or not in time
+    INGESTOR_UNAVAILABLE = "ingestor_unavailable"
+    INGESTOR_TIMEOUT = "ingestor_timeout"
+    EMBEDDER_UNAVAILABLE = "embedder_unavailable"
+    EMBEDDER_TIMEOUT = "embedder_timeout"
+    SEARCHER_UNAVAILABLE = "searcher_unavailable"
+    SEARCHER_TIMEOUT = "searcher_timeout"
+    RERANKER_UNAVAILABLE = "reranker_unavailable"
+    RERANKER_TIMEOUT = "reranker_timeout"
+    GENERATOR_UNAVAILABLE = "generator_unavailable"
+    GENERATOR_TIMEOUT = "generator_timeout"
+
+    @classmethod
+    def unanswered(cls, stage: str, timed_out: bool) -> str:
+        """The code of a request ``stage`` did not answer: ``<stage>_timeout|_unavailable``."""
+        value = f"{stage}_{'timeout' if timed_out else 'unavailable'}"
+        return cls(value) if value in cls._value2member_map_ else value
+
 
 class KbusError(Exception):
     """Base of kbus's errors; ``code`` is stable and machine-readable.
@@ -10,7 +80,7 @@ class KbusError(Exception):
     ``stage`` names the service that raised it when it arrived in an error reply.
     """
 
-    code: str = "error"
+    code: str = ErrorCode.ERROR
     retryable: bool = False
 
     def __init__(self, reason: str, *, code: str | None = None, stage: str = "") -> None:
@@ -32,13 +102,13 @@ class KbusError(Exception):
 class PermanentError(KbusError):
     """Retrying cannot help (invalid input): terminate and dead-letter with the reason."""
 
-    code = "invalid"
+    code = ErrorCode.INVALID
 
 
 class TransientError(KbusError):
     """A dependency is unavailable or slow: retry later (nack with a delay)."""
 
-    code = "unavailable"
+    code = ErrorCode.UNAVAILABLE
     retryable = True
 
     def __init__(

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kbus_contract.errors import PermanentError
+from kbus_contract.catalog import CHANNELS
+from kbus_contract.errors import ErrorCode, PermanentError
 
 #: The grant token of a credential that may read every library of its tenant.
 GRANT_ALL = "_all"
@@ -20,16 +21,8 @@ GRANT_ALL = "_all"
 MAX_GRANT_LIBRARIES = 32
 #: The token of a tenant or library a dead letter's message did not name.
 UNKNOWN = "_"
-#: What a tenant publishes on ``{kind}.{tenant}`` or ``{kind}.{tenant}.{library}``.
-_LIBRARY_SUBJECTS = (
-    "document.added",
-    "document.deleted",
-    "document.indexed",
-    "document.removed",
-    "document.failed",
-)
-#: Requests a tenant sends on its own subject: ``kb.{kind}.{tenant}.{grant}``.
-_REQUEST_SUBJECTS = ("kb.search", "kb.stats", "kb.profile", "kb.readprofile")
+#: The channels whose subjects carry a tenant (kbus_contract.catalog).
+_TENANTED = tuple(entry for entry in CHANNELS if "tenant" in entry.tokens)
 
 
 @dataclass(frozen=True)
@@ -50,22 +43,22 @@ class Identity:
 
 def names_tenant(tokens: list[str]) -> bool:
     """Whether a subject (its tokens, without prefix) is of a kind that carries a tenant."""
-    return ".".join(tokens[:2]) in (*_LIBRARY_SUBJECTS, *_REQUEST_SUBJECTS)
+    subject = ".".join(tokens)
+    return any(subject.startswith(entry.kind + ".") for entry in _TENANTED)
 
 
 def identity_of(tokens: list[str]) -> Identity:
     """The tenant, library and grant a subject (its tokens, without prefix) names."""
-    kind = ".".join(tokens[:2])
-    if kind in _LIBRARY_SUBJECTS and len(tokens) in (3, 4):
-        return Identity(tokens[2], tokens[3] if len(tokens) == 4 else None)
-    if kind in _REQUEST_SUBJECTS and len(tokens) == 4:
-        return Identity(tokens[2], grant=tokens[3])
-    if tokens[:1] == ["deadletter"] and len(tokens) == 4:
-        return Identity(_known(tokens[2]), _known(tokens[3]))
+    for entry in _TENANTED:
+        found = entry.read(tokens)
+        if found is not None:
+            return Identity(
+                _known(found["tenant"]), _known(found.get("library")), found.get("grant")
+            )
     return Identity()
 
 
-def _known(token: str) -> str | None:
+def _known(token: str | None) -> str | None:
     return None if token == UNKNOWN else token
 
 
@@ -84,13 +77,13 @@ def require_tenant(identity: Identity, tenant: str) -> None:
     if identity.tenant is None:
         raise PermanentError(
             "the subject names no tenant: publish to the tenant's own subject",
-            code="tenant_mismatch",
+            code=ErrorCode.TENANT_MISMATCH,
         )
     if tenant != identity.tenant:
         raise PermanentError(
             f"the message names tenant {tenant!r} but was sent on tenant {identity.tenant!r}'s "
             "subject",
-            code="tenant_mismatch",
+            code=ErrorCode.TENANT_MISMATCH,
         )
 
 
@@ -105,7 +98,7 @@ def require_library(identity: Identity, tenant: str, library: str | None) -> Non
         )
         named = "the whole tenant" if library is None else f"library {library!r}"
         raise PermanentError(
-            f"the message names {named} but was sent on {sent}", code="library_mismatch"
+            f"the message names {named} but was sent on {sent}", code=ErrorCode.LIBRARY_MISMATCH
         )
 
 
@@ -119,5 +112,5 @@ def require_granted(identity: Identity, libraries: Iterable[str]) -> None:
         raise PermanentError(
             f"this credential may not read {', '.join(repr(name) for name in outside)} "
             f"(it may read {', '.join(sorted(granted))})",
-            code="library_not_granted",
+            code=ErrorCode.LIBRARY_NOT_GRANTED,
         )

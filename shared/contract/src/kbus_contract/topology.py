@@ -12,11 +12,13 @@ from functools import cached_property
 from nats.js.api import KeyValueConfig, ObjectStoreConfig
 
 from kbus_contract import storage
+from kbus_contract.catalog import CHANNELS, Channel, channel
 from kbus_contract.storage import Stream, work_consumer
 from kbus_contract.tenancy import GRANT_ALL, UNKNOWN, Identity, identity_of, names_tenant
 
 __all__ = ["StageConsumer", "Stream", "Topology", "work_consumer"]
 
+_MAX_DELIVERIES = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 #: A profile is a few hundred bytes; the bucket needs no work stream's room.
 _PROFILES_MAX_BYTES = 64 * 1024**2
 
@@ -63,132 +65,157 @@ class Topology:
         stem = f"{self.prefix}_{name}" if self.prefix else f"KBUS_{name}"
         return stem.upper().replace(".", "_").replace("-", "_")
 
-    # -- subjects: a tenant's messages carry it (and their library) as tokens ------------------
+    # -- subjects: each is declared once, in kbus_contract.catalog ----------------------------
     #
-    # NATS permissions can then say which tenant and which libraries a credential reaches, and
-    # the services take the tenant from the subject the server let through (Identity), never
-    # from the body alone.
+    # A tenant's messages carry it (and their library) as tokens: NATS accounts and
+    # permissions can then say which tenant and which libraries a credential reaches, and the
+    # services take the tenant from the subject the server let through (Identity), never from
+    # the body alone.
+
+    def subject(self, name: str, **tokens: str | None) -> str:
+        """The subject of catalog channel ``name`` with these tokens (None: a form without it)."""
+        return self._placed(channel(name), channel(name).fill(**tokens))
+
+    def every(self, name: str) -> str:
+        """Every subject of catalog channel ``name``, as one subscription."""
+        return self._placed(channel(name), channel(name).subject_template)
+
+    def forms(self, name: str, **tokens: str) -> list[str]:
+        """Each form of catalog channel ``name`` with these tokens (``*`` for the others)."""
+        entry = channel(name)
+        return [self._placed(entry, entry.fill_form(form, **tokens)) for form in entry.forms]
+
+    def _placed(self, entry: Channel, subject: str) -> str:
+        return self._subject(subject) if entry.prefixed else subject
 
     def added(self, tenant: str, library: str) -> str:
         """Where a document of a tenant's library is published."""
-        return self._subject(f"document.added.{tenant}.{library}")
+        return self.subject("document.added", tenant=tenant, library=library)
 
     def deleted(self, tenant: str, library: str | None = None) -> str:
         """Where a deletion in a library (or of a whole tenant, without one) is published."""
-        return self._scoped("document.deleted", tenant, library)
+        return self.subject("document.deleted", tenant=tenant, library=library)
 
     def indexed(self, tenant: str, library: str) -> str:
         """Receipt: a document of this library is searchable."""
-        return self._subject(f"document.indexed.{tenant}.{library}")
+        return self.subject("document.indexed", tenant=tenant, library=library)
 
     def removed(self, tenant: str, library: str | None = None) -> str:
         """Receipt: what a deletion removed."""
-        return self._scoped("document.removed", tenant, library)
+        return self.subject("document.removed", tenant=tenant, library=library)
 
     def failed(self, tenant: str, library: str) -> str:
         """Receipt: a document will not be indexed."""
-        return self._subject(f"document.failed.{tenant}.{library}")
+        return self.subject("document.failed", tenant=tenant, library=library)
 
     def dead_letter(self, stage: str, tenant: str | None = None, library: str | None = None) -> str:
         """A dead letter of a stage, under the tenant and library of its message (``_`` where
         they are not known)."""
-        return self._subject(f"deadletter.{stage}.{tenant or UNKNOWN}.{library or UNKNOWN}")
+        return self.subject(
+            "deadletter", stage=stage, tenant=tenant or UNKNOWN, library=library or UNKNOWN
+        )
 
     def indexed_of(self, tenant: str, library: str | None = None) -> str:
         """The receipts of a tenant's library (all its libraries without one)."""
-        return self._subject(f"document.indexed.{tenant}.{library or '*'}")
+        return self.subject("document.indexed", tenant=tenant, library=library or "*")
 
     def dead_letters_of(self, tenant: str, library: str | None = None) -> str:
         """The dead letters of a tenant's library (all its libraries without one), any stage."""
-        return self._subject(f"deadletter.*.{tenant}.{library or '*'}")
+        return self.subject("deadletter", stage="*", tenant=tenant, library=library or "*")
 
     def search_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
         """A tenant's searches, within a grant (:func:`grant_token`)."""
-        return self._subject(f"kb.search.{tenant}.{grant}")
+        return self.subject("kb.search", tenant=tenant, grant=grant)
 
     def stats_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
         """A tenant's statistics, within a grant."""
-        return self._subject(f"kb.stats.{tenant}.{grant}")
+        return self.subject("kb.stats", tenant=tenant, grant=grant)
+
+    def feed_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
+        """A tenant's stored receipts and dead letters, within a grant."""
+        return self.subject("kb.feed", tenant=tenant, grant=grant)
 
     def profile_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
         """A tenant's library profiles (read and set), within a grant."""
-        return self._subject(f"kb.profile.{tenant}.{grant}")
+        return self.subject("kb.profile", tenant=tenant, grant=grant)
 
     def readprofile_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
         """A tenant's library profiles, read only (a reader's credential holds this one)."""
-        return self._subject(f"kb.readprofile.{tenant}.{grant}")
-
-    def _scoped(self, name: str, tenant: str, library: str | None) -> str:
-        return self._subject(f"{name}.{tenant}" + (f".{library}" if library else ""))
+        return self.subject("kb.readprofile", tenant=tenant, grant=grant)
 
     # -- every tenant's (what streams capture and services subscribe to) -----------------------
 
     @property
     def document_added(self) -> str:
-        return self._subject("document.added.>")
+        return self.every("document.added")
 
     @property
     def document_deleted(self) -> str:
-        return self._subject("document.deleted.>")
+        return self.every("document.deleted")
 
     @property
     def document_removed(self) -> str:
-        return self._subject("document.removed.>")
+        return self.every("document.removed")
 
     @property
     def document_indexed(self) -> str:
-        return self._subject("document.indexed.>")
+        return self.every("document.indexed")
 
     @property
     def document_failed(self) -> str:
-        return self._subject("document.failed.>")
+        return self.every("document.failed")
 
     @property
     def dead_letters(self) -> str:
-        return self._subject("deadletter.>")
+        return self.every("deadletter")
 
     @property
     def search(self) -> str:
-        return self._subject("kb.search.*.*")
+        return self.every("kb.search")
 
     @property
     def stats(self) -> str:
-        return self._subject("kb.stats.*.*")
+        return self.every("kb.stats")
 
     @property
     def profile(self) -> str:
-        return self._subject("kb.profile.*.*")
+        return self.every("kb.profile")
 
     @property
     def readprofile(self) -> str:
-        return self._subject("kb.readprofile.*.*")
+        return self.every("kb.readprofile")
 
     # -- between the services only -------------------------------------------------------------
 
     @property
     def chunks_ready(self) -> str:
-        return self._subject("chunks.ready")
+        return self.every("chunks.ready")
 
     @property
     def chunks_generate(self) -> str:
         """Chunks waiting for generated matching texts (the generator's input)."""
-        return self._subject("chunks.generate")
+        return self.every("chunks.generate")
 
     @property
     def embeddings_ready(self) -> str:
-        return self._subject("embeddings.ready")
+        return self.every("embeddings.ready")
 
     @property
     def embed(self) -> str:
-        return self._subject("kb.embed")
+        return self.every("kb.embed")
 
     @property
     def rerank(self) -> str:
-        return self._subject("kb.rerank")
+        return self.every("kb.rerank")
 
     def names_tenant(self, subject: str) -> bool:
         """Whether ``subject`` is of a kind that carries a tenant (malformed or not)."""
         return names_tenant(self._unprefixed(subject))
+
+    def channel_of(self, subject: str) -> str:
+        """The catalog name of a subject of this installation ("" for none)."""
+        tokens = self._unprefixed(subject)
+        return next((entry.name for entry in CHANNELS if entry.read(tokens) is not None), "")
 
     def identity(self, subject: str) -> Identity:
         """The tenant, library and grant a tenant's subject names (empty for other subjects)."""
@@ -253,12 +280,12 @@ class Topology:
 
     def max_deliveries_advisory(self, stream: str) -> str:
         """The server's advisory when a consumer of ``stream`` reaches its max deliveries."""
-        return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.*"
+        return self.subject(_MAX_DELIVERIES, stream=stream, consumer="*")
 
     @property
     def max_deliveries_advisories(self) -> str:
         """What the dead-letterer reads from the advisories stream (only this installation's)."""
-        return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>"
+        return self.every(_MAX_DELIVERIES)
 
     @cached_property
     def advisories_stream(self) -> Stream:

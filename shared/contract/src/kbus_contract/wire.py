@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ValidationError
 
 from kbus_contract.base import MAX_BUDGET_MS
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.requests import ErrorReply
 
 M = TypeVar("M", bound=BaseModel)
@@ -53,7 +53,9 @@ def decode(body: bytes, model: type[M]) -> M:
     try:
         return model.model_validate_json(body)
     except ValidationError as exc:
-        raise PermanentError(describe_validation_error(exc), code="invalid_message") from exc
+        raise PermanentError(
+            describe_validation_error(exc), code=ErrorCode.INVALID_MESSAGE
+        ) from exc
 
 
 def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
@@ -74,7 +76,7 @@ def parse_reply(body: bytes, model: type[M], stage: str) -> M:
         data: Any = json.loads(body)
     except ValueError as exc:
         raise TransientError(
-            f"{stage} sent a reply that is not JSON", code="bad_reply", stage=stage
+            f"{stage} sent a reply that is not JSON", code=ErrorCode.BAD_REPLY, stage=stage
         ) from exc
     if isinstance(data, dict) and data.get("kind") == "error":
         info = ErrorReply.model_validate(data).error
@@ -85,7 +87,7 @@ def parse_reply(body: bytes, model: type[M], stage: str) -> M:
     except ValidationError as exc:
         raise TransientError(
             f"{stage} sent an unexpected reply: {describe_validation_error(exc)}",
-            code="bad_reply",
+            code=ErrorCode.BAD_REPLY,
             stage=stage,
         ) from exc
 
@@ -118,12 +120,14 @@ async def request(
             )
         except NoRespondersError as exc:
             raise TransientError(
-                f"no {stage} is running", code=f"{stage}_unavailable", stage=stage
+                f"no {stage} is running",
+                code=ErrorCode.unanswered(stage, timed_out=False),
+                stage=stage,
             ) from exc
         except (NatsTimeoutError, TimeoutError) as exc:
             raise TransientError(
                 f"{stage} did not answer within {timeout_s:.1f}s",
-                code=f"{stage}_timeout",
+                code=ErrorCode.unanswered(stage, timed_out=True),
                 stage=stage,
             ) from exc
         return parse_reply(response.data, reply_model, stage)

@@ -13,6 +13,7 @@ import logging
 
 from faststream.nats.message import NatsMessage
 from kbus_contract import MaxDeliveriesAdvisory
+from kbus_contract.errors import ErrorCode
 from kbus_contract.topology import Topology
 from nats.js.errors import NotFoundError
 
@@ -49,7 +50,7 @@ class MaxDeliveries:
         stage = stage_of(topology, advisory.consumer)
         await self.stage.record_dead_letter(
             stage=stage,
-            code="max_deliveries",
+            code=ErrorCode.MAX_DELIVERIES,
             reason=(
                 f"the server gave up after {advisory.deliveries} deliveries that were never "
                 f"settled (the {stage} crashed or hung on this message each time)"

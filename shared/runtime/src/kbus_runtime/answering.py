@@ -135,7 +135,7 @@ async def serve(
     for entry, answer in zip(entries, endpoints.values(), strict=True):
         await service.add_endpoint(
             name=entry.name.removeprefix("kb."),
-            subject=entry.subject(topology),
+            subject=topology.every(entry.name),
             handler=answering.responder(entry.name, answer),
             metadata={
                 "request_schema": entry.request_schema(),

@@ -46,6 +46,44 @@ BusMessage = Annotated[NatsMessage, _LoopContext("message")]
 Handler = Callable[[NatsMessage], Awaitable[None]]
 
 
+class Refusals:
+    """The server's refusals of what a connection sent (a permissions violation): each cause
+    logged once, as a refusal, not as the broken connection FastStream would report."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    def handled(self, err: Exception) -> bool:
+        """Whether ``err`` was a refusal (then it is counted, and logged the first time)."""
+        text = str(err).removeprefix("nats: ")
+        if "permissions violation" not in text.lower():
+            return False
+        self.seen[text] = self.seen.get(text, 0) + 1
+        if self.seen[text] == 1:
+            log.warning("the NATS server refused this: %s (logged once per cause)", text)
+        return True
+
+    async def on_error(self, err: Exception) -> None:
+        """An error callback for a plain nats-py connection."""
+        if not self.handled(err):
+            log.warning("NATS connection error: %s", err)
+
+
+class _Broker(NatsBroker):
+    """FastStream's broker, with the server's refusals logged by :class:`Refusals`."""
+
+    refusals = Refusals()
+
+    def _log_connection_broken(self, error_cb: Any = None) -> Any:
+        broken = super()._log_connection_broken(error_cb)
+
+        async def on_error(err: Exception) -> None:
+            if not self.refusals.handled(err):
+                await broken(err)
+
+        return on_error
+
+
 def make_broker(
     settings: BusSettings,
     registry: CollectorRegistry,
@@ -73,7 +111,7 @@ def make_broker(
         security = SASLPlaintext(username=settings.nats_user, password=password, ssl_context=tls)
     elif tls is not None:
         security = BaseSecurity(ssl_context=tls)
-    broker = NatsBroker(
+    broker = _Broker(
         settings.nats_servers,
         security=security,
         name=f"kbus-{app_name}",
@@ -94,7 +132,7 @@ def make_broker(
 
 async def connect_nats(bus: BusSettings) -> Client:
     """A plain NATS connection with the service's credentials and inbox prefix (for jobs)."""
-    options: dict[str, Any] = {"inbox_prefix": bus.inbox_prefix}
+    options: dict[str, Any] = {"inbox_prefix": bus.inbox_prefix, "error_cb": Refusals().on_error}
     tls = bus.tls_context()
     if tls is not None:
         options["tls"] = tls

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import httpx
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -66,7 +66,7 @@ class MalformedAnswerError(PermanentError):
     """The model answered in another form than the one asked for."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, code="malformed_answer")
+        super().__init__(message, code=ErrorCode.MALFORMED_ANSWER)
 
 
 def option_probabilities(

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from kbus_contract.errors import TransientError
+from kbus_contract.errors import ErrorCode, TransientError
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Deadline:
 def exceeded(deadline: Deadline, doing: str) -> TransientError:
     """The error for work stopped because its caller's budget was spent."""
     return TransientError(
-        f"the budget of {deadline.budget_ms} ms was spent {doing}", code="deadline_exceeded"
+        f"the budget of {deadline.budget_ms} ms was spent {doing}", code=ErrorCode.DEADLINE_EXCEEDED
     )
 
 

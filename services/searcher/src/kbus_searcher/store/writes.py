@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 from kbus_contract import DocumentDeleted, EmbeddedChunk, EmbeddingsReady
 from kbus_contract.base import Metadata
-from kbus_contract.errors import PermanentError, TransientError
 from kbus_runtime.analysis import keyword_text
 from kbus_runtime.tracing import store_span
 from weaviate.classes.data import DataObject
@@ -26,6 +25,7 @@ from weaviate.exceptions import WeaviateInsertManyAllFailedError
 from kbus_searcher.recuts import rank
 from kbus_searcher.store import filters
 from kbus_searcher.store.collections import Collections
+from kbus_searcher.store.errors import write_error
 from kbus_searcher.store.schema import ALL_PROPERTIES, CHUNK_VECTOR, DOCUMENT_VECTOR
 
 #: Stored chunks of a batch's documents one read returns before asking per document or
@@ -34,12 +34,6 @@ STORED_LIMIT = 1_000
 #: Weaviate's default QUERY_MAXIMUM_RESULTS: what one delete request deletes at most.
 DELETE_LIMIT = 10_000
 DocumentKey = tuple[str, str]  # (library, document id) inside one tenant
-_REJECTED = (
-    "dimensions do not match",
-    "vector lengths don't match",
-    "vector of the wrong size",
-    "invalid ",
-)
 
 
 @dataclass(frozen=True)
@@ -85,12 +79,12 @@ class ChunkWriter:
                     objects
                 )
         except WeaviateInsertManyAllFailedError as exc:
-            return [_write_error(len(r.chunks), len(r.chunks), exc.message) for r in readies]
+            return [write_error(len(r.chunks), len(r.chunks), exc.message) for r in readies]
         failed: dict[int, list[str]] = {}
         for index, error in result.errors.items():
             failed.setdefault(owner[index], []).append(error.message)
         return [
-            _write_error(len(failed[i]), len(r.chunks), failed[i][0]) if i in failed else None
+            write_error(len(failed[i]), len(r.chunks), failed[i][0]) if i in failed else None
             for i, r in enumerate(readies)
         ]
 
@@ -348,14 +342,6 @@ def _metadata(metadata: Metadata) -> dict[str, Any]:
         "metadata_json": json.dumps(metadata),
         "metadata_kv": filters.metadata_terms(metadata),
     }
-
-
-def _write_error(failed: int, total: int, first: str) -> PermanentError | TransientError:
-    """Failed objects fail their document: permanently for data the store rejects."""
-    summary = f"{failed} of {total} chunks were not stored: {first}"
-    if any(marker in first for marker in _REJECTED):
-        return PermanentError(summary, code="store_rejected")
-    return TransientError(summary, code="store_write_failed")
 
 
 async def _delete_all(handle: Any, where: _Filters) -> int:

@@ -1,0 +1,190 @@
+"""What each of kbus's services (and the admin jobs) may do inside kbus's account: only
+where its stage needs to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kbus_contract.catalog import CHANNELS
+from kbus_contract.topology import Topology
+
+from kbus_dev.natsauth.users import Permissions, inbox
+
+
+def _consumer(stream: str, durable: str, filter_subject: str) -> list[str]:
+    """Bind to, pull from and ack one durable consumer (and create it if missing)."""
+    return [
+        f"$JS.API.CONSUMER.INFO.{stream}.{durable}",
+        f"$JS.API.CONSUMER.CREATE.{stream}.{durable}.{filter_subject}",
+        f"$JS.API.CONSUMER.CREATE.{stream}.{durable}",
+        f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{durable}",
+        f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}",
+        f"$JS.ACK.{stream}.{durable}.>",
+    ]
+
+
+def _reader(stream: str) -> list[str]:
+    """Create, delete and flow-control ephemeral ordered (push) consumers on a stream."""
+    return [
+        f"$JS.API.CONSUMER.CREATE.{stream}",
+        f"$JS.API.CONSUMER.CREATE.{stream}.>",
+        f"$JS.API.CONSUMER.DELETE.{stream}.>",
+        f"$JS.API.CONSUMER.INFO.{stream}.>",
+        f"$JS.FC.{stream}.>",
+    ]
+
+
+def _puller(stream: str) -> list[str]:
+    """Create, pull from and delete ephemeral pull consumers (no acks) on a stream."""
+    return [
+        f"$JS.API.CONSUMER.CREATE.{stream}.>",
+        f"$JS.API.CONSUMER.DELETE.{stream}.>",
+        f"$JS.API.CONSUMER.INFO.{stream}.>",
+        f"$JS.API.CONSUMER.MSG.NEXT.{stream}.>",
+    ]
+
+
+def _kv(bucket: str) -> list[str]:
+    """Read and write one key-value bucket (not create it)."""
+    return [*_kv_reads(bucket), f"$KV.{bucket}.>"]
+
+
+def _kv_reads(bucket: str) -> list[str]:
+    """Read one key-value bucket."""
+    return [
+        f"$JS.API.STREAM.INFO.KV_{bucket}",
+        # Batched reads (many keys in one request) go to the stream's own subject.
+        f"$JS.API.DIRECT.GET.KV_{bucket}",
+        f"$JS.API.DIRECT.GET.KV_{bucket}.>",
+        f"$JS.API.STREAM.MSG.GET.KV_{bucket}",
+    ]
+
+
+def _bodies_reader(t: Topology, tenant: str) -> list[str]:
+    """Read and remove a tenant's large texts (the ingestor)."""
+    bucket = t.bodies_bucket(tenant)
+    stream = f"OBJ_{bucket}"
+    return [
+        f"$JS.API.STREAM.INFO.{stream}",
+        f"$JS.API.STREAM.MSG.GET.{stream}",
+        f"$JS.API.DIRECT.GET.{stream}.>",
+        f"$JS.API.STREAM.PURGE.{stream}",
+        f"$O.{bucket}.M.>",
+        # nats-py reads an object through an ordered consumer found by subject.
+        *_reader(stream),
+    ]
+
+
+def _stream_checks(t: Topology) -> list[str]:
+    """Check the streams exist; read every stream's and stage's figures for /metrics."""
+    return [
+        "$JS.API.INFO",
+        *(f"$JS.API.STREAM.INFO.{s.name}" for s in t.streams),
+        *(f"$JS.API.CONSUMER.INFO.{s.stream}.{s.durable}" for s in t.stages),
+    ]
+
+
+def _served(t: Topology, receiver: str) -> list[str]:
+    """The request subjects a service answers (kbus_contract.catalog) and the discovery subjects
+    of its NATS micro services ($SRV.PING/INFO/STATS)."""
+    entries = [entry for entry in CHANNELS if entry.receiver == receiver]
+    return [
+        *(t.every(entry.name) for entry in entries),
+        *(
+            subject
+            for service in sorted({entry.micro for entry in entries})
+            for verb in ("PING", "INFO", "STATS")
+            for subject in (f"$SRV.{verb}", f"$SRV.{verb}.{service}", f"$SRV.{verb}.{service}.*")
+        ),
+    ]
+
+
+def _answering(t: Topology, user: str, publish: list[str]) -> Permissions:
+    """A service's user: what it publishes, its inbox, the requests it answers."""
+    return Permissions(
+        publish=list(dict.fromkeys([*_stream_checks(t), *publish])),
+        subscribe=[f"{inbox(user)}.>", *_served(t, user)],
+        allow_responses=True,
+    )
+
+
+def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, Permissions]:
+    """The permissions of kbus's services in their account (``tenants``: whose large texts the
+    ingestor reads)."""
+    return {
+        # The setup job, and the admin jobs that publish stored documents again: reembed
+        # (chunks, after asking the embedders their model) and reprocess (any tenant's texts).
+        "admin": Permissions(
+            publish=["$JS.API.>", "$KV.>", t.added("*", "*"), t.chunks_ready, t.embed],
+            subscribe=[f"{inbox('admin')}.>"],
+        ),
+        "ingestor": _answering(
+            t,
+            "ingestor",
+            [
+                *_consumer(t.documents_stream.name, t.ingestor_durable, t.document_added),
+                t.chunks_ready,
+                t.chunks_generate,
+                *(right for tenant in tenants for right in _bodies_reader(t, tenant)),
+                "$JS.API.STREAM.NAMES",  # nats-py finds an object's stream by subject
+                *_kv(t.profiles_bucket),
+                t.dead_letter("ingestor", "*", "*"),
+                t.document_failed,
+            ],
+        ),
+        "generator": _answering(
+            t,
+            "generator",
+            [
+                *_consumer(t.chunks_stream.name, t.generator_durable, t.chunks_generate),
+                t.chunks_ready,
+                *_kv(t.generated_bucket),
+                t.dead_letter("generator", "*", "*"),
+                t.document_failed,
+            ],
+        ),
+        "embedder": _answering(
+            t,
+            "embedder",
+            [
+                *_consumer(t.chunks_stream.name, t.embedder_durable, t.chunks_ready),
+                t.embeddings_ready,
+                *_kv(t.embed_cache_bucket),
+                *_kv(t.token_states_bucket),
+                t.dead_letter("embedder", "*", "*"),
+                t.document_failed,
+            ],
+        ),
+        "searcher": _answering(t, "searcher", _searcher(t)),
+        "reranker": _answering(t, "reranker", _kv_reads(t.token_states_bucket)),
+    }
+
+
+def _searcher(t: Topology) -> list[str]:
+    return [
+        *_consumer(t.embeddings_stream.name, t.indexer_durable, t.embeddings_ready),
+        *_consumer(t.documents_stream.name, t.deleter_durable, t.document_deleted),
+        *_kv(t.tombstones_bucket),
+        *_kv(t.versions_bucket),
+        # Searchers follow the versions and tombstones buckets with key-value watches
+        # (nats-py finds a bucket's stream by subject).
+        *_reader(f"KV_{t.versions_bucket}"),
+        *_reader(f"KV_{t.tombstones_bucket}"),
+        # ... and the profiles bucket, which only the ingestor writes.
+        *_kv_reads(t.profiles_bucket),
+        *_reader(f"KV_{t.profiles_bucket}"),
+        "$JS.API.STREAM.NAMES",
+        t.document_indexed,
+        t.document_removed,
+        t.document_failed,
+        # kb.feed reads a tenant's stored receipts and dead letters.
+        *_puller(t.receipts_stream.name),
+        *_puller(t.dead_letter_stream.name),
+        # The dead-letterer: advisories in, the named message read, recorded, removed.
+        *_consumer(t.advisories_stream.name, t.advisory_durable, t.max_deliveries_advisories),
+        *(f"$JS.API.STREAM.MSG.GET.{s.name}" for s in t.work_streams),
+        *(f"$JS.API.STREAM.MSG.DELETE.{s.name}" for s in t.work_streams),
+        t.dead_letter("*", "*", "*"),
+        t.embed,
+        t.rerank,
+    ]

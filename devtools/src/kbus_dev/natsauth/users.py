@@ -1,0 +1,62 @@
+"""Who connects: the services' users, tenants' credentials, and what a user may do."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kbus_contract.tenancy import grant_token
+
+SERVICES = ("admin", "ingestor", "generator", "embedder", "searcher", "reranker")
+#: The account of kbus's services, streams and stores.
+KBUS_ACCOUNT = "KBUS"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_RESERVED = {*SERVICES, KBUS_ACCOUNT}
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A tenant's credential: which tenant, which of its libraries (None: all), and whether it
+    may write (publish and delete documents) or only read (search, statistics, receipts)."""
+
+    name: str
+    tenant: str
+    libraries: tuple[str, ...] | None = None
+    write: bool = True
+
+    @classmethod
+    def parse(cls, text: str) -> Credential:
+        """``NAME=TENANT[:LIB+LIB...][:read|write]``, or just ``TENANT`` (named as it, every
+        library, read and write)."""
+        name, _, rest = text.partition("=") if "=" in text else (text, "", text)
+        tenant, *more = rest.split(":")
+        libraries: tuple[str, ...] | None = None
+        write = True
+        for part in more:
+            if part in ("read", "write"):
+                write = part == "write"
+            elif part and part != "*":
+                libraries = tuple(sorted(set(part.split("+"))))
+        for token in (name, tenant, *(libraries or ())):
+            if not _NAME.match(token) or token in _RESERVED:
+                raise ValueError(f"{token!r} is not a valid credential, tenant or library name")
+        grant_token(libraries)  # the grant fits in a subject
+        return cls(name, tenant, libraries, write)
+
+    @property
+    def grant(self) -> str:
+        return grant_token(self.libraries)
+
+
+@dataclass
+class Permissions:
+    """What one user may do."""
+
+    publish: list[str] = field(default_factory=list)
+    subscribe: list[str] = field(default_factory=list)
+    allow_responses: bool = False
+
+
+def inbox(user: str) -> str:
+    """The inbox prefix a user's connections must use."""
+    return f"_INBOX_{user}"

@@ -1,0 +1,84 @@
+"""Every permission each kind of credential holds, generated into docs/permissions.md.
+
+The list is made from the same code that makes the server's configuration
+(:mod:`kbus_dev.natsauth`), for an example installation: tenant ``acme`` with a credential of
+every library, one of library ``hr``, and a read-only one of ``faq`` and ``hr``. A permission
+added to the code changes the list, and ``make lint``'s test fails until the docs say it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kbus_contract.topology import Topology
+
+from kbus_dev import docblocks
+from kbus_dev.natsauth import (
+    KBUS_ACCOUNT,
+    SERVICES,
+    Credential,
+    Permissions,
+    exports,
+    imports,
+    permissions,
+)
+
+PAGE = Path("docs/permissions.md")
+BLOCK = "permissions"
+EXAMPLE = [
+    Credential.parse("acme"),
+    Credential.parse("acme-hr=acme:hr"),
+    Credential.parse("acme-bot=acme:faq+hr:read"),
+]
+
+
+def _code(items: list[str]) -> str:
+    return ", ".join(f"`{item}`" for item in items) or "nothing"
+
+
+def _user(name: str, held: Permissions, what: str) -> list[str]:
+    lines = [f"- **{name}** ({what})", f"  - publish: {_code(held.publish)}"]
+    lines.append(f"  - subscribe: {_code(held.subscribe)}")
+    if held.allow_responses:
+        lines.append("  - replies to the requests it receives (`allow_responses`)")
+    return lines
+
+
+def _describe(credential: Credential) -> str:
+    libraries = "every library" if credential.libraries is None else "+".join(credential.libraries)
+    rights = "read and write" if credential.write else "read only"
+    return f"tenant {credential.tenant}, {libraries}, {rights}"
+
+
+def listing(t: Topology | None = None) -> str:
+    """The markdown list."""
+    t = t or Topology()
+    users = permissions(t, EXAMPLE)
+    lines = ["**Tenant account `acme`** (no JetStream of its own). Its users:", ""]
+    for credential in EXAMPLE:
+        lines += _user(credential.name, users[credential.name], _describe(credential))
+    lines += ["", "It imports from kbus's account, and nothing else:", ""]
+    for entry in imports(t, "acme"):
+        [(kind, spec)] = entry.items()
+        lines.append(f"- {kind} `{spec['subject']}`")
+    lines += ["", f"**kbus's account `{KBUS_ACCOUNT}`** exports:", ""]
+    for entry in exports(t, ["acme"]):
+        kind = "stream" if "stream" in entry else "service"
+        bound = (
+            f"tenant token {entry['account_token_position']} = the importing account"
+            if "account_token_position" in entry
+            else f"to {', '.join(entry['accounts'])} only"
+        )
+        lines.append(f"- {kind} `{entry[kind]}` ({bound})")
+    lines += ["", "Its users, kbus's services and the admin jobs:", ""]
+    for name in SERVICES:
+        lines += _user(name, users[name], "service" if name != "admin" else "setup and admin jobs")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kbus_dev permissions-doc")
+    parser.add_argument("--check", action="store_true", help="fail if the docs are out of date")
+    args = parser.parse_args(argv)
+    return docblocks.update(PAGE, BLOCK, listing(), check=args.check)

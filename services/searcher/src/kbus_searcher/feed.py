@@ -1,0 +1,108 @@
+"""``kb.feed``: a tenant's stored receipts and dead letters, read for it.
+
+A tenant's credential holds no JetStream API (docs/security.md), so it cannot open a consumer
+on kbus's streams; the searcher reads them for it, on the subject whose tenant and grant NATS
+let the request through, and only the subjects of that tenant's granted libraries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC
+from typing import Any
+
+from kbus_contract import ErrorReply, FeedEntry, FeedKind, FeedReply, FeedRequest
+from kbus_contract.errors import ErrorCode, TransientError
+from kbus_contract.tenancy import Identity, require_granted, require_tenant
+from kbus_runtime.answering import Inbound
+from kbus_runtime.stage import Stage
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import APIError
+
+#: Seconds the searcher waits for the server to hand over the entries it counted.
+_FETCH_TIMEOUT_S = 5.0
+_RECEIPTS = ("document.indexed", "document.removed", "document.failed")
+
+
+class Feed:
+    """Reads a tenant's receipts and dead letters from their streams."""
+
+    def __init__(self, stage: Stage) -> None:
+        self.stage = stage
+
+    async def answer(self, inbound: Inbound) -> FeedReply | ErrorReply:
+        """Answer one ``kb.feed.{tenant}.{grant}`` request."""
+        sent = self.stage.topology.identity(inbound.subject)
+        return await self.stage.answer(
+            inbound.body, FeedRequest, lambda req: self.read(req, sent), sent.tenant
+        )
+
+    async def read(self, req: FeedRequest, sent: Identity) -> FeedReply:
+        """The entries of the request's tenant and libraries, oldest first."""
+        require_tenant(sent, req.tenant)
+        if req.library is not None:
+            require_granted(sent, (req.library,))
+        stream, subjects = self._where(req, sent)
+        try:
+            return await self._read(req, stream, subjects)
+        except APIError as exc:
+            raise TransientError(
+                f"the feed could not be read: {exc}", code=ErrorCode.BUS_ERROR
+            ) from exc
+
+    def _where(self, req: FeedRequest, sent: Identity) -> tuple[str, list[str]]:
+        """The stream and the filter subjects of what the request may read."""
+        t = self.stage.topology
+        granted = sorted(sent.libraries() or ())
+        libraries: list[str] = [req.library] if req.library else granted or ["*"]
+        if req.kind is FeedKind.DEAD_LETTERS:
+            return t.dead_letter_stream.name, [t.dead_letters_of(req.tenant, x) for x in libraries]
+        subjects = [
+            t.subject(name, tenant=req.tenant, library=library)
+            for library in libraries
+            for name in _RECEIPTS
+        ]
+        if libraries == ["*"]:
+            subjects.append(t.removed(req.tenant))  # a whole tenant's deletion
+        return t.receipts_stream.name, subjects
+
+    async def _read(self, req: FeedRequest, stream: str, subjects: list[str]) -> FeedReply:
+        js = self.stage.broker.connection.jetstream()
+        config = ConsumerConfig(
+            filter_subjects=subjects,
+            ack_policy=AckPolicy.NONE,
+            inactive_threshold=30.0,
+            **_start(req),
+        )
+        sub = await js.pull_subscribe(subjects[0], stream=stream, config=config)
+        try:
+            info = await sub.consumer_info()
+            pending = info.num_pending or 0
+            wanted = min(req.limit, pending)
+            messages = await sub.fetch(wanted, timeout=_FETCH_TIMEOUT_S) if wanted else []
+        finally:
+            with contextlib.suppress(Exception):
+                await js.delete_consumer(stream, info.name)
+        entries = tuple(self._entry(m) for m in messages)
+        last = entries[-1].sequence if entries else req.after
+        return FeedReply(tenant=req.tenant, entries=entries, last=last, more=pending > len(entries))
+
+    def _entry(self, msg: Msg) -> FeedEntry:
+        meta = msg.metadata
+        return FeedEntry(
+            sequence=meta.sequence.stream,
+            time=meta.timestamp,
+            subject=msg.subject,
+            channel=self.stage.topology.channel_of(msg.subject),
+            message=json.loads(msg.data),
+        )
+
+
+def _start(req: FeedRequest) -> dict[str, Any]:
+    """Where the reading starts: after a sequence, or at a time."""
+    if req.after or req.since is None:
+        return {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": req.after + 1}
+    since = req.since if req.since.tzinfo else req.since.replace(tzinfo=UTC)
+    return {"deliver_policy": DeliverPolicy.BY_START_TIME, "opt_start_time": since}

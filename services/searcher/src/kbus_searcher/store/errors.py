@@ -1,0 +1,47 @@
+"""Weaviate's errors as kbus's: the one place that reads what the store said.
+
+Weaviate reports a query vector of the wrong length, or an object it will not take, only in
+its message text; these patterns read it, so a new Weaviate wording changes this file alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
+from weaviate.exceptions import WeaviateBaseError
+
+#: A query vector whose length does not fit the collection: the index was made by another model.
+_DIMENSION_MISMATCH = re.compile(r"vector lengths|dimension", re.IGNORECASE)
+
+#: What an object the store rejects says (retrying cannot store it).
+_REJECTED = (
+    "dimensions do not match",
+    "vector lengths don't match",
+    "vector of the wrong size",
+    "invalid ",
+)
+
+
+def unavailable(exc: WeaviateBaseError, doing: str) -> TransientError:
+    """A store call that failed for a reason a retry may not meet."""
+    return TransientError(f"the store could not {doing}: {exc}", code=ErrorCode.STORE_ERROR)
+
+
+def failure(exc: WeaviateBaseError, doing: str) -> PermanentError | TransientError:
+    """What a failed query means: another model's index, or the store unavailable."""
+    if _DIMENSION_MISMATCH.search(str(exc)):
+        return PermanentError(
+            f"the query vector does not fit the index ({exc}): the index was embedded "
+            "by another model",
+            code=ErrorCode.MODEL_MISMATCH,
+        )
+    return unavailable(exc, doing)
+
+
+def write_error(failed: int, total: int, first: str) -> PermanentError | TransientError:
+    """Failed objects fail their document: permanently for data the store rejects."""
+    summary = f"{failed} of {total} chunks were not stored: {first}"
+    if any(marker in first for marker in _REJECTED):
+        return PermanentError(summary, code=ErrorCode.STORE_REJECTED)
+    return TransientError(summary, code=ErrorCode.STORE_WRITE_FAILED)

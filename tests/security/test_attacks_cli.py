@@ -1,0 +1,168 @@
+"""The attacks of ``test_attacks.py`` made with the official ``nats`` command line (natscli
+v0.5.0), as a tenant holding a credential file would make them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from kbus_client import KbClient
+from kbus_contract import DocumentAdded
+from kbus_dev.natsauth import inbox
+from kbus_dev.servers import NATSCLI, ensure_binary
+
+from tests.security.conftest import (
+    LIBRARY,
+    TOPOLOGY,
+    VICTIM,
+    VICTIMS,
+    Locked,
+    Observer,
+    still_readable,
+    victim_finds,
+    victim_publishes,
+)
+
+T = TOPOLOGY
+ATTACKER = "t1-all"
+
+
+def nats(locked: Locked, *args: str, user: str = ATTACKER) -> subprocess.CompletedProcess[str]:
+    """The nats command line as ``user``; its exit status and output."""
+    return subprocess.run(
+        [
+            str(ensure_binary(*NATSCLI)),
+            "--no-context",
+            f"--server={locked.nats_url}",
+            f"--user={user}",
+            f"--password={locked.passwords[user]}",
+            f"--inbox-prefix={inbox(user)}",
+            "--timeout=2s",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def refused(result: subprocess.CompletedProcess[str]) -> bool:
+    """The command failed, or the server refused what it sent (``nats req`` exits 0 after a
+    permissions violation and prints it)."""
+    said = result.stderr.lower()
+    return result.returncode != 0 or "permissions violation" in said or "no responders" in said
+
+
+async def test_the_cli_creates_no_stream_and_reads_no_consumer(
+    locked: Locked, victim: KbClient, observer: Observer, tmp_path: Path
+) -> None:
+    store = f"OBJ_{T.bodies_bucket('t1')}"
+    config = tmp_path / "capture.json"
+    config.write_text(
+        json.dumps(
+            {
+                "name": store,
+                "subjects": ["kb.>", f"$O.{T.bodies_bucket('t1')}.>"],
+                "storage": "file",
+                "max_bytes": -1,
+                "num_replicas": 1,
+                "sources": [{"name": s.name} for s in T.streams],
+                "republish": {"src": f"$O.{T.bodies_bucket('t1')}.>", "dest": "document.>"},
+            }
+        )
+    )
+    before = await observer.stream(store)
+    attempts = [
+        nats(locked, "stream", "add", store, f"--config={config}"),
+        nats(locked, "stream", "edit", store, f"--config={config}", "--force"),
+        nats(locked, "stream", "ls"),
+        nats(locked, "stream", "info", T.documents_stream.name),
+        nats(locked, "consumer", "info", T.documents_stream.name, T.ingestor_durable),
+        nats(locked, "consumer", "rm", T.documents_stream.name, T.ingestor_durable, "--force"),
+        nats(locked, "consumer", "next", T.receipts_stream.name, "anything", "--count=1"),
+        nats(
+            locked,
+            "consumer",
+            "add",
+            T.receipts_stream.name,
+            "evil",
+            f"--filter={T.indexed_of('t1')}",
+            f"--target={T.chunks_ready}",
+            "--defaults",
+        ),
+        nats(locked, "kv", "ls"),
+        nats(locked, "req", f"$JS.API.STREAM.CREATE.{store}", config.read_text()),
+    ]
+    granted = [(a.args[7:], a.stdout[:200], a.stderr[:200]) for a in attempts if not refused(a)]
+    assert granted == []
+    after = await observer.stream(store)
+    assert before is not None
+    assert after is not None
+    assert after["config"] == before["config"]  # as the operator provisioned it
+    names = [c["name"] for c in await observer.consumers(T.documents_stream.name)]
+    assert T.ingestor_durable in names
+    assert await still_readable(victim)
+
+
+async def test_the_cli_cannot_squat_a_publish_or_land_a_reply(
+    locked: Locked, victim: KbClient, observer: Observer
+) -> None:
+    doc = DocumentAdded(
+        tenant=VICTIM,
+        library=LIBRARY,
+        document_id="cli-squatted",
+        title="Squatted",
+        text="clisquattedword for its owner only",
+    )
+    planted = doc.model_copy(update={"document_id": "cli-replied", "text": "clirepliedword"})
+    own = T.added("t1", LIBRARY)
+    nats(locked, "pub", own, "{}", "-H", f"Nats-Msg-Id:{doc.message_id()}")
+    for target in (T.added(VICTIM, LIBRARY), T.chunks_ready, T.embeddings_ready):
+        nats(locked, "pub", own, planted.model_dump_json(), f"--reply={target}")
+        nats(locked, "pub", T.search_for("t1"), '{"tenant": "t1"}', f"--reply={target}")
+    subscribing = [nats(locked, "sub", subject, "--count=1") for subject in (">", "document.>")]
+    assert all(refused(s) for s in subscribing)
+    await victim_publishes(victim, doc)
+    await asyncio.sleep(3)
+    assert await victim_finds(victim, "clirepliedword") == []
+    # What lands there is the victim's own publish and its pipeline: no planted text, no
+    # server's or service's reply.
+    landed = observer.heard_on(*VICTIMS, T.chunks_ready, T.embeddings_ready)
+    assert landed, "the victim's publish was heard"
+    strays = [s for s, data in landed if b"clirepliedword" in data or _a_reply(data)]
+    assert strays == [], strays
+
+
+def _a_reply(data: bytes) -> bool:
+    """A JetStream acknowledgement or a kbus reply (what a reply subject would carry)."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and (("stream" in body and "seq" in body) or "kind" in body)
+
+
+@pytest.mark.parametrize("kind", ["receipts", "dead_letters"])
+def test_a_tenant_reads_its_own_receipts_and_dead_letters_with_the_cli(
+    locked: Locked, victim: KbClient, kind: str
+) -> None:
+    """The documented recipe (docs/security.md): kb.feed, answered for the credential's own
+    tenant only."""
+    own = nats(
+        locked,
+        "req",
+        T.feed_for(VICTIM),
+        json.dumps({"tenant": VICTIM, "kind": kind}),
+        user=f"{VICTIM}-all",
+    )
+    assert own.returncode == 0, own.stderr
+    reply = json.loads(own.stdout.strip().splitlines()[-1])
+    assert reply["kind"] == "feed"
+    assert all(e["message"]["tenant"] == VICTIM for e in reply["entries"])
+    if kind == "receipts":
+        assert any(e["message"].get("document_id") == "victim-doc" for e in reply["entries"])
+    other = nats(locked, "req", T.feed_for(VICTIM), json.dumps({"tenant": VICTIM, "kind": kind}))
+    assert refused(other) or "error" in other.stdout
