@@ -121,6 +121,102 @@ def _machine() -> str:
     return f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
 
 
+async def _ingest_twice(
+    kb: KbClient,
+    data: corpora.Corpus,
+    library: str,
+    processes: tuple[list[Server], list[Server]],
+    drift: _Drift,
+    memory: dict[str, list[dict[str, int]]],
+) -> list[dict[str, Any]]:
+    """Ingestion 1, then a new version of every document with the same text: every vector
+    comes from the embedding cache and the first version's chunks are replaced.
+    (Republishing the same content inside JetStream's 2-minute duplicate window would be
+    dropped at the stream and measure nothing downstream.)"""
+    services, servers = processes
+    runs = []
+    for version in (None, "bench-again"):
+        if version is None:
+            drift("before")
+        cpu = {s.name: pipeline.cpu_seconds(s) for s in services + servers}
+        loops = {s.name: pipeline.main_thread_cpu_seconds(s) for s in services}
+        run = await pipeline.ingest(kb, data, library, version)
+        run["cpu_ms_per_chunk"] = {
+            s.name: (pipeline.cpu_seconds(s) - cpu[s.name]) * 1000 / data.chunks for s in services
+        }
+        # The bus's server and the store cost beyond the floors too (the floors' Weaviate
+        # import is read the same way).
+        run["server_cpu_ms_per_chunk"] = {
+            s.name: (pipeline.cpu_seconds(s) - cpu[s.name]) * 1000 / data.chunks for s in servers
+        }
+        run["main_thread_cpu_ms_per_chunk"] = {
+            s.name: (pipeline.main_thread_cpu_seconds(s) - loops[s.name]) * 1000 / data.chunks
+            for s in services
+        }
+        runs.append(run)
+        if version is None:
+            drift("after")
+        for s in services:
+            memory[s.name].append(pipeline.memory_kb(s))
+    return runs
+
+
+async def _query_turns(
+    args: argparse.Namespace,
+    kb: KbClient,
+    data: corpora.Corpus,
+    library: str,
+    reranker: Server,
+    store: StoreSettings,
+    peer: Any,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The query floor and kbus's query loads.
+
+    At concurrency 1 kbus's default path, its first stage alone, LlamaIndex and the
+    in-process floor take turns query by query, so all of them see the same machine. The
+    order goes through every permutation: each turn follows every other equally often
+    (rotating one order would keep every turn behind the same other).
+    """
+    default, first = pipeline.SearchRecorder(1, None), pipeline.SearchRecorder(1, False)
+    scored_before = pipeline.histogram(reranker, "kbus_rerank_seconds")
+    floor = floors.QueryFloor.create(
+        args.model, RERANK_MODEL, 0, 5, store, tenant=TENANT, library=library, alpha=0.5
+    )
+    async with floor:
+        turns: list[Callable[[str], Awaitable[None]]] = [
+            lambda q: default.search(kb, q, library),
+            lambda q: first.search(kb, q, library),
+            floor.measure,
+        ]
+        if peer is not None:
+            turns.insert(2, _sync(peer.query))
+        orders = list(itertools.permutations(turns))
+        for i, query in enumerate(data.queries):
+            for turn in orders[i % len(orders)]:
+                await turn(query)
+    query_floor = floor.summary()
+    query_floor["reranker_process"] = pipeline.histogram_mean_ms(
+        scored_before, pipeline.histogram(reranker, "kbus_rerank_seconds")
+    )
+    loads = [default.summary()]
+    for concurrency in (8, 32):
+        loads.append(await pipeline.query_load(kb, data.queries, library, concurrency))
+    loads.append(first.summary())
+    return query_floor, loads
+
+
+def _peer(args: argparse.Namespace, data: corpora.Corpus, http: int, grpc: int) -> Any:
+    """LlamaIndex, its ingestion done (None with --no-peer)."""
+    if args.no_peer:
+        return None
+    print("peer: LlamaIndex ingestion", flush=True)
+    from bench.peer import LlamaPeer
+
+    peer = LlamaPeer(http, grpc, args.model, threads=0)
+    peer.ingest(data)
+    return peer
+
+
 async def _kbus(
     args: argparse.Namespace,
     data: corpora.Corpus,
@@ -135,81 +231,15 @@ async def _kbus(
     env = service_env(nats_url, http, grpc, collection=collection)
     services = start_all(env, args.out / "logs")
     memory: dict[str, list[dict[str, int]]] = {s.name: [] for s in services}
-    peer_result: dict[str, object] | None = None
     library = "scifact"
     try:
         kb = await KbClient.connect(nats_url, tenant=TENANT)
         async with kb:
-            runs = []
-            # The second ingestion is a new version of every document with the same text:
-            # every vector comes from the embedding cache and the first version's chunks are
-            # replaced. (Republishing the same content inside JetStream's 2-minute duplicate
-            # window would be dropped at the stream and measure nothing downstream.)
-            for version in (None, "bench-again"):
-                if version is None:
-                    drift("before")
-                cpu = {s.name: pipeline.cpu_seconds(s) for s in services + servers}
-                loops = {s.name: pipeline.main_thread_cpu_seconds(s) for s in services}
-                run = await pipeline.ingest(kb, data, library, version)
-                run["cpu_ms_per_chunk"] = {
-                    s.name: (pipeline.cpu_seconds(s) - cpu[s.name]) * 1000 / data.chunks
-                    for s in services
-                }
-                # The bus's server and the store cost beyond the floors too (the floors'
-                # Weaviate import is read the same way).
-                run["server_cpu_ms_per_chunk"] = {
-                    s.name: (pipeline.cpu_seconds(s) - cpu[s.name]) * 1000 / data.chunks
-                    for s in servers
-                }
-                run["main_thread_cpu_ms_per_chunk"] = {
-                    s.name: (pipeline.main_thread_cpu_seconds(s) - loops[s.name])
-                    * 1000
-                    / data.chunks
-                    for s in services
-                }
-                runs.append(run)
-                if version is None:
-                    drift("after")
-                for s in services:
-                    memory[s.name].append(pipeline.memory_kb(s))
+            runs = await _ingest_twice(kb, data, library, (services, servers), drift, memory)
             lone = await pipeline.lone_documents(kb, data, "lone")
-            peer = None
-            if not args.no_peer:
-                print("peer: LlamaIndex ingestion", flush=True)
-                from bench.peer import LlamaPeer
-
-                peer = LlamaPeer(http, grpc, args.model, threads=0)
-                peer.ingest(data)
-            # At concurrency 1 kbus's default path, its first stage alone, LlamaIndex and the
-            # in-process floor take turns query by query, so all of them see the same machine.
-            # The order goes through every permutation: each turn follows every other equally
-            # often (rotating one order would keep every turn behind the same other).
-            default, first = pipeline.SearchRecorder(1, None), pipeline.SearchRecorder(1, False)
+            peer = _peer(args, data, http, grpc)
             reranker = next(s for s in services if s.name == "reranker")
-            scored_before = pipeline.histogram(reranker, "kbus_rerank_seconds")
-            floor = floors.QueryFloor.create(
-                args.model, RERANK_MODEL, 0, 5, store, tenant=TENANT, library=library, alpha=0.5
-            )
-            async with floor:
-                turns: list[Callable[[str], Awaitable[None]]] = [
-                    lambda q: default.search(kb, q, library),
-                    lambda q: first.search(kb, q, library),
-                    floor.measure,
-                ]
-                if peer is not None:
-                    turns.insert(2, _sync(peer.query))
-                orders = list(itertools.permutations(turns))
-                for i, query in enumerate(data.queries):
-                    for turn in orders[i % len(orders)]:
-                        await turn(query)
-            query_floor = floor.summary()
-            query_floor["reranker_process"] = pipeline.histogram_mean_ms(
-                scored_before, pipeline.histogram(reranker, "kbus_rerank_seconds")
-            )
-            loads = [default.summary()]
-            for concurrency in (8, 32):
-                loads.append(await pipeline.query_load(kb, data.queries, library, concurrency))
-            loads.append(first.summary())
+            query_floor, loads = await _query_turns(args, kb, data, library, reranker, store, peer)
             peer_result = peer.close() if peer is not None else None
     finally:
         for s in services:
@@ -225,6 +255,33 @@ async def _kbus(
         "memory": memory,
         **({"peer": peer_result} if peer_result else {}),
     }
+
+
+async def _embedder_rates(
+    args: argparse.Namespace,
+    data: corpora.Corpus,
+    nats_url: str,
+    ports: tuple[int, int],
+    bare: Encoder,
+    batch: int,
+) -> dict[str, Any]:
+    """The embedder service fed from the stream beside the bare encoder, and its scaling."""
+    print("embedder service fed from the stream, beside the bare encoder", flush=True)
+    # The encoder floor again, right before: single runs drift by about 10% over minutes.
+    streamed = _head(data, args.stream_documents)
+    adjacent, _ = floors.encode_rate(streamed, bare, batch)
+    fed = await scaling.embedder_rate(nats_url, ports, streamed, 1, args.out / "logs", threads=0)
+    fed["adjacent_encode_chunks_per_s"] = adjacent["chunks_per_s"]
+    fed["documents"] = len(streamed.documents)
+    result: dict[str, Any] = {"stream_embedder": fed}
+    if not args.no_scaling:
+        print("scaling: 1, 2, 3 embedders", flush=True)
+        subset = _head(data, args.scaling_documents)
+        result["scaling"] = [
+            await scaling.embedder_rate(nats_url, ports, subset, n, args.out / "logs")
+            for n in (1, 2, 3)
+        ]
+    return result
 
 
 async def main() -> None:
@@ -271,22 +328,7 @@ async def main() -> None:
                 await _kbus(args, data, nats_url, http, grpc, [nats_server, weaviate_server], drift)
             ),
         }
-        print("embedder service fed from the stream, beside the bare encoder", flush=True)
-        # The encoder floor again, right before: single runs drift by about 10% over minutes.
-        streamed = _head(data, args.stream_documents)
-        adjacent, _ = floors.encode_rate(streamed, bare, batch)
-        result["stream_embedder"] = await scaling.embedder_rate(
-            nats_url, (http, grpc), streamed, 1, args.out / "logs", threads=0
-        )
-        result["stream_embedder"]["adjacent_encode_chunks_per_s"] = adjacent["chunks_per_s"]
-        result["stream_embedder"]["documents"] = len(streamed.documents)
-        if not args.no_scaling:
-            print("scaling: 1, 2, 3 embedders", flush=True)
-            subset = _head(data, args.scaling_documents)
-            result["scaling"] = [
-                await scaling.embedder_rate(nats_url, (http, grpc), subset, n, args.out / "logs")
-                for n in (1, 2, 3)
-            ]
+        result.update(await _embedder_rates(args, data, nats_url, (http, grpc), bare, batch))
     finally:
         nats_server.stop()
         weaviate_server.stop()

@@ -26,7 +26,7 @@ from kbus_client import KbClient, KbError
 from kbus_runtime.analysis import content_terms
 from kbus_runtime.settings import StoreSettings
 from kbus_runtime.store import weaviate_client
-from kbus_searcher.relevance import keyword_coverage
+from kbus_searcher.search.relevance import keyword_coverage
 
 DEPTH = 20
 OFF_TOPIC_DIR = Path("tests/data")

@@ -76,13 +76,35 @@ def framework_floor(floor: dict[str, Any], services_ms_per_chunk: float | None =
 
 def markdown(r: dict[str, Any]) -> str:
     """A summary of every figure, with the ratios the targets are stated in."""
-    ing, floors = r["ingestion"], r["floors"]
-    e, w = floors["encode"]["chunks_per_s"], floors["import"]["chunks_per_s"]
-    h = floors["ceiling_chunks_per_s"]
     lines = [
         f"# kbus benchmark ({r['documents']} documents, {r['chunks']} chunks, "
         f"{r['queries']} queries; {r['machine']}; embedder {r.get('model', 'all-MiniLM-L6-v2')})",
         "",
+        *_ingestion_table(r),
+        *_ingestion_cpu(r),
+        *_ingestion_ratios(r),
+        *_query_table(r),
+        *_query_ratios(r),
+        *_scaling(r),
+        *_memory(r),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _floors(r: dict[str, Any]) -> tuple[float, float, float]:
+    """The bare encoder's and the bare import's chunks/s, and the ceiling they make."""
+    floors = r["floors"]
+    return (
+        floors["encode"]["chunks_per_s"],
+        floors["import"]["chunks_per_s"],
+        floors["ceiling_chunks_per_s"],
+    )
+
+
+def _ingestion_table(r: dict[str, Any]) -> list[str]:
+    ing, floors, peer = r["ingestion"], r["floors"], r.get("peer")
+    e, w, h = _floors(r)
+    lines = [
         "## Ingestion",
         "",
         "| run | chunks/s | documents/s | seconds |",
@@ -98,19 +120,21 @@ def markdown(r: dict[str, Any]) -> str:
             f"| kbus pipeline, ingestion {n}{what}{dropped} | {run['chunks_per_s']:.1f} | "
             f"{run['documents_per_s']:.2f} | {run['seconds']:.1f} |"
         )
-    peer = r.get("peer")
     if peer:
         lines.append(
             f"| LlamaIndex IngestionPipeline ({peer['chunks']} chunks) | "
             f"{peer['chunks_per_s']:.1f} | {peer['documents_per_s']:.2f} | {peer['seconds']:.1f} |"
         )
-    first = ing["runs"][0]
     fed = r["stream_embedder"]["chunks_per_s"]
     lines.append(
         f"| embedder service fed from chunks.ready | {fed:.1f} | | "
         f"{r['stream_embedder']['seconds']:.1f} |"
     )
-    tts = first["time_to_searchable_ms"]
+    return lines
+
+
+def _ingestion_cpu(r: dict[str, Any]) -> list[str]:
+    floors, first = r["floors"], r["ingestion"]["runs"][0]
     cpu = first["cpu_ms_per_chunk"]
     services_cpu = sum(cpu.values())
     model_cpu = floors["encode"]["cpu_ms_per_chunk"]
@@ -119,7 +143,7 @@ def markdown(r: dict[str, Any]) -> str:
     client_cpu = floors["import"].get("client_cpu_ms_per_chunk", 0.0)
     in_process = model_cpu + chunking_cpu + client_cpu
     overhead = services_cpu - in_process
-    lines += [
+    lines = [
         "",
         "CPU per chunk during ingestion 1 (ms): "
         + ", ".join(f"{name} {value:.1f}" for name, value in cpu.items())
@@ -159,7 +183,16 @@ def markdown(r: dict[str, Any]) -> str:
             f"the store client, the embedder's event loop): {added:.2f} ms per chunk = "
             f"**{100 * added / services_cpu:.1f}%** of the services' CPU.",
         ]
-    lines += [
+    return lines
+
+
+def _ingestion_ratios(r: dict[str, Any]) -> list[str]:
+    ing, peer = r["ingestion"], r.get("peer")
+    first = ing["runs"][0]
+    e, w, h = _floors(r)
+    fed = r["stream_embedder"]["chunks_per_s"]
+    tts = first["time_to_searchable_ms"]
+    lines = [
         "",
         f"Pipeline / H = **{_ratio(first['chunks_per_s'], h)}** (target >= 0.90). "
         f"Pipeline / E = {_ratio(first['chunks_per_s'], e)}. "
@@ -182,7 +215,12 @@ def markdown(r: dict[str, Any]) -> str:
             f"kbus / LlamaIndex ingestion (documents/s): "
             f"**{_ratio(first['documents_per_s'], peer['documents_per_s'])}** (target >= 3)."
         )
-    lines += ["", "## Query (hybrid search, k=5; the default path reranks the first 5)", ""]
+    return lines
+
+
+def _query_table(r: dict[str, Any]) -> list[str]:
+    peer = r.get("peer")
+    lines = ["", "## Query (hybrid search, k=5; the default path reranks the first 5)", ""]
     lines += [
         "| run | concurrency | p50 ms | p95 ms | p99 ms | queries/s | embed p50 | search p50 | "
         "rerank p50 |",
@@ -212,7 +250,12 @@ def markdown(r: dict[str, Any]) -> str:
             f"| LlamaIndex hybrid retriever (no rerank) | 1 | {pl['p50']:.0f} | {pl['p95']:.0f} | "
             f"{pl['p99']:.0f} | | | | |"
         )
-    lines.append("")
+    return lines
+
+
+def _query_ratios(r: dict[str, Any]) -> list[str]:
+    peer, floor = r.get("peer"), r["query"]["floor"]
+    lines = [""]
     for rerank, name, key in (
         (None, "default path", "total_with_rerank"),
         (False, "first stage", "total"),
@@ -251,6 +294,11 @@ def markdown(r: dict[str, Any]) -> str:
             f"p50 **{_ratio(kl['p50'], pl['p50'])}**, p99 **{_ratio(kl['p99'], pl['p99'])}** "
             f"(target: below 1)."
         )
+    return lines
+
+
+def _scaling(r: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
     scaling = r.get("scaling")
     if scaling:
         base = scaling[0]["chunks_per_s"]
@@ -259,7 +307,11 @@ def markdown(r: dict[str, Any]) -> str:
         for s in scaling:
             rate = s["chunks_per_s"]
             lines.append(f"| {s['processes']} | {rate:.1f} | {_ratio(rate, base)} |")
-    lines += ["", "## Memory (MB, per service)", ""]
+    return lines
+
+
+def _memory(r: dict[str, Any]) -> list[str]:
+    lines = ["", "## Memory (MB, per service)", ""]
     lines += [
         "| service | peak after ingestion 1 | peak after ingestion 2 | resident after 1 | "
         "resident after 2 |",
@@ -270,7 +322,7 @@ def markdown(r: dict[str, Any]) -> str:
             f"| {name} | {m[0]['peak_kb'] / 1024:.0f} | {m[1]['peak_kb'] / 1024:.0f} | "
             f"{m[0]['rss_kb'] / 1024:.0f} | {m[1]['rss_kb'] / 1024:.0f} |"
         )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def plot(r: dict[str, Any], path: Path) -> None:

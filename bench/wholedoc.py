@@ -67,7 +67,7 @@ async def candidates(
         async with limit:
             embedded = await request(
                 kb.nc,
-                Topology().embed,
+                Topology().every("kb.embed"),
                 EmbedRequest(texts=(text,), input_type=InputType.QUERY),
                 EmbedReply,
                 stage="embedder",

@@ -154,13 +154,8 @@ async def ask(
     """A ``kb.search`` (or ``kb.stats``, ``kb.profile``, ``kb.readprofile``) request on the
     subject of ``tenant``, by default the tenant its payload names (``t`` where it names none)."""
     tenant = tenant or str(_named(payload).get("tenant") or "t")
-    subjects = {
-        "search": topology.search_for,
-        "stats": topology.stats_for,
-        "profile": topology.profile_for,
-        "readprofile": topology.readprofile_for,
-    }
-    return await nc.request(subjects[kind](tenant, grant), payload, timeout=timeout_s)
+    subject = topology.asked(f"kb.{kind}", tenant, grant)
+    return await nc.request(subject, payload, timeout=timeout_s)
 
 
 def document(

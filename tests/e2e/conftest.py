@@ -26,7 +26,7 @@ class Stack:
     topology: Topology
     logs: Path
     http_ports: dict[str, int]
-    #: The services' environment (what an admin job such as kbus_searcher.reprocess runs with).
+    #: The services' environment (what an admin job such as kbus_searcher.jobs.reprocess runs with).
     env: dict[str, str]
     processes: dict[str, Server]
 

@@ -172,7 +172,7 @@ def test_a_library_s_chunker_is_set_tried_and_listed(stack: Stack, tmp_path: Pat
     assert "chunker: pattern (at '^Product:')" in set_to
     assert "the example was cut into 2 chunks" in set_to
     assert "documents already indexed: 1. They keep their chunks" in set_to
-    assert "kbus_searcher.reprocess --tenant cli-co --library shop" in set_to
+    assert "kbus_searcher.jobs.reprocess --tenant cli-co --library shop" in set_to
     bad = ("--chunker", "pattern", "--pattern", "(?<=x)y")
     refused = kbus(stack, "profile", "shop", *bad, check=False)
     assert refused.returncode == 1

@@ -74,7 +74,7 @@ async def test_a_new_model_is_refused_until_the_index_is_re_embedded_then_it_is_
 
         done = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "kbus_searcher.reembed", "--timeout", "180"],
+            [sys.executable, "-m", "kbus_searcher.jobs.reembed", "--timeout", "180"],
             env=env,
             capture_output=True,
             text=True,

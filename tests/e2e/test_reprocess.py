@@ -1,5 +1,5 @@
 """A library's profile changed after its documents were indexed: they keep their chunks until
-``python -m kbus_searcher.reprocess`` cuts them again with it, through the running pipeline."""
+``python -m kbus_searcher.jobs.reprocess`` cuts them again with it, through the running pipeline."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ async def _reprocess(stack: Stack, tenant: str, library: str) -> dict[str, Any]:
     job = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "kbus_searcher.reprocess",
+        "kbus_searcher.jobs.reprocess",
         *("--tenant", tenant, "--library", library, "--timeout", "180"),
         env=stack.env,
         stdout=asyncio.subprocess.PIPE,

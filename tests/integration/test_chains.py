@@ -38,7 +38,7 @@ from kbus_runtime.chat import LLMSettings, OpenAIChat
 from kbus_runtime.passages import passage_text
 from kbus_runtime.settings import BusSettings, StoreSettings
 from kbus_searcher.app import create_app as searcher_app
-from kbus_searcher.rewriting import PROMPT_TAIL, MalformedRewriteError, checked
+from kbus_searcher.search.rewriting import PROMPT_TAIL, MalformedRewriteError, checked
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
 from nats.aio.client import Client

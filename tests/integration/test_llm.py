@@ -17,7 +17,7 @@ from kbus_dev.servers import free_port
 from kbus_runtime.chat import LLMSettings
 from kbus_runtime.settings import BusSettings, StoreSettings
 from kbus_searcher.app import create_app
-from kbus_searcher.rewriting import INSTRUCTION, MalformedRewriteError, checked
+from kbus_searcher.search.rewriting import INSTRUCTION, MalformedRewriteError, checked
 from kbus_searcher.settings import SearcherSettings
 from nats.aio.client import Client
 

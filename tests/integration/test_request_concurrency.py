@@ -113,9 +113,7 @@ async def test_the_reranker_overlaps_remote_calls_and_takes_turns_on_the_cores(
     broker = make_broker(bus, registry, "reranker")
     scorer = SlowScorer(local)
     stage = Stage("reranker", broker, bus.topology, StageMetrics(registry))
-    reranker = Reranker(
-        stage, lambda: scorer, prior_weight=0.0, max_candidates=10, registry=registry
-    )
+    reranker = Reranker(stage, lambda: scorer, max_candidates=10, registry=registry)
     reranker.load()
     request = RerankRequest(query="q", candidates=(RerankCandidate(id="a", text="a"),))
     replies = await _ask_five(broker, nc, bus.topology, {"kb.rerank": reranker.answer}, request)

@@ -41,7 +41,7 @@ async def test_searches_are_answered_side_by_side(
         answering.add(task)
         task.add_done_callback(answering.discard)
 
-    await nc.subscribe(topology.rerank, cb=slow_reranker)
+    await nc.subscribe(topology.every("kb.rerank"), cb=slow_reranker)
     app = create_app(SearcherSettings(bus=bus, store=store_settings, search_concurrency=3))
     async with TestApp(app):
         indexed = ready("t1", "lib", "doc", "v1", ["one common", "two common"])

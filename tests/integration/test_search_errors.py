@@ -100,13 +100,13 @@ async def test_search_is_a_discoverable_nats_micro_service(
         infos = await gather("$SRV.INFO.kbus-search")
         info = next(i for i in infos if i["metadata"]["bus_prefix"] == topology.prefix)
         endpoints = {e["name"]: e for e in info["endpoints"]}
-        assert endpoints["search"]["subject"] == topology.search
+        assert endpoints["search"]["subject"] == topology.every("kb.search")
         assert endpoints["search"]["queue_group"] == "searcher"
         request_schema = json.loads(endpoints["search"]["metadata"]["request_schema"])
         assert "query" in request_schema["properties"]
         response_schema = json.loads(endpoints["search"]["metadata"]["response_schema"])
         assert {s["title"] for s in response_schema["oneOf"]} == {"SearchReply", "ErrorReply"}
-        assert endpoints["stats"]["subject"] == topology.stats
+        assert endpoints["stats"]["subject"] == topology.every("kb.stats")
 
         await _ask(
             nc, topology, json.dumps({"tenant": "acme", "libraries": [], "query": "q"}).encode()
@@ -152,16 +152,16 @@ async def test_a_request_acts_for_the_tenant_and_grant_its_subject_names(
 
     search = {"libraries": ["faq"], "query": "q", "search_type": "keyword", "rerank": False}
     async with TestApp(app):
-        foreign = await on(topology.search_for("acme"), {**search, "tenant": "globex"})
+        foreign = await on(topology.asked("kb.search", "acme"), {**search, "tenant": "globex"})
         assert foreign["error"]["code"] == "tenant_mismatch"
-        stats = await on(topology.stats_for("acme"), {"tenant": "globex"})
+        stats = await on(topology.asked("kb.stats", "acme"), {"tenant": "globex"})
         assert stats["error"]["code"] == "tenant_mismatch"
         beyond = await on(
-            topology.search_for("acme", "faq"),
+            topology.asked("kb.search", "acme", "faq"),
             {**search, "tenant": "acme", "libraries": ["faq", "hr"]},
         )
         assert beyond["error"]["code"] == "library_not_granted"
         assert "'hr'" in beyond["error"]["message"]
         # Within its grant (and for its own tenant) the same request is answered.
-        within = await on(topology.search_for("acme", "faq"), {**search, "tenant": "acme"})
+        within = await on(topology.asked("kb.search", "acme", "faq"), {**search, "tenant": "acme"})
         assert within["kind"] == "search_results"

@@ -60,7 +60,6 @@ async def pair(bus: BusSettings, scorer: MaxSimScorer) -> AsyncIterator[Pair]:
     reranker = Reranker(
         stage,
         lambda: scorer,
-        prior_weight=0.0,
         max_candidates=10,
         registry=registry,
         tokens=TokenStateStore(bus.topology.token_states_kv),
@@ -109,9 +108,7 @@ async def test_a_reranker_started_before_the_bucket_exists_finds_it_later(
     broker = make_broker(bus, registry, "tokens")
     stage = Stage("tokens", broker, bus.topology, StageMetrics(registry))
     store = TokenStateStore(bus.topology.token_states_kv)
-    reranker = Reranker(
-        stage, lambda: scorer, prior_weight=0.0, max_candidates=10, registry=registry, tokens=store
-    )
+    reranker = Reranker(stage, lambda: scorer, max_candidates=10, registry=registry, tokens=store)
     reranker.load()
     async with broker:
         await broker.connect()

@@ -120,7 +120,7 @@ def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Locked]:
             nats_server,
         )
         setup = subprocess.run(
-            [sys.executable, "-m", "kbus_searcher.setup", *(f"--tenant={t}" for t in TENANTS)],
+            [sys.executable, "-m", "kbus_searcher.jobs.setup", *(f"--tenant={t}" for t in TENANTS)],
             env=service_env(state, "admin"),
             capture_output=True,
             text=True,

@@ -241,7 +241,7 @@ REPLY_TARGETS = (
     T.deleted(VICTIM, LIBRARY),
     T.chunks_ready,
     T.embeddings_ready,
-    T.search_for(VICTIM),
+    T.asked("kb.search", VICTIM),
 )
 
 
@@ -269,10 +269,13 @@ async def test_no_reply_lands_on_another_tenant_s_or_kbus_s_subjects(
         for target in REPLY_TARGETS:
             for subject, body in (
                 (own, planted),
-                (T.search_for("t4"), {"tenant": "t4", "libraries": [LIBRARY], "query": "x"}),
-                (T.stats_for("t4"), {"tenant": "t4"}),
-                (T.feed_for("t4"), {"tenant": "t4"}),
-                (T.readprofile_for("t4"), {"tenant": "t4", "library": LIBRARY}),
+                (
+                    T.asked("kb.search", "t4"),
+                    {"tenant": "t4", "libraries": [LIBRARY], "query": "x"},
+                ),
+                (T.asked("kb.stats", "t4"), {"tenant": "t4"}),
+                (T.asked("kb.feed", "t4"), {"tenant": "t4"}),
+                (T.asked("kb.readprofile", "t4"), {"tenant": "t4", "library": LIBRARY}),
                 (f"$JS.API.DIRECT.GET.{store}.$O.{bucket}.C.planted", b""),
                 (f"$JS.API.STREAM.MSG.GET.{store}", {"last_by_subj": f"$O.{bucket}.C.planted"}),
             ):

@@ -122,7 +122,7 @@ async def test_the_cli_cannot_squat_a_publish_or_land_a_reply(
     nats(locked, "pub", own, "{}", "-H", f"Nats-Msg-Id:{doc.message_id()}")
     for target in (T.added(VICTIM, LIBRARY), T.chunks_ready, T.embeddings_ready):
         nats(locked, "pub", own, planted.model_dump_json(), f"--reply={target}")
-        nats(locked, "pub", T.search_for("t1"), '{"tenant": "t1"}', f"--reply={target}")
+        nats(locked, "pub", T.asked("kb.search", "t1"), '{"tenant": "t1"}', f"--reply={target}")
     subscribing = [nats(locked, "sub", subject, "--count=1") for subject in (">", "document.>")]
     assert all(refused(s) for s in subscribing)
     await victim_publishes(victim, doc)
@@ -154,7 +154,7 @@ def test_a_tenant_reads_its_own_receipts_and_dead_letters_with_the_cli(
     own = nats(
         locked,
         "req",
-        T.feed_for(VICTIM),
+        T.asked("kb.feed", VICTIM),
         json.dumps({"tenant": VICTIM, "kind": kind}),
         user=f"{VICTIM}-all",
     )
@@ -164,5 +164,7 @@ def test_a_tenant_reads_its_own_receipts_and_dead_letters_with_the_cli(
     assert all(e["message"]["tenant"] == VICTIM for e in reply["entries"])
     if kind == "receipts":
         assert any(e["message"].get("document_id") == "victim-doc" for e in reply["entries"])
-    other = nats(locked, "req", T.feed_for(VICTIM), json.dumps({"tenant": VICTIM, "kind": kind}))
+    other = nats(
+        locked, "req", T.asked("kb.feed", VICTIM), json.dumps({"tenant": VICTIM, "kind": kind})
+    )
     assert refused(other) or "error" in other.stdout

@@ -73,7 +73,7 @@ async def test_a_service_cannot_publish_or_subscribe_outside_its_stage(
         await nc.flush()
         assert "permissions violation for publish" in (await _violation(violations)).lower()
         violations.clear()
-        await nc.subscribe(TOPOLOGY.search)  # every tenant's searches
+        await nc.subscribe(TOPOLOGY.every("kb.search"))  # every tenant's searches
         await nc.flush()
         assert "permissions violation for subscription" in (await _violation(violations)).lower()
         violations.clear()
@@ -103,7 +103,7 @@ async def test_a_client_cannot_read_another_clients_replies(
     wrong = await connect(locked, "t0-all", violations, inbox_prefix="_INBOX")
     try:
         with pytest.raises(Exception):  # noqa: B017, PT011 - subscription to its inbox is refused
-            await wrong.request(TOPOLOGY.stats_for("t0"), b'{"tenant": "t0"}', timeout=2)
+            await wrong.request(TOPOLOGY.asked("kb.stats", "t0"), b'{"tenant": "t0"}', timeout=2)
     finally:
         await wrong.close()
 
@@ -152,7 +152,7 @@ async def test_reprocess_runs_with_the_admin_credential(locked: Locked, client: 
     job = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "kbus_searcher.reprocess",
+        "kbus_searcher.jobs.reprocess",
         *("--tenant", client.tenant_for(), "--library", "shelf", "--timeout", "120"),
         env=service_env(locked, "admin"),
         stdout=asyncio.subprocess.PIPE,

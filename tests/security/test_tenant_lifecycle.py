@@ -26,7 +26,7 @@ from tests.security.conftest import (
 
 def _setup(locked: Locked, *args: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "kbus_searcher.setup", *args],
+        [sys.executable, "-m", "kbus_searcher.jobs.setup", *args],
         env=service_env(locked, "admin"),
         capture_output=True,
         text=True,

@@ -214,11 +214,11 @@ async def _run(nc: Client, a: Attempt, errors: list[str]) -> Outcome:
     c = a.credential
     js = nc.jetstream(timeout=2)
     if a.operation == "search":  # on its own subject, naming the target in the body
-        return await _search(nc, a, T.search_for(c.tenant, c.grant))
+        return await _search(nc, a, T.asked("kb.search", c.tenant, c.grant))
     if a.operation == "search-subject":  # claiming the target's whole-tenant subject
-        return await _search(nc, a, T.search_for(a.tenant, GRANT_ALL))
+        return await _search(nc, a, T.asked("kb.search", a.tenant, GRANT_ALL))
     if a.operation == "stats-subject":
-        reply = await _request(nc, T.stats_for(a.tenant, GRANT_ALL), {"tenant": a.tenant})
+        reply = await _request(nc, T.asked("kb.stats", a.tenant, GRANT_ALL), {"tenant": a.tenant})
         return Outcome(reply["kind"] == "stats", _error(reply))
     if a.operation.startswith("profile"):
         subject = _subject_of(a)
@@ -245,9 +245,9 @@ async def _run(nc: Client, a: Attempt, errors: list[str]) -> Outcome:
     if a.operation == "dead-letters":
         return await _listen(nc, T.dead_letters_of(a.tenant, a.library), errors)
     if a.operation == "feed":  # on its own subject, naming the target in the body
-        return await _feed(nc, a, T.feed_for(c.tenant, c.grant))
+        return await _feed(nc, a, T.asked("kb.feed", c.tenant, c.grant))
     if a.operation == "feed-subject":
-        return await _feed(nc, a, T.feed_for(a.tenant, GRANT_ALL))
+        return await _feed(nc, a, T.asked("kb.feed", a.tenant, GRANT_ALL))
     return await _store(nc, a)
 
 
@@ -263,18 +263,18 @@ async def attempt(connections: Connections, a: Attempt) -> Outcome:
 def _subject_of(a: Attempt) -> str:
     """The subject the server refuses, as its permissions violation names it."""
     return {
-        "search-subject": T.search_for(a.tenant, GRANT_ALL),
-        "stats-subject": T.stats_for(a.tenant, GRANT_ALL),
-        "profile": T.profile_for(a.credential.tenant, a.credential.grant),
-        "profile-subject": T.profile_for(a.tenant, GRANT_ALL),
-        "profile-read": T.readprofile_for(a.credential.tenant, a.credential.grant),
-        "profile-read-subject": T.readprofile_for(a.tenant, GRANT_ALL),
+        "search-subject": T.asked("kb.search", a.tenant, GRANT_ALL),
+        "stats-subject": T.asked("kb.stats", a.tenant, GRANT_ALL),
+        "profile": T.asked("kb.profile", a.credential.tenant, a.credential.grant),
+        "profile-subject": T.asked("kb.profile", a.tenant, GRANT_ALL),
+        "profile-read": T.asked("kb.readprofile", a.credential.tenant, a.credential.grant),
+        "profile-read-subject": T.asked("kb.readprofile", a.tenant, GRANT_ALL),
         "publish": T.added(a.tenant, a.library),
         "delete": T.deleted(a.tenant, a.library),
         "receipts": T.indexed_of(a.tenant, a.library),
         "dead-letters": T.dead_letters_of(a.tenant, a.library),
-        "feed": T.feed_for(a.credential.tenant, a.credential.grant),
-        "feed-subject": T.feed_for(a.tenant, GRANT_ALL),
+        "feed": T.asked("kb.feed", a.credential.tenant, a.credential.grant),
+        "feed-subject": T.asked("kb.feed", a.tenant, GRANT_ALL),
         "bodies": f"$O.{T.bodies_bucket(a.tenant)}.C.",
     }.get(a.operation, "")
 

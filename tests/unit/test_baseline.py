@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kbus_searcher.baseline import Baselines, probes
+from kbus_searcher.search.baseline import Baselines, probes
 
 
 class Counts:

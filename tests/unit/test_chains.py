@@ -27,8 +27,8 @@ from kbus_reranker.prompting import PromptedScorer
 from kbus_reranker.reranking import Reranker
 from kbus_runtime.chat import MalformedAnswerError
 from kbus_runtime.deadlines import Deadline
-from kbus_searcher.chains import Chain, _parsed, chain_of
-from kbus_searcher.second_stage import SecondStage
+from kbus_searcher.search.chains import Chain, _parsed, chain_of
+from kbus_searcher.search.second_stage import SecondStage
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate
 from prometheus_client import CollectorRegistry
@@ -113,7 +113,7 @@ async def _rerank(bus: Bus, chain: Chain, rerank: bool | None = None) -> Any:
         for i in range(12)
     ]
     deadline = Deadline.after(10_000, time.monotonic())
-    return await second.rerank(_request(rerank=rerank), chain, "q", found, [1.0] * 12, deadline)
+    return await second.rerank(_request(rerank=rerank), chain, "q", found, deadline)
 
 
 async def test_a_prompted_chain_sends_its_instruction_and_depth() -> None:
@@ -204,11 +204,10 @@ def test_a_profile_kept_around_the_ingestor_that_is_not_valid_searches_with_the_
     assert _parsed(b"not json") is None
 
 
-async def test_a_reranker_s_name_says_whether_its_score_was_blended_with_the_prior() -> None:
+async def test_the_prompted_reranker_answers_the_model_s_own_scores_under_its_name() -> None:
     reranker = Reranker(
         None,  # type: ignore[arg-type]
         lambda: None,  # type: ignore[arg-type, return-value]
-        prior_weight=0.6,
         max_candidates=10,
         registry=CollectorRegistry(),
         prompted=PromptedScorer(Judge(), concurrency=1, max_passage_chars=100),
@@ -219,9 +218,3 @@ async def test_a_reranker_s_name_says_whether_its_score_was_blended_with_the_pri
     )
     assert plain.model == "prompted:test/judge"
     assert plain.scores == pytest.approx((0.9, 0.2))
-    hybrid = tuple(c.model_copy(update={"prior": 0.5}) for c in keyword)
-    blended = await reranker.rerank(
-        RerankRequest(query="warm feet", candidates=hybrid, instruction="The same product.")
-    )
-    assert blended.model == "prompted:test/judge+prior(0.6)"
-    assert blended.scores == pytest.approx((0.4 + 0.3, 0.0 + 0.3))

@@ -19,9 +19,9 @@ from kbus_contract.topology import Topology
 from kbus_contract.wire import DEFAULT_WAIT_S, budget_ms
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
-from kbus_searcher.budgeting import RerankCost
-from kbus_searcher.chains import Chain
-from kbus_searcher.second_stage import SecondStage
+from kbus_searcher.search.budgeting import RerankCost
+from kbus_searcher.search.chains import Chain
+from kbus_searcher.search.second_stage import SecondStage
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate
 
@@ -116,7 +116,7 @@ async def _rerank(
 ) -> tuple[Any, float]:
     request = SearchRequest(tenant="t", libraries=("l",), query="q", rerank=rerank)
     deadline = Deadline.after(budget_ms, time.monotonic())
-    reranked = await second.rerank(request, Chain(), "q", _found(8), [1.0] * 8, deadline)
+    reranked = await second.rerank(request, Chain(), "q", _found(8), deadline)
     return reranked, deadline.left_s()
 
 

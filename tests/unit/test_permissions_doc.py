@@ -1,4 +1,4 @@
-"""The list of every permission in docs/permissions.md is the one the code grants."""
+"""The list of every permission in docs/security.md is the one the code grants."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from kbus_contract.errors import PermanentError, TransientError
-from kbus_searcher.quotas import Quotas, TenantLimit
+from kbus_searcher.search.quotas import Quotas, TenantLimit
 
 
 class Clock:

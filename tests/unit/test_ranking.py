@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from kbus_contract import SearchType
-from kbus_searcher.ranking import first_stage, order, rank, score_kind
+from kbus_searcher.search.ranking import blend, first_stage, order, rank, reranker_name, score_kind
 from kbus_searcher.store import Candidate
 
 
@@ -48,3 +48,20 @@ def test_hits_say_every_score_and_reranked_ones_come_first() -> None:
     b = hits[0].scores
     assert (b.fused, b.document, b.first_stage, b.rerank, b.final) == (0.6, 0.5, 0.64, 0.8, 0.8)
     assert hits[2].scores.final == 0.47
+
+
+def test_the_reranker_s_scores_are_blended_with_the_first_stage_s_in_the_searcher() -> None:
+    assert blend([0.9, 0.2], [0.5, 0.5], 0.6) == pytest.approx([0.4 + 0.3, 0.0 + 0.3])
+    assert blend([0.9, 0.2], [0.5, 0.5], 0.0) == pytest.approx([0.9, 0.2])  # its own
+    assert blend([0.3, 0.3], [1.0, 0.0], 0.5) == pytest.approx([1.0, 0.5])  # a tie: all 1
+    assert reranker_name("maxsim/m", 0.6) == "maxsim/m+prior(0.6)"
+    assert reranker_name("maxsim/m", 0.0) == "maxsim/m"
+    assert reranker_name("", 0.6) == ""  # not reranked: nothing to name
+
+
+def test_reranked_hits_are_ordered_by_the_blend_and_the_rest_follow_in_first_stage_order() -> None:
+    found = [_c(f"c{i}", 0.5, None) for i in range(4)]
+    hits = rank(found, [0.9, 0.8, 0.7, 0.6], [0.1, 0.9], prior_weight=0.5)
+    assert [h.chunk_id for h in hits] == ["c1", "c0", "c2", "c3"]
+    assert [h.scores.final for h in hits] == pytest.approx([0.9, 0.45, 0.7, 0.6])
+    assert hits[0].scores.rerank == pytest.approx(0.9)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kbus_contract import NoMatchReason, SearchRequest, SearchType
 from kbus_runtime.analysis import keyword_text
-from kbus_searcher.relevance import Relevance
+from kbus_searcher.search.relevance import Relevance
 from kbus_searcher.store import Candidate
 
 

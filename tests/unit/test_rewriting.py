@@ -9,7 +9,7 @@ import pytest
 from kbus_contract import TransformerKind
 from kbus_runtime.chat import LLMSettings
 from kbus_runtime.settings import CohereSettings
-from kbus_searcher.rewriting import (
+from kbus_searcher.search.rewriting import (
     ChatRewriter,
     MalformedRewriteError,
     checked,

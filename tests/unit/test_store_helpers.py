@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from kbus_contract import ContentType, DocumentRef, EmbeddedChunk, EmbeddingsReady
 from kbus_contract.identifiers import chunk_id
+from kbus_searcher.jobs.stored import StoredDocument
 from kbus_searcher.store.filters import metadata_terms
 from kbus_searcher.store.queries import Candidate, as_chunk, distinct, parse_explain
 from kbus_searcher.store.writes import _objects, matching_id
-from kbus_searcher.stored import StoredDocument
 
 EXPLAIN = (
     "\nHybrid (Result Set keyword,bm25) Document f02f: original score 0.19748051, "

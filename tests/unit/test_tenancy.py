@@ -22,7 +22,7 @@ P = Topology("p")
 def test_a_tenant_s_subjects_carry_it_and_its_library() -> None:
     assert T.added("acme", "hr") == "document.added.acme.hr"
     assert P.deleted("acme") == "p.document.deleted.acme"
-    assert T.search_for("acme", grant_token(["hr", "faq"])) == "kb.search.acme.faq+hr"
+    assert T.asked("kb.search", "acme", grant_token(["hr", "faq"])) == "kb.search.acme.faq+hr"
     assert T.dead_letter("ingestor") == "deadletter.ingestor._._"
     assert T.dead_letters_of("acme") == "deadletter.*.acme.*"
 

@@ -38,6 +38,70 @@ def _lines(path: Path) -> list[str]:
     ]
 
 
+# The options of `kbus eval`.
+_Split = Annotated[str, typer.Option(help="qrels/<split>.tsv to score.")]
+_Mode = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="keyword, vector, hybrid, hybrid+rerank (repeat; these four by default), "
+        "hybrid+rewrite or hybrid+rerank+rewrite (the searcher's query rewriter)."
+    ),
+]
+_Style = Annotated[
+    str,
+    typer.Option(
+        help="question (the split's queries), or queries made from the judged documents: "
+        "title, keywords or paragraph."
+    ),
+]
+_ExcludeSelf = Annotated[
+    bool,
+    typer.Option(help="A query whose id is also a document id never matches that document."),
+]
+_Library = Annotated[
+    str | None,
+    typer.Option(help="Score an already indexed library instead of ingesting a fresh one."),
+]
+_MaxQueries = Annotated[int | None, typer.Option(help="Score only this many queries.")]
+_Alpha = Annotated[
+    list[float] | None,
+    typer.Option(
+        help="Run the hybrid modes once per alpha (repeat; the server's default "
+        "otherwise). For tuning on a train split."
+    ),
+]
+_MaxDocuments = Annotated[
+    int | None, typer.Option(help="Ingest at most this many documents (the judged ones first).")
+]
+_MinSimilarity = Annotated[
+    float | None,
+    typer.Option(help="A cosine floor for no_match instead of the server's evidence rule."),
+]
+_MinEvidence = Annotated[
+    float | None,
+    typer.Option(help="The no_match evidence floor (-1: off); the server's by default."),
+]
+_RerankDepth = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=50,
+        help="Candidates the reranker re-scores in the reranked modes; the "
+        "server's default otherwise.",
+    ),
+]
+_OffTopic = Annotated[
+    Path | None,
+    typer.Option(
+        exists=True,
+        dir_okay=False,
+        help="Queries the dataset cannot answer, one per line (# comments): counts how many "
+        "get no_match. With --split train or test, only that split's half of the lines.",
+    ),
+]
+_Results = Annotated[Path, typer.Option(help="Folder for runs.jsonl, results.json and results.md.")]
+
+
 def eval_command(
     folder: Annotated[
         Path,
@@ -45,69 +109,19 @@ def eval_command(
             exists=True, file_okay=False, help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/."
         ),
     ],
-    split: Annotated[str, typer.Option(help="qrels/<split>.tsv to score.")] = "test",
-    mode: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="keyword, vector, hybrid, hybrid+rerank (repeat; these four by default), "
-            "hybrid+rewrite or hybrid+rerank+rewrite (the searcher's query rewriter)."
-        ),
-    ] = None,
-    style: Annotated[
-        str,
-        typer.Option(
-            help="question (the split's queries), or queries made from the judged documents: "
-            "title, keywords or paragraph."
-        ),
-    ] = "question",
-    exclude_self: Annotated[
-        bool,
-        typer.Option(help="A query whose id is also a document id never matches that document."),
-    ] = False,
-    library: Annotated[
-        str | None,
-        typer.Option(help="Score an already indexed library instead of ingesting a fresh one."),
-    ] = None,
-    max_queries: Annotated[int | None, typer.Option(help="Score only this many queries.")] = None,
-    alpha: Annotated[
-        list[float] | None,
-        typer.Option(
-            help="Run the hybrid modes once per alpha (repeat; the server's default "
-            "otherwise). For tuning on a train split."
-        ),
-    ] = None,
-    max_documents: Annotated[
-        int | None, typer.Option(help="Ingest at most this many documents (the judged ones first).")
-    ] = None,
-    min_similarity: Annotated[
-        float | None,
-        typer.Option(help="A cosine floor for no_match instead of the server's evidence rule."),
-    ] = None,
-    min_evidence: Annotated[
-        float | None,
-        typer.Option(help="The no_match evidence floor (-1: off); the server's by default."),
-    ] = None,
-    rerank_depth: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=50,
-            help="Candidates the reranker re-scores in the reranked modes; the "
-            "server's default otherwise.",
-        ),
-    ] = None,
-    off_topic: Annotated[
-        Path | None,
-        typer.Option(
-            exists=True,
-            dir_okay=False,
-            help="Queries the dataset cannot answer, one per line (# comments): counts how many "
-            "get no_match. With --split train or test, only that split's half of the lines.",
-        ),
-    ] = None,
-    results: Annotated[
-        Path, typer.Option(help="Folder for runs.jsonl, results.json and results.md.")
-    ] = Path("eval-results"),
+    split: _Split = "test",
+    mode: _Mode = None,
+    style: _Style = "question",
+    exclude_self: _ExcludeSelf = False,
+    library: _Library = None,
+    max_queries: _MaxQueries = None,
+    alpha: _Alpha = None,
+    max_documents: _MaxDocuments = None,
+    min_similarity: _MinSimilarity = None,
+    min_evidence: _MinEvidence = None,
+    rerank_depth: _RerankDepth = None,
+    off_topic: _OffTopic = None,
+    results: _Results = Path("eval-results"),
     tenant: Tenant = "eval",
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",

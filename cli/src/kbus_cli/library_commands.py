@@ -14,6 +14,7 @@ from kbus_contract import (
     LibraryProfile,
     Matching,
     MatchingKind,
+    ProfileReply,
     RerankerKind,
     Reranking,
     Transformer,
@@ -112,47 +113,61 @@ def _chunker(profile: LibraryProfile) -> str:
     return f"{c.kind.value} ({detail})" if detail else c.kind.value
 
 
+# The options of `kbus profile`.
+_Chunker = Annotated[
+    ChunkerKind | None,
+    typer.Option(help="Set the chunker: recursive, identity, pattern or sections."),
+]
+_Size = Annotated[int | None, typer.Option(help="Characters per chunk.")]
+_Overlap = Annotated[int | None, typer.Option(help="Characters neighbours share.")]
+_MaxChars = Annotated[
+    int, typer.Option(help="identity, sections: the longest text kept as one chunk.")
+]
+_Pattern = Annotated[
+    str | None, typer.Option(help="pattern: where each new chunk starts (RE2, per line).")
+]
+_Matching = Annotated[
+    MatchingKind | None,
+    typer.Option(help="Set what chunks are matched by: content, questions or description."),
+]
+_Count = Annotated[int, typer.Option(help="questions: how many per chunk.")]
+_MatchingPrompt = Annotated[
+    str | None, typer.Option(help="questions, description: the library's own instruction.")
+]
+_Transformer = Annotated[
+    TransformerKind | None,
+    typer.Option(help="Set the query transformer: none, question or prompt."),
+]
+_Prompt = Annotated[str | None, typer.Option(help="prompt: what the model turns a query into.")]
+_Reranker = Annotated[
+    RerankerKind | None, typer.Option(help="Set the reranker: default, none or prompted.")
+]
+_Instruction = Annotated[
+    str | None, typer.Option(help="prompted: what makes a passage relevant here.")
+]
+_Depth = Annotated[int | None, typer.Option(help="Candidates the reranker re-scores.")]
+_Example = Annotated[
+    Path | None,
+    typer.Option(exists=True, dir_okay=False, help="A document to try the new profile on."),
+]
+
+
 def profile(
     library: Annotated[str, typer.Argument(help="The library.")],
-    chunker: Annotated[
-        ChunkerKind | None,
-        typer.Option(help="Set the chunker: recursive, identity, pattern or sections."),
-    ] = None,
-    size: Annotated[int | None, typer.Option(help="Characters per chunk.")] = None,
-    overlap: Annotated[int | None, typer.Option(help="Characters neighbours share.")] = None,
-    max_chars: Annotated[
-        int, typer.Option(help="identity, sections: the longest text kept as one chunk.")
-    ] = 8_000,
-    pattern: Annotated[
-        str | None, typer.Option(help="pattern: where each new chunk starts (RE2, per line).")
-    ] = None,
-    matching: Annotated[
-        MatchingKind | None,
-        typer.Option(help="Set what chunks are matched by: content, questions or description."),
-    ] = None,
-    count: Annotated[int, typer.Option(help="questions: how many per chunk.")] = 3,
-    matching_prompt: Annotated[
-        str | None, typer.Option(help="questions, description: the library's own instruction.")
-    ] = None,
-    transformer: Annotated[
-        TransformerKind | None,
-        typer.Option(help="Set the query transformer: none, question or prompt."),
-    ] = None,
-    prompt: Annotated[
-        str | None, typer.Option(help="prompt: what the model turns a query into.")
-    ] = None,
-    reranker: Annotated[
-        RerankerKind | None,
-        typer.Option(help="Set the reranker: default, none or prompted."),
-    ] = None,
-    instruction: Annotated[
-        str | None, typer.Option(help="prompted: what makes a passage relevant here.")
-    ] = None,
-    depth: Annotated[int | None, typer.Option(help="Candidates the reranker re-scores.")] = None,
-    example: Annotated[
-        Path | None,
-        typer.Option(exists=True, dir_okay=False, help="A document to try the new profile on."),
-    ] = None,
+    chunker: _Chunker = None,
+    size: _Size = None,
+    overlap: _Overlap = None,
+    max_chars: _MaxChars = 8_000,
+    pattern: _Pattern = None,
+    matching: _Matching = None,
+    count: _Count = 3,
+    matching_prompt: _MatchingPrompt = None,
+    transformer: _Transformer = None,
+    prompt: _Prompt = None,
+    reranker: _Reranker = None,
+    instruction: _Instruction = None,
+    depth: _Depth = None,
+    example: _Example = None,
     tenant: Tenant = "default",
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
@@ -160,21 +175,21 @@ def profile(
     """Show a library's profile, or set its links: the chunker and the matching texts (for the
     documents ingested after it), the query transformer and the reranker (for the searches
     after it). Links not named keep their current setting."""
-    try:
-        links: dict[str, Any] = {}
-        if chunker is not None:
-            links["chunker"] = Chunker(
-                kind=chunker, size=size, overlap=overlap, max_chars=max_chars, pattern=pattern
-            )
-        if matching is not None:
-            links["matching"] = Matching(kind=matching, count=count, prompt=matching_prompt)
-        if transformer is not None:
-            links["transformer"] = Transformer(kind=transformer, prompt=prompt)
-        if reranker is not None:
-            links["reranker"] = Reranking(kind=reranker, instruction=instruction, depth=depth)
-    except ValidationError as exc:
-        err.print(f"[red]{exc.errors()[0]['msg']}[/]")
-        raise typer.Exit(2) from exc
+    links = _links(
+        chunker,
+        size,
+        overlap,
+        max_chars,
+        pattern,
+        matching,
+        count,
+        matching_prompt,
+        transformer,
+        prompt,
+        reranker,
+        instruction,
+        depth,
+    )
     text = example.read_text() if example is not None else None
 
     async def go() -> tuple[Any, int]:
@@ -195,6 +210,45 @@ def profile(
     except KbError as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(1) from exc
+    _show(reply, indexed)
+
+
+def _links(
+    chunker: ChunkerKind | None,
+    size: int | None,
+    overlap: int | None,
+    max_chars: int,
+    pattern: str | None,
+    matching: MatchingKind | None,
+    count: int,
+    matching_prompt: str | None,
+    transformer: TransformerKind | None,
+    prompt: str | None,
+    reranker: RerankerKind | None,
+    instruction: str | None,
+    depth: int | None,
+) -> dict[str, Any]:
+    """The links the options name, checked; a wrong one exits with the reason."""
+    try:
+        links: dict[str, Any] = {}
+        if chunker is not None:
+            links["chunker"] = Chunker(
+                kind=chunker, size=size, overlap=overlap, max_chars=max_chars, pattern=pattern
+            )
+        if matching is not None:
+            links["matching"] = Matching(kind=matching, count=count, prompt=matching_prompt)
+        if transformer is not None:
+            links["transformer"] = Transformer(kind=transformer, prompt=prompt)
+        if reranker is not None:
+            links["reranker"] = Reranking(kind=reranker, instruction=instruction, depth=depth)
+    except ValidationError as exc:
+        err.print(f"[red]{exc.errors()[0]['msg']}[/]")
+        raise typer.Exit(2) from exc
+    return links
+
+
+def _show(reply: ProfileReply, indexed: int) -> None:
+    """A library's profile, link by link, and what a new cut leaves to do."""
     out.print(f"library {reply.library}: revision {reply.revision or 'default'}")
     out.print(f"chunker: {_chunker(reply.profile)}")
     out.print(f"matching: {_matching(reply.profile)}")
@@ -205,7 +259,7 @@ def profile(
     if indexed:
         out.print(
             f"documents already indexed: {indexed}. They keep their chunks until they are "
-            "published again, or until `python -m kbus_searcher.reprocess --tenant "
+            "published again, or until `python -m kbus_searcher.jobs.reprocess --tenant "
             f"{reply.tenant} --library {reply.library}` cuts them again.",
             markup=False,
             soft_wrap=True,

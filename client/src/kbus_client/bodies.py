@@ -85,5 +85,5 @@ class ClaimChecks:
         except NoStreamResponseError as exc:
             raise StoreMissingError(
                 f"tenant {tenant!r} has no store of large texts ({ref.bucket}): an operator "
-                f"provisions it (python -m kbus_searcher.setup --tenant {tenant})"
+                f"provisions it (python -m kbus_searcher.jobs.setup --tenant {tenant})"
             ) from exc

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 import nats
 from kbus_contract import (
     ContentType,
-    DocumentAdded,
     DocumentDeleted,
     DocumentEntry,
     DocumentRemoved,
@@ -30,6 +29,7 @@ from kbus_contract import (
     StatsRequest,
     TransformerKind,
 )
+from kbus_contract.catalog import channel
 from kbus_contract.tenancy import grant_token
 from kbus_contract.topology import Topology
 from kbus_contract.wire import (
@@ -37,19 +37,18 @@ from kbus_contract.wire import (
     budget_ms,
     describe_validation_error,
     request,
-    until_acknowledged,
 )
 from nats.aio.client import Client
-from opentelemetry import propagate, trace
-from opentelemetry.trace import SpanKind
+from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
 from kbus_client.bodies import ClaimChecks
 from kbus_client.memory import Memory
 from kbus_client.msgids import MessageIds
-from kbus_client.receipts import ReceiptWatcher, Waiting, removal_of
+from kbus_client.publishing import Publisher, new_document
+from kbus_client.receipts import ReceiptWatcher, removal_of
 from kbus_client.results import PublishResult
-from kbus_client.spans import document_attributes, reply_attributes, search_attributes
+from kbus_client.spans import reply_attributes, search_attributes
 from kbus_client.tool import KbTool, scoped_tool
 
 R = TypeVar("R", bound=BaseModel)
@@ -85,6 +84,7 @@ class KbClient:
         self._bodies = ClaimChecks(nc, self.topology, claim_check_bytes)
         self._receipts = ReceiptWatcher(nc, self.topology, self.granted, self._ask_feed)
         self._ids = MessageIds()
+        self._publisher = Publisher(nc, self.topology, self._bodies, self._receipts, self._ids)
 
     @property
     def claim_check_bytes(self) -> int | None:
@@ -172,57 +172,24 @@ class KbClient:
             DocumentRejectedError: kbus dead-lettered it (``wait`` only).
             TimeoutError: no receipt within ``timeout_s`` (``wait`` only).
         """
-        try:
-            doc = DocumentAdded(
-                tenant=self.tenant_for(tenant),
-                library=library,
-                document_id=document_id,
-                title=title,
-                text=text,
-                body=self._bodies.file_ref(self.tenant_for(tenant), library, document_id, data),
-                url=url,
-                template=template,
-                source_uri=source_uri,
-                content_type=ContentType(content_type),
-                metadata=metadata or {},
-                version=version,
-                chunks=tuple(chunks) if chunks is not None else None,
-                matching=tuple(tuple(m) for m in matching) if matching is not None else None,
-            )
-        except ValidationError as exc:
-            raise ValueError(describe_validation_error(exc)) from exc
-        waiting = await self._receipts.expect_receipt(doc) if wait else None
-        try:
-            with _tracer.start_as_current_span(
-                "kbus publish", kind=SpanKind.PRODUCER, attributes=document_attributes(doc)
-            ) as span:
-                result = await self._publish(doc, waiting, timeout_s, data)
-                span.set_attribute("kbus.duplicate", result.duplicate)
-                return result
-        finally:
-            if waiting is not None:
-                self._receipts.forget(waiting)
-
-    async def _publish(
-        self,
-        doc: DocumentAdded,
-        waiting: Waiting | None,
-        timeout_s: float,
-        data: bytes | None = None,
-    ) -> PublishResult:
-        msg_id = self._ids.for_publish(doc)
-        if data is not None and doc.body is not None:
-            await self._bodies.put_file(doc.tenant, doc.body, data)
-        payload = await self._bodies.payload(doc, msg_id)
-        headers = {"content-type": "application/json", "Nats-Msg-Id": msg_id}
-        propagate.inject(headers)  # the trace context, when the caller traces
-        subject = self.topology.added(doc.tenant, doc.library)
-        js = self.nc.jetstream()
-        ack = await until_acknowledged(lambda: js.publish(subject, payload, headers=headers))
-        if ack.duplicate:
-            return PublishResult(doc, None, duplicate=True)
-        receipt = await self._receipts.wait(waiting, timeout_s) if waiting else None
-        return PublishResult(doc, receipt)
+        chosen = self.tenant_for(tenant)
+        doc = new_document(
+            tenant=chosen,
+            library=library,
+            document_id=document_id,
+            title=title,
+            text=text,
+            body=self._bodies.file_ref(chosen, library, document_id, data),
+            url=url,
+            template=template,
+            source_uri=source_uri,
+            content_type=content_type,
+            metadata=metadata or {},
+            version=version,
+            chunks=tuple(chunks) if chunks is not None else None,
+            matching=tuple(tuple(m) for m in matching) if matching is not None else None,
+        )
+        return await self._publisher.publish(doc, wait, timeout_s, data)
 
     async def delete_document(
         self,
@@ -307,16 +274,14 @@ class KbClient:
         with _tracer.start_as_current_span(
             "kbus search", attributes=search_attributes(asked)
         ) as span:
-            reply = await self._ask(
-                self.topology.search_for, asked, SearchReply, "searcher", wait_s
-            )
+            reply = await self._ask("kb.search", asked, SearchReply, wait_s)
             span.set_attributes(reply_attributes(reply))
             return reply
 
     async def stats(self, *, tenant: str | None = None) -> StatsReply:
         """Documents and chunks per library of a tenant."""
         asked = StatsRequest(tenant=self.tenant_for(tenant))
-        return await self._ask(self.topology.stats_for, asked, StatsReply, "searcher")
+        return await self._ask("kb.stats", asked, StatsReply)
 
     async def profile(
         self,
@@ -334,8 +299,8 @@ class KbClient:
         )
         # A read goes where a read-only credential may ask too.
         reading = set_to is None and example is None
-        subject = self.topology.readprofile_for if reading else self.topology.profile_for
-        return await self._ask(subject, asked, ProfileReply, "ingestor")
+        name = "kb.readprofile" if reading else "kb.profile"
+        return await self._ask(name, asked, ProfileReply)
 
     async def documents(
         self,
@@ -349,7 +314,7 @@ class KbClient:
         asked = StatsRequest(
             tenant=self.tenant_for(tenant), library=library, filters=filters or {}, limit=limit
         )
-        return (await self._ask(self.topology.stats_for, asked, StatsReply, "searcher")).documents
+        return (await self._ask("kb.stats", asked, StatsReply)).documents
 
     async def feed(
         self,
@@ -374,19 +339,20 @@ class KbClient:
         return await self._ask_feed(asked)
 
     async def _ask_feed(self, asked: FeedRequest) -> FeedReply:
-        return await self._ask(self.topology.feed_for, asked, FeedReply, "searcher")
+        return await self._ask("kb.feed", asked, FeedReply)
 
     async def _ask(
         self,
-        subject_for: Callable[[str, str], str],
+        name: str,
         asked: SearchRequest | StatsRequest | ProfileRequest | FeedRequest,
         reply: type[R],
-        stage: str,
         timeout_s: float | None = None,
     ) -> R:
-        """A request on the asked tenant's subject, within this client's grant."""
-        subject = subject_for(asked.tenant, self.grant)
+        """A request on catalog channel ``name``, the asked tenant's subject within this
+        client's grant; its errors name the service that answers it."""
+        subject = self.topology.asked(name, asked.tenant, self.grant)
         wait_s = timeout_s or self.timeout_s
+        stage = channel(name).receiver
         return await request(self.nc, subject, asked, reply, stage=stage, timeout_s=wait_s)
 
     def memory(

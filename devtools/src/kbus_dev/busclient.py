@@ -63,7 +63,7 @@ async def search(
     nc: Client, topology: Topology, request: dict[str, Any], timeout_s: float = 30.0
 ) -> dict[str, Any]:
     """Send a search request on its tenant's subject and return the decoded reply."""
-    subject = topology.search_for(request["tenant"])
+    subject = topology.asked("kb.search", request["tenant"])
     reply = await nc.request(subject, json.dumps(request).encode(), timeout=timeout_s)
     result: dict[str, Any] = json.loads(reply.data)
     return result

@@ -1,4 +1,4 @@
-"""Every permission each kind of credential holds, generated into docs/permissions.md.
+"""Every permission each kind of credential holds, generated into docs/security.md.
 
 The list is made from the same code that makes the server's configuration
 (:mod:`kbus_dev.natsauth`), for an example installation: tenant ``acme`` with a credential of
@@ -24,7 +24,7 @@ from kbus_dev.natsauth import (
     permissions,
 )
 
-PAGE = Path("docs/permissions.md")
+PAGE = Path("docs/security.md")
 BLOCK = "permissions"
 EXAMPLE = [
     Credential.parse("acme"),

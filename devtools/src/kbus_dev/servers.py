@@ -248,6 +248,32 @@ def start_weaviate(
         **({"grpc": grpc_port} if grpc_port else {}),
     }
     data_dir.mkdir(parents=True, exist_ok=True)
+    env = _weaviate_env(data_dir, ports, api_key, auto_schema, node, cluster)
+    log = data_dir / "weaviate.log"
+    cmd = [str(binary), "--host", "127.0.0.1", "--port", str(ports["http"]), "--scheme", "http"]
+    server = Server("weaviate", _spawn(cmd, log, env), log, ports, cmd, env)
+    if not wait:
+        return server
+    proc = server.proc
+    _wait(
+        lambda: _weaviate_ready(ports["http"]) and _tcp_open(ports["grpc"]),
+        "weaviate-server",
+        timeout_s,
+        proc,
+        log,
+    )
+    return server
+
+
+def _weaviate_env(
+    data_dir: Path,
+    ports: dict[str, int],
+    api_key: str | None,
+    auto_schema: bool,
+    node: str,
+    cluster: dict[str, dict[str, int]] | None,
+) -> dict[str, str]:
+    """weaviate-server's environment: no modules, no telemetry, loopback, and its ports."""
     env = {
         **os.environ,
         "PERSISTENCE_DATA_PATH": str(data_dir),
@@ -286,20 +312,7 @@ def start_weaviate(
                 "AUTHORIZATION_ADMINLIST_USERS": "kbus",
             }
         )
-    log = data_dir / "weaviate.log"
-    cmd = [str(binary), "--host", "127.0.0.1", "--port", str(ports["http"]), "--scheme", "http"]
-    server = Server("weaviate", _spawn(cmd, log, env), log, ports, cmd, env)
-    if not wait:
-        return server
-    proc = server.proc
-    _wait(
-        lambda: _weaviate_ready(ports["http"]) and _tcp_open(ports["grpc"]),
-        "weaviate-server",
-        timeout_s,
-        proc,
-        log,
-    )
-    return server
+    return env
 
 
 def _raft(

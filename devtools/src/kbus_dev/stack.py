@@ -1,4 +1,4 @@
-"""A whole local kbus: NATS, Weaviate and the four services, started detached and stopped again.
+"""A whole local kbus: NATS, Weaviate and the five services, started detached and stopped again.
 
 Its state (process ids, ports, logs, data) lives under ``.kbus/`` in the working directory.
 """

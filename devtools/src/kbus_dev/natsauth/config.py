@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         path.chmod(0o600)
     print(
         f"wrote auth.conf and credentials to {args.out} (keep them secret); reload nats-server "
-        "twice, then provision new tenants: python -m kbus_searcher.setup --tenants-file "
+        "twice, then provision new tenants: python -m kbus_searcher.jobs.setup --tenants-file "
         f"{args.out / 'tenants.txt'}"
     )
     return 0

@@ -115,7 +115,7 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
         # The setup job, and the admin jobs that publish stored documents again: reembed
         # (chunks, after asking the embedders their model) and reprocess (any tenant's texts).
         "admin": Permissions(
-            publish=["$JS.API.>", "$KV.>", t.added("*", "*"), t.chunks_ready, t.embed],
+            publish=["$JS.API.>", "$KV.>", t.added("*", "*"), t.chunks_ready, t.every("kb.embed")],
             subscribe=[f"{inbox('admin')}.>"],
         ),
         "ingestor": _answering(
@@ -185,6 +185,6 @@ def _searcher(t: Topology) -> list[str]:
         *(f"$JS.API.STREAM.MSG.GET.{s.name}" for s in t.work_streams),
         *(f"$JS.API.STREAM.MSG.DELETE.{s.name}" for s in t.work_streams),
         t.dead_letter("*", "*", "*"),
-        t.embed,
-        t.rerank,
+        t.every("kb.embed"),
+        t.every("kb.rerank"),
     ]

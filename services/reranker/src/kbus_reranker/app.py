@@ -26,7 +26,6 @@ def create_app(settings: RerankerSettings | None = None) -> AsgiFastStream:
     reranker = Reranker(
         service.stage(),
         lambda: create_scorer(settings),
-        prior_weight=settings.prior_weight,
         max_candidates=settings.max_candidates,
         registry=service.registry,
         tokens=TokenStateStore(service.topology.token_states_kv) if settings.token_states else None,

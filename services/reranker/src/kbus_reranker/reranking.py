@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import nullcontext
 from functools import partial
 
@@ -12,7 +12,6 @@ import numpy as np
 from kbus_contract import (
     ErrorReply,
     QueryStates,
-    RerankCandidate,
     RerankReply,
     RerankRequest,
 )
@@ -35,7 +34,6 @@ class Reranker:
         stage: Stage,
         load: Callable[[], Scorer],
         *,
-        prior_weight: float,
         max_candidates: int,
         registry: CollectorRegistry,
         tokens: TokenStateStore | None = None,
@@ -49,7 +47,6 @@ class Reranker:
         self.query_states = query_states
         self._scorer: Scorer | None = None
         self._lock = asyncio.Lock()
-        self.prior_weight = prior_weight
         self.max_candidates = max_candidates
         self.seconds = Histogram(
             "kbus_rerank_seconds", "Time to rerank one request", registry=registry
@@ -82,13 +79,7 @@ class Reranker:
 
     @property
     def model_name(self) -> str:
-        return self._named(self.scorer.name)
-
-    def _named(self, name: str, candidates: Sequence[RerankCandidate] = ()) -> str:
-        """The scorer's name, with the prior's weight where its score is blended with it (not
-        in keyword search, which sends no prior: the score is then the scorer's own)."""
-        blended = self.prior_weight > 0 and all(c.prior is not None for c in candidates)
-        return f"{name}+prior({self.prior_weight:g})" if blended else name
+        return self.scorer.name
 
     async def answer(self, inbound: Inbound) -> RerankReply | ErrorReply:
         """Answer one ``kb.rerank`` request."""
@@ -99,7 +90,8 @@ class Reranker:
         )
 
     async def rerank(self, request: RerankRequest, deadline: Deadline | None = None) -> RerankReply:
-        """Scores in the request's order (none once ``deadline`` has passed)."""
+        """The scorer's own scores, in the request's order (none once ``deadline`` has passed);
+        the searcher blends them with the first stage's."""
         if len(request.candidates) > self.max_candidates:
             raise PermanentError(
                 f"{len(request.candidates)} candidates; the limit is {self.max_candidates}",
@@ -113,12 +105,12 @@ class Reranker:
             scorer = self._prompted()
             async with deadline.bound("prompted reranking") if deadline else nullcontext():
                 scores = await scorer.score(request.instruction, request.query, passages)
-            name = self._named(scorer.name, request.candidates)
+            name = scorer.name
         else:
             scores = await self._score(request.query, passages, deadline, request.query_states)
-            name = self._named(self.scorer.name, request.candidates)
+            name = self.scorer.name
         self.seconds.observe(time.perf_counter() - started)
-        return RerankReply(model=name, scores=blend(scores, request.candidates, self.prior_weight))
+        return RerankReply(model=name, scores=tuple(float(s) for s in scores))
 
     def _prompted(self) -> PromptedScorer:
         if self.prompted is None:
@@ -166,23 +158,3 @@ class Reranker:
         tokens = unpack(query_states.states, scorer.dimension)
         self.queries.labels("encoded" if tokens is None else "sent").inc()
         return tokens
-
-
-def blend(
-    scores: np.ndarray, candidates: Sequence[RerankCandidate], prior_weight: float
-) -> tuple[float, ...]:
-    """``(1-w) * minmax(scores) + w * prior``; the raw scores when there is no prior to use.
-
-    Dense re-scorers are blind to exact tokens (part numbers, error codes) that the keyword side
-    of the first stage finds; blending keeps that evidence. Both sides are on a 0..1 scale
-    relative to this candidate list, as the first stage's relative-score fusion is.
-    """
-    priors = [c.prior for c in candidates]
-    if prior_weight <= 0 or any(p is None for p in priors):
-        return tuple(float(s) for s in scores)
-    lo, hi = float(np.min(scores)), float(np.max(scores))
-    norm = (scores - lo) / (hi - lo) if hi > lo else np.ones_like(scores)
-    return tuple(
-        (1 - prior_weight) * float(n) + prior_weight * float(p)  # type: ignore[arg-type]
-        for n, p in zip(norm, priors, strict=True)
-    )

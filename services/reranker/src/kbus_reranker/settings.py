@@ -26,13 +26,6 @@ class RerankerSettings(ServiceSettings):
         description="maxsim or encoder: a model name or directory (default all-MiniLM-L6-v2); "
         "cross-encoder: a directory with model.onnx and tokenizer.json.",
     )
-    prior_weight: float = Field(
-        default=0.6,
-        ge=0.0,
-        le=1.0,
-        description="Weight of the first-stage score against the normalised reranker score (0: "
-        "the raw score alone). Why 0.6: docs/tuning.md#kbus_reranker_prior_weight.",
-    )
     threads: int = Field(
         default=0,
         ge=0,

@@ -4,23 +4,100 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from faststream.asgi import AsgiFastStream
 from kbus_runtime.advisories import MaxDeliveries
-from kbus_runtime.service import Service
+from kbus_runtime.service import Service, StartUp
 from kbus_runtime.store import WeaviateNodes
 
-from kbus_searcher.chains import LibraryProfiles
-from kbus_searcher.feed import Feed
 from kbus_searcher.handlers import register
-from kbus_searcher.indexing import Indexer
-from kbus_searcher.quotas import Quotas
-from kbus_searcher.rewriting import create_rewriter
-from kbus_searcher.searching import Searcher
+from kbus_searcher.index.indexer import Indexer
+from kbus_searcher.index.tombstones import Tombstones
+from kbus_searcher.index.versions import Versions
+from kbus_searcher.search.chains import LibraryProfiles
+from kbus_searcher.search.feed import Feed
+from kbus_searcher.search.quotas import Quotas
+from kbus_searcher.search.rewriting import create_rewriter
+from kbus_searcher.search.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
-from kbus_searcher.tombstones import Tombstones
-from kbus_searcher.versions import Versions
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """What the searcher's roles share: the store, the buckets it follows, the quotas."""
+
+    service: Service
+    settings: SearcherSettings
+    client: WeaviateNodes
+    store: ChunkStore
+    quotas: Quotas
+    tombstones: Tombstones
+    versions: Versions
+    profiles: LibraryProfiles
+
+
+def _indexing(parts: _Parts) -> tuple[Indexer, MaxDeliveries] | None:
+    """The indexing consumer and the dead-letterer of what it gave up on (``INDEX``)."""
+    if not parts.settings.index:
+        return None
+    service, settings = parts.service, parts.settings
+    indexer = Indexer(
+        service.stage("indexer"),
+        parts.store.writes,
+        parts.tombstones,
+        parts.versions,
+        service.registry,
+        max_batch=settings.index_concurrency,
+        linger_s=settings.index_linger_ms / 1000,
+        quotas=parts.quotas,
+    )
+    return indexer, MaxDeliveries(service.stage("deadletterer"))
+
+
+def _searcher(parts: _Parts) -> Searcher | None:
+    """The search path (``SERVE``)."""
+    if not parts.settings.serve:
+        return None
+    settings = parts.settings
+    return Searcher(
+        parts.service.stage(),
+        parts.store,
+        settings,
+        parts.service.registry,
+        parts.versions,
+        parts.profiles,
+        create_rewriter(settings.rewriter, settings.cohere, settings.llm),
+        parts.quotas,
+    )
+
+
+def _lifespan(parts: _Parts) -> StartUp:
+    """Connect Weaviate, declare the collection and follow the buckets; undo it at the end."""
+    topology, settings = parts.service.topology, parts.settings
+
+    @asynccontextmanager
+    async def start_up() -> AsyncIterator[None]:
+        await parts.client.connect()
+        try:
+            await parts.store.collections.ensure()
+            js = parts.service.broker.connection.jetstream()
+            await parts.tombstones.open(js, create=topology.declare)
+            await parts.versions.open(js, create=topology.declare)
+            await parts.tombstones.follow()
+            if settings.serve:
+                await parts.profiles.open(js, create=topology.declare)
+                await parts.versions.follow()
+                await parts.profiles.follow()
+            yield
+        finally:
+            await parts.profiles.stop()
+            await parts.versions.stop()
+            await parts.tombstones.stop()
+            await parts.client.close()
+
+    return start_up
 
 
 def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
@@ -30,63 +107,17 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
     topology = service.topology
     client = WeaviateNodes(settings.store)
     store = ChunkStore.configured(client, settings)
-    quotas = Quotas(
-        settings.tenant_limits, settings.default_tenant_limit, store.queries.count_chunks
+    parts = _Parts(
+        service,
+        settings,
+        client,
+        store,
+        Quotas(settings.tenant_limits, settings.default_tenant_limit, store.queries.count_chunks),
+        Tombstones(topology.tombstones_kv),
+        Versions(topology.versions_kv),
+        LibraryProfiles(topology.profiles_kv),
     )
-    tombstones = Tombstones(topology.tombstones_kv)
-    versions = Versions(topology.versions_kv)
-    profiles = LibraryProfiles(topology.profiles_kv)
-    indexing = (
-        (
-            Indexer(
-                service.stage("indexer"),
-                store.writes,
-                tombstones,
-                versions,
-                service.registry,
-                max_batch=settings.index_concurrency,
-                linger_s=settings.index_linger_ms / 1000,
-                quotas=quotas,
-            ),
-            MaxDeliveries(service.stage("deadletterer")),
-        )
-        if settings.index
-        else None
-    )
-    searcher = (
-        Searcher(
-            service.stage(),
-            store,
-            settings,
-            service.registry,
-            versions,
-            profiles,
-            create_rewriter(settings.rewriter, settings.cohere, settings.llm),
-            quotas,
-        )
-        if settings.serve
-        else None
-    )
-    register(service, settings, indexing, searcher, Feed(service.stage()) if searcher else None)
-
-    @asynccontextmanager
-    async def start_up() -> AsyncIterator[None]:
-        await client.connect()
-        try:
-            await store.collections.ensure()
-            js = service.broker.connection.jetstream()
-            await tombstones.open(js, create=topology.declare)
-            await versions.open(js, create=topology.declare)
-            await tombstones.follow()
-            if settings.serve:
-                await profiles.open(js, create=topology.declare)
-                await versions.follow()
-                await profiles.follow()
-            yield
-        finally:
-            await profiles.stop()
-            await versions.stop()
-            await tombstones.stop()
-            await client.close()
-
-    return service.app(start_up)
+    searcher = _searcher(parts)
+    feed = Feed(service.stage()) if searcher else None
+    register(service, settings, _indexing(parts), searcher, feed)
+    return service.app(_lifespan(parts))

@@ -7,9 +7,9 @@ from kbus_runtime.advisories import MaxDeliveries
 from kbus_runtime.bus import BusMessage
 from kbus_runtime.service import Service
 
-from kbus_searcher.feed import Feed
-from kbus_searcher.indexing import Indexer
-from kbus_searcher.searching import Searcher
+from kbus_searcher.index.indexer import Indexer
+from kbus_searcher.search.feed import Feed
+from kbus_searcher.search.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
 
 

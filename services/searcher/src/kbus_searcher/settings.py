@@ -11,7 +11,7 @@ from kbus_runtime.settings import CohereSettings, ServiceSettings, StoreSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from kbus_searcher.quotas import TenantLimit
+from kbus_searcher.search.quotas import TenantLimit
 
 
 class SearcherSettings(ServiceSettings):
@@ -78,6 +78,13 @@ class SearcherSettings(ServiceSettings):
         ge=1,
         description="First-stage candidates the reranker scores; the rest follow in first-stage "
         "order. Why 5: docs/tuning.md#kbus_searcher_rerank_depth.",
+    )
+    rerank_prior_weight: float = Field(
+        default=0.6,
+        ge=0.0,
+        le=1.0,
+        description="Weight of the first-stage score against the reranker's normalised score (0: "
+        "the reranker's own score). Why 0.6: docs/tuning.md#kbus_searcher_rerank_prior_weight.",
     )
     rerank: bool = Field(
         default=True,

@@ -7,7 +7,7 @@ is acknowledged. The store's TTL bounds whatever a crash leaves behind.
 
 A tenant's credential holds no JetStream API (docs/security.md): it writes an object with
 publishes alone, in the object store's own format (:func:`put_body`), into a store the operator
-provisioned for it (``python -m kbus_searcher.setup --tenant``).
+provisioned for it (``python -m kbus_searcher.jobs.setup --tenant``).
 """
 
 from __future__ import annotations

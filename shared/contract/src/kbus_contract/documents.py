@@ -162,7 +162,7 @@ class DocumentAdded(Contract):
         default=None,
         ge=1,
         description="The stored publish (its stream sequence) whose text this one cuts again "
-        "(python -m kbus_searcher.reprocess): it then ranks as that publish, so any later "
+        "(python -m kbus_searcher.jobs.reprocess): it then ranks as that publish, so any later "
         "publish or deletion of the document wins over it.",
     )
     matching: tuple[tuple[MatchingText, ...], ...] | None = Field(

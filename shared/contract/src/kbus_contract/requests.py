@@ -85,7 +85,6 @@ class RerankCandidate(Contract):
 
     id: str
     text: str = Field(max_length=16_384)
-    prior: float | None = Field(default=None, description="The first-stage score, 0..1, if any.")
 
 
 class RerankRequest(Contract):

@@ -123,25 +123,10 @@ class Topology:
         """The dead letters of a tenant's library (all its libraries without one), any stage."""
         return self.subject("deadletter", stage="*", tenant=tenant, library=library or "*")
 
-    def search_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
-        """A tenant's searches, within a grant (:func:`grant_token`)."""
-        return self.subject("kb.search", tenant=tenant, grant=grant)
-
-    def stats_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
-        """A tenant's statistics, within a grant."""
-        return self.subject("kb.stats", tenant=tenant, grant=grant)
-
-    def feed_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
-        """A tenant's stored receipts and dead letters, within a grant."""
-        return self.subject("kb.feed", tenant=tenant, grant=grant)
-
-    def profile_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
-        """A tenant's library profiles (read and set), within a grant."""
-        return self.subject("kb.profile", tenant=tenant, grant=grant)
-
-    def readprofile_for(self, tenant: str, grant: str = GRANT_ALL) -> str:
-        """A tenant's library profiles, read only (a reader's credential holds this one)."""
-        return self.subject("kb.readprofile", tenant=tenant, grant=grant)
+    def asked(self, name: str, tenant: str, grant: str = GRANT_ALL) -> str:
+        """A tenant's request subject of catalog channel ``name`` (``kb.search``...), within a
+        grant (:func:`grant_token`)."""
+        return self.subject(name, tenant=tenant, grant=grant)
 
     # -- every tenant's (what streams capture and services subscribe to) -----------------------
 
@@ -169,22 +154,6 @@ class Topology:
     def dead_letters(self) -> str:
         return self.every("deadletter")
 
-    @property
-    def search(self) -> str:
-        return self.every("kb.search")
-
-    @property
-    def stats(self) -> str:
-        return self.every("kb.stats")
-
-    @property
-    def profile(self) -> str:
-        return self.every("kb.profile")
-
-    @property
-    def readprofile(self) -> str:
-        return self.every("kb.readprofile")
-
     # -- between the services only -------------------------------------------------------------
 
     @property
@@ -199,14 +168,6 @@ class Topology:
     @property
     def embeddings_ready(self) -> str:
         return self.every("embeddings.ready")
-
-    @property
-    def embed(self) -> str:
-        return self.every("kb.embed")
-
-    @property
-    def rerank(self) -> str:
-        return self.every("kb.rerank")
 
     def names_tenant(self, subject: str) -> bool:
         """Whether ``subject`` is of a kind that carries a tenant (malformed or not)."""

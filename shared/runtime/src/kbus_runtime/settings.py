@@ -145,7 +145,8 @@ class StoreSettings(BaseSettings):
         default="KbusChunks",
         pattern=r"^[A-Z][A-Za-z0-9_]{0,127}$",
         description="The index: an alias of the collection of the active embedding model "
-        "(each model's vectors live in <name>_<model>; python -m kbus_searcher.reembed switches).",
+        "(each model's vectors live in <name>_<model>; python -m kbus_searcher.jobs.reembed "
+        "switches).",
     )
     timeout_s: float = Field(default=30.0, description="Timeout of Weaviate calls, seconds.")
     hosts: str = Field(

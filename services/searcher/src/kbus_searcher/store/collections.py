@@ -2,7 +2,7 @@
 
 ``KBUS_WEAVIATE_COLLECTION`` names an alias. Each model's vectors live in a collection of their
 own (``<alias>_<model>``); the first collection written becomes the alias's target, and a
-re-embedding moves the alias in one step (:mod:`kbus_searcher.reembed`).
+re-embedding moves the alias in one step (:mod:`kbus_searcher.jobs.reembed`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from weaviate.classes.query import Filter, Sort
 from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
-from kbus_searcher.recuts import rank
+from kbus_searcher.index.recuts import rank
 from kbus_searcher.store import filters
 from kbus_searcher.store.collections import Collections
 from kbus_searcher.store.errors import write_error
@@ -169,7 +169,7 @@ class ChunkWriter:
 
     async def delete_superseded(self, readies: Sequence[EmbeddingsReady]) -> int:
         """Delete the chunks of every other version of these documents published before them
-        (:func:`kbus_searcher.recuts.rank`: a text cut again replaces the publish it was cut
+        (:func:`kbus_searcher.index.recuts.rank`: a text cut again replaces the publish it was cut
         from, at the same sequence).
 
         For several publishes of one model and tenant: one read of the documents' stored chunks,

@@ -21,15 +21,14 @@ from kbus_contract import (
     RerankReply,
     RerankRequest,
     SearchRequest,
-    SearchType,
 )
 from kbus_contract.errors import ErrorCode, KbusError, PermanentError, TransientError
 from kbus_runtime.deadlines import Deadline
+from kbus_runtime.passages import passage_text
 from kbus_runtime.stage import Stage
 
-from kbus_searcher.budgeting import RerankCost
-from kbus_searcher.chains import Chain
-from kbus_searcher.ranking import passage
+from kbus_searcher.search.budgeting import RerankCost
+from kbus_searcher.search.chains import Chain
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate
 
@@ -61,15 +60,14 @@ class SecondStage:
         chain: Chain,
         query: str,
         found: Sequence[Candidate],
-        firsts: Sequence[float],
         deadline: Deadline,
         query_states: QueryStates | None = None,
     ) -> Reranked:
-        """Scores for the first candidates of ``found`` (in first-stage order), by the
-        reranker the chain names."""
+        """The reranker's own scores for the first candidates of ``found`` (in first-stage
+        order), by the reranker the chain names; :mod:`.ranking` makes the order from them."""
         if not (self.wanted(req, chain) and found):
             return Reranked()
-        candidates = self._candidates(req, chain, found, firsts)
+        candidates = self._candidates(req, chain, found)
         reserve_s = self.settings.reserve_ms / 1000.0
         left_s = deadline.left_s() - reserve_s
         cost = self.costs[RerankerKind.PROMPTED if chain.instruction else RerankerKind.DEFAULT]
@@ -99,14 +97,9 @@ class SecondStage:
         req: SearchRequest,
         chain: Chain,
         found: Sequence[Candidate],
-        firsts: Sequence[float],
     ) -> tuple[RerankCandidate, ...]:
         depth = req.rerank_depth or chain.depth or self.settings.rerank_depth
-        blend = req.search_type is not SearchType.KEYWORD
-        return tuple(
-            RerankCandidate(id=c.uuid, text=passage(c), prior=first if blend else None)
-            for c, first in zip(found[:depth], firsts, strict=False)
-        )
+        return tuple(RerankCandidate(id=c.uuid, text=passage(c)) for c in found[:depth])
 
     async def _ask(
         self,
@@ -121,7 +114,7 @@ class SecondStage:
         started = time.perf_counter()
         try:
             reply = await self.stage.ask(
-                self.stage.topology.rerank,
+                self.stage.topology.every("kb.rerank"),
                 request.model_copy(update={"budget_ms": max(1, int(timeout_s * 1000))}),
                 RerankReply,
                 stage="reranker",
@@ -150,3 +143,9 @@ def _reason(exc: KbusError) -> DegradedReason | None:
     if isinstance(exc, TransientError) or exc.code == ErrorCode.RERANK_UNCONFIGURED:
         return DegradedReason.RERANK_UNAVAILABLE
     return None
+
+
+def passage(c: Candidate) -> str:
+    """A candidate as the reranker reads it: title and headings, then the text."""
+    p = c.properties
+    return passage_text(p.get("title") or "", p.get("heading_path") or (), p.get("text") or "")

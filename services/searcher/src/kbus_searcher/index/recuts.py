@@ -1,5 +1,5 @@
 """Versions of texts cut again after a library's profile changed (``python -m
-kbus_searcher.reprocess``).
+kbus_searcher.jobs.reprocess``).
 
 A text cut again ranks as the publish it was cut from (its ``recut_of``), so it shares that
 publish's sequence, and its version is that publish's with ``+profile<revision>``. Between two

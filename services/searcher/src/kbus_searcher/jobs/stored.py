@@ -14,7 +14,7 @@ from kbus_runtime.bus import connect_nats
 from kbus_runtime.store import weaviate_client
 from nats.aio.client import Client
 
-from kbus_searcher.recuts import rank
+from kbus_searcher.index.recuts import rank
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
 

@@ -16,9 +16,9 @@ from kbus_contract import (
 )
 from kbus_runtime.deadlines import Deadline
 
-from kbus_searcher.chains import Chain
-from kbus_searcher.ranking import score_kind
-from kbus_searcher.relevance import Verdict
+from kbus_searcher.search.chains import Chain
+from kbus_searcher.search.ranking import score_kind
+from kbus_searcher.search.relevance import Verdict
 from kbus_searcher.settings import SearcherSettings
 
 

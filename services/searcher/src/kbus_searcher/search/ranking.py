@@ -1,4 +1,8 @@
-"""From candidates to the hits of a reply: the order, and every score named for what it is."""
+"""From candidates to the hits of a reply: the order, and every score named for what it is.
+
+Every order a search's hits take is made here: the first stage's (:func:`first_order`) and the
+final one with the reranker's scores (:func:`final_hits`).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,36 @@ import json
 from collections.abc import Sequence
 
 from kbus_contract import Scores, SearchHit, SearchType
-from kbus_runtime.passages import passage_text
 
 from kbus_searcher.store import Candidate
 
 
-def passage(c: Candidate) -> str:
-    """A candidate as the reranker reads it: title and headings, then the text."""
-    p = c.properties
-    return passage_text(p.get("title") or "", p.get("heading_path") or (), p.get("text") or "")
+def first_order(
+    candidates: Sequence[Candidate], search_type: SearchType, document_weight: float
+) -> tuple[list[Candidate], list[float]]:
+    """The candidates in the first stage's order, with the score each is ordered by."""
+    firsts = first_stage(candidates, search_type, document_weight)
+    positions = order(candidates, firsts)
+    return [candidates[i] for i in positions], [firsts[i] for i in positions]
+
+
+def final_hits(
+    candidates: Sequence[Candidate],
+    firsts: Sequence[float],
+    rerank: Sequence[float] | None,
+    prior_weight: float,
+    min_score: float,
+    by_document: bool,
+    k: int,
+) -> tuple[SearchHit, ...]:
+    """The reply's top ``k`` hits: ranked (:func:`rank`), at least ``min_score``, and each
+    document once at its best chunk's place when ``by_document``."""
+    hits = [
+        h for h in rank(candidates, firsts, rerank, prior_weight) if h.scores.final >= min_score
+    ]
+    if by_document:
+        hits = best_per_document(hits)
+    return tuple(hits[:k])
 
 
 def first_stage(
@@ -73,16 +98,39 @@ def best_per_document(hits: list[SearchHit]) -> list[SearchHit]:
     return best
 
 
+def blend(scores: Sequence[float], priors: Sequence[float], prior_weight: float) -> list[float]:
+    """``(1-w) * minmax(scores) + w * prior``; the reranker's own scores when ``w`` is 0.
+
+    Dense re-scorers are blind to exact tokens (part numbers, error codes) that the keyword side
+    of the first stage finds; blending keeps that evidence. Both sides are on a 0..1 scale
+    relative to this candidate list, as the first stage's relative-score fusion is.
+    """
+    if prior_weight <= 0:
+        return [float(s) for s in scores]
+    lo, hi = min(scores), max(scores)
+    norm = [(s - lo) / (hi - lo) if hi > lo else 1.0 for s in scores]
+    return [(1 - prior_weight) * n + prior_weight * p for n, p in zip(norm, priors, strict=False)]
+
+
+def reranker_name(model: str, prior_weight: float) -> str:
+    """The reranker a reply names: its model, and the prior's weight where it was blended."""
+    return f"{model}+prior({prior_weight:g})" if model and prior_weight > 0 else model
+
+
 def rank(
-    candidates: Sequence[Candidate], firsts: Sequence[float], rerank: Sequence[float] | None
+    candidates: Sequence[Candidate],
+    firsts: Sequence[float],
+    rerank: Sequence[float] | None,
+    prior_weight: float = 0.0,
 ) -> list[SearchHit]:
     """Hits from candidates in first-stage order: the reranked ones (the first
-    ``len(rerank)``) by their reranker score, then the rest by their first-stage score.
+    ``len(rerank)``) by the reranker's score blended with the first stage's at
+    ``prior_weight``, then the rest by their first-stage score.
 
     Beyond the rerank depth a hit keeps its first-stage score as ``final`` and its place after
     every reranked hit.
     """
-    scored = list(rerank or [])
+    scored = blend(rerank, firsts, prior_weight) if rerank else []
     reranked: list[SearchHit] = []
     rest: list[SearchHit] = []
     for i, (c, first) in enumerate(zip(candidates, firsts, strict=True)):

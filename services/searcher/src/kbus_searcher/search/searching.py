@@ -33,24 +33,19 @@ from nats.errors import Error as NatsError
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
-from kbus_searcher.baseline import Baselines
-from kbus_searcher.chains import LibraryProfiles, chain_of
-from kbus_searcher.quotas import Quotas
-from kbus_searcher.ranking import (
-    best_per_document,
-    first_stage,
-    order,
-    rank,
-)
-from kbus_searcher.relevance import Relevance, Verdict
-from kbus_searcher.rewriting import QueryRewriter, rewrite_or_none
-from kbus_searcher.runs import SearchRun
-from kbus_searcher.second_stage import SecondStage
+from kbus_searcher.index.versions import Versions
+from kbus_searcher.search.baseline import Baselines
+from kbus_searcher.search.chains import LibraryProfiles, chain_of
+from kbus_searcher.search.quotas import Quotas
+from kbus_searcher.search.ranking import final_hits, first_order, reranker_name
+from kbus_searcher.search.relevance import Relevance, Verdict
+from kbus_searcher.search.rewriting import QueryRewriter, rewrite_or_none
+from kbus_searcher.search.runs import SearchRun
+from kbus_searcher.search.second_stage import SecondStage
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate, ChunkStore, DocumentKey, Query
 from kbus_searcher.store.errors import failure, unavailable
 from kbus_searcher.store.queries import MAX_RESULT_WINDOW
-from kbus_searcher.versions import Versions
 
 log = logging.getLogger("kbus.searcher")
 
@@ -129,8 +124,9 @@ class Searcher:
         sent = self.stage.topology.identity(inbound.subject)
 
         async def search(req: SearchRequest) -> SearchReply:
-            deadline = Deadline.after(req.budget_ms or self.settings.budget_ms, inbound.received)
-            return await self.search(req, sent, deadline)
+            return await self.search(
+                req, sent, inbound.deadline(req.budget_ms, self.settings.budget_ms)
+            )
 
         return await self.stage.answer(inbound.body, SearchRequest, search, sent.tenant)
 
@@ -205,15 +201,12 @@ class Searcher:
         run.verdict = await self._judge(req, run, found)
         if run.verdict.reason is not None:
             return self._reply(run)
-        firsts = first_stage(found, req.search_type, run.document_weight)
-        positions = order(found, firsts)
-        found, firsts = [found[i] for i in positions], [firsts[i] for i in positions]
-        rerank_scores = await self._rerank(req, run, found, firsts)
-        hits = rank(found, firsts, rerank_scores)
-        hits = [h for h in hits if h.scores.final >= run.min_score]
-        if req.group_by_document:
-            hits = best_per_document(hits)
-        run.hits = tuple(hits[: run.k])
+        found, firsts = first_order(found, req.search_type, run.document_weight)
+        weight = self._prior_weight(req)
+        rerank_scores = await self._rerank(req, run, found, weight)
+        run.hits = final_hits(
+            found, firsts, rerank_scores, weight, run.min_score, req.group_by_document, run.k
+        )
         return self._reply(run)
 
     async def _judge(self, req: SearchRequest, run: SearchRun, found: list[Candidate]) -> Verdict:
@@ -255,7 +248,7 @@ class Searcher:
             return None, ""
         t0 = time.perf_counter()
         reply = await self.stage.ask(
-            self.stage.topology.embed,
+            self.stage.topology.every("kb.embed"),
             EmbedRequest(
                 texts=(query,),
                 input_type=InputType.QUERY,
@@ -274,7 +267,7 @@ class Searcher:
 
     async def _embed_probes(self, texts: list[str]) -> tuple[str, list[list[float]]]:
         reply = await self.stage.ask(
-            self.stage.topology.embed,
+            self.stage.topology.every("kb.embed"),
             EmbedRequest(texts=tuple(texts), input_type=InputType.QUERY),
             EmbedReply,
             stage="embedder",
@@ -357,17 +350,24 @@ class Searcher:
         req: SearchRequest,
         run: SearchRun,
         found: Sequence[Candidate],
-        firsts: Sequence[float],
+        prior_weight: float,
     ) -> list[float] | None:
         reranked = await self.second_stage.rerank(
-            req, run.chain, run.query, found, firsts, run.deadline, run.query_states
+            req, run.chain, run.query, found, run.deadline, run.query_states
         )
         if reranked.waited_s:
             self.latency.labels("rerank").observe(reranked.waited_s)
         run.timings["rerank_ms"] = reranked.waited_s * 1000.0
-        run.reranker = reranked.model
+        run.reranker = reranker_name(reranked.model, prior_weight)
         run.degraded_reason = reranked.degraded or run.degraded_reason
         return reranked.scores
+
+    def _prior_weight(self, req: SearchRequest) -> float:
+        """How much of the first stage's score a reranked hit keeps: none in keyword search,
+        whose raw BM25 score is on no common scale."""
+        if req.search_type is SearchType.KEYWORD:
+            return 0.0
+        return self.settings.rerank_prior_weight
 
     def _observe(self, stage: str, t0: float) -> float:
         elapsed = time.perf_counter() - t0

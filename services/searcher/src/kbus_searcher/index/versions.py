@@ -21,9 +21,9 @@ from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
 from kbus_searcher.buckets import FollowedBucket
-from kbus_searcher.recuts import rank
+from kbus_searcher.index.recuts import rank
+from kbus_searcher.index.tombstones import scope_key
 from kbus_searcher.store import DocumentKey
-from kbus_searcher.tombstones import scope_key
 
 
 class Versions(FollowedBucket[str]):

@@ -1,6 +1,6 @@
 """Switch an index to another embedding model: re-embed everything, then switch searches over.
 
-``python -m kbus_searcher.reembed``, after the embedders were redeployed with the new model:
+``python -m kbus_searcher.jobs.reembed``, after the embedders were redeployed with the new model:
 
 1. Ask the embedders (``kb.embed``) which model they run. Its vectors go to that model's own
    collection; searches keep reading the current one, and a query the new model embeds is
@@ -31,9 +31,9 @@ from kbus_runtime.bus import JSON_HEADERS
 from kbus_runtime.logs import configure_logging
 from nats.aio.client import Client
 
+from kbus_searcher.jobs.stored import StoredDocument, connected, read_documents
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
-from kbus_searcher.stored import StoredDocument, connected, read_documents
 
 log = logging.getLogger("kbus.reembed")
 
@@ -43,7 +43,9 @@ PART_CHUNKS = 64
 async def running_model(nc: Client, topology: Topology) -> str:
     """The model the embedders run now."""
     probe = EmbedRequest(texts=("model probe",), input_type=InputType.QUERY)
-    reply = await request(nc, topology.embed, probe, EmbedReply, stage="embedder", timeout_s=60)
+    reply = await request(
+        nc, topology.every("kb.embed"), probe, EmbedReply, stage="embedder", timeout_s=60
+    )
     return reply.model
 
 
@@ -120,7 +122,9 @@ async def reembed(settings: SearcherSettings, timeout_s: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kbus_searcher.reembed", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m kbus_searcher.jobs.reembed", description=__doc__
+    )
     parser.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds to wait")
     args = parser.parse_args(argv)
     settings = SearcherSettings()

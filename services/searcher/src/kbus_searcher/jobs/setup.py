@@ -1,6 +1,6 @@
 """One-shot set-up: streams, key-value buckets, each tenant's store and the index's settings.
 
-``python -m kbus_searcher.setup`` runs with rights the services need not have (creating streams
+``python -m kbus_searcher.jobs.setup`` runs with rights the services need not have (creating streams
 and collections), so that services can run with ``KBUS_DECLARE_STREAMS=false`` and
 least-privilege NATS users. It is idempotent. Weaviate collections are made per embedding model
 by the indexer when that model's first vectors arrive (``KBUS_WEAVIATE_COLLECTION`` is the alias
@@ -64,7 +64,7 @@ async def setup(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m kbus_searcher.setup", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m kbus_searcher.jobs.setup", description=__doc__)
     parser.add_argument("--tenant", action="append", default=[], help="provision (repeat)")
     parser.add_argument("--tenants-file", type=Path, help="tenants to provision, one per line")
     parser.add_argument("--remove-tenant", action="append", default=[], help="remove (repeat)")

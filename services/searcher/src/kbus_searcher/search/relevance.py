@@ -7,7 +7,7 @@ grows with the library. So the decision weighs three things:
 
 - ``best_similarity``, the best cosine of the query and a candidate chunk (the model's view);
 - ``baseline_similarity``, how close unrelated questions come to the same libraries
-  (:mod:`kbus_searcher.baseline`, a calibration of each library);
+  (:mod:`kbus_searcher.search.baseline`, a calibration of each library);
 - ``keyword_coverage``, the largest share of the query's content words (function words such as
   "how" or "my" left out) that the keyword text of one of the few candidates keyword search
   scored highest holds (the words' view, which no model calibrates).

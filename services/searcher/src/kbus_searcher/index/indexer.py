@@ -14,11 +14,11 @@ from kbus_runtime.stage import Stage, stream_sequence
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
-from kbus_searcher.quotas import Quotas
+from kbus_searcher.index.tombstones import Tombstones
+from kbus_searcher.index.versions import Versions
+from kbus_searcher.search.quotas import Quotas
 from kbus_searcher.store import ChunkWriter, DocumentKey, doc_key
 from kbus_searcher.store.errors import unavailable
-from kbus_searcher.tombstones import Tombstones
-from kbus_searcher.versions import Versions
 
 log = logging.getLogger("kbus.searcher")
 

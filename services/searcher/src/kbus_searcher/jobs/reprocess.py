@@ -1,6 +1,6 @@
 """Cut a library's documents again after its profile changed.
 
-``python -m kbus_searcher.reprocess --tenant T --library L``: a profile decides for documents
+``python -m kbus_searcher.jobs.reprocess --tenant T --library L``: a profile decides for documents
 published after it; the documents already indexed keep their chunks until they are published
 again. This publishes each of them again, as the library's current profile would cut it:
 
@@ -12,7 +12,7 @@ again. This publishes each of them again, as the library's current profile would
    and ``recut_of`` = the stored publish's sequence: the ingestor cuts it with the profile,
    generates its matching texts if the profile asks, and the indexer replaces the old chunks
    without a mix, as for any new version. It ranks as the publish it was cut from
-   (:mod:`kbus_searcher.recuts`), so a publisher's newer publish of the document, even one
+   (:mod:`kbus_searcher.index.recuts`), so a publisher's newer publish of the document, even one
    still on its way through the pipeline, wins over it, and so does a deletion. Unchanged
    chunk texts are not embedded again (the embedding cache). A document already at the
    profile's revision is left alone, so a second run publishes nothing.
@@ -47,10 +47,10 @@ from kbus_runtime.logs import configure_logging
 from nats.aio.client import Client
 from nats.js.errors import KeyNotFoundError
 
-from kbus_searcher.recuts import profile_version, rank
+from kbus_searcher.index.recuts import profile_version, rank
+from kbus_searcher.index.versions import Versions
+from kbus_searcher.jobs.stored import StoredDocument, connected, read_documents
 from kbus_searcher.settings import SearcherSettings
-from kbus_searcher.stored import StoredDocument, connected, read_documents
-from kbus_searcher.versions import Versions
 
 log = logging.getLogger("kbus.reprocess")
 
@@ -195,7 +195,9 @@ async def reprocess(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kbus_searcher.reprocess", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m kbus_searcher.jobs.reprocess", description=__doc__
+    )
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--library", required=True)
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait")

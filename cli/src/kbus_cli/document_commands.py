@@ -1,0 +1,211 @@
+"""``kbus ingest``, ``kbus search`` and ``kbus delete``: a tenant's documents."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from kbus_client import DocumentRejectedError, KbError, why_no_match
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kbus_cli.common import (
+    DEFAULT_URL,
+    NatsUrl,
+    Prefix,
+    Tenant,
+    connect,
+    err,
+    out,
+    run,
+)
+from kbus_cli.files import Source, UnsupportedFileError, find_files, page, read_file, sitemap
+
+
+def ingest(
+    library: Annotated[str, typer.Option(help="Library to add the documents to.")],
+    sources: Annotated[
+        list[str] | None, typer.Argument(help="Files, folders and http(s) addresses.")
+    ] = None,
+    tenant: Tenant = "default",
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+    wait: Annotated[bool, typer.Option(help="Wait until every document is searchable.")] = True,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each receipt.")] = 600.0,
+    record_text: Annotated[
+        str | None, typer.Option(help="CSV and JSON records: each record's text, '{field}'s.")
+    ] = None,
+    record_title: Annotated[str, typer.Option(help="Records: each record's heading.")] = "",
+    record_metadata: Annotated[
+        list[str] | None, typer.Option(help="Records: a field kept as metadata (repeatable).")
+    ] = None,
+    site_map: Annotated[
+        list[str] | None,
+        typer.Option("--sitemap", help="A sitemap's address: each page it lists (repeatable)."),
+    ] = None,
+) -> None:
+    """Publish files as they are (text, Markdown, HTML, PDF, Word, PowerPoint, Excel, CSV and
+    JSON records) and web pages by address; the ingestor parses them. Lists what failed."""
+    template = (
+        {"text": record_text, "title": record_title, "metadata": record_metadata or []}
+        if record_text
+        else None
+    )
+    unreadable: list[tuple[str, str]] = []
+    given = list(sources or [])
+    for address in site_map or []:
+        try:
+            given.extend(sitemap(address))
+        except UnsupportedFileError as exc:
+            unreadable.append((address, str(exc)))
+    docs = _sources(given, template, unreadable)
+    failures = list(unreadable)
+    ok = run(_ingest(docs, library, tenant, nats_url, prefix, wait, timeout, failures))
+    out.print(f"{ok} of {len(docs) + len(unreadable)} files {'indexed' if wait else 'published'}")
+    if failures:
+        table = Table("file", "reason", title="not ingested", title_style="red")
+        for name, reason in failures:
+            table.add_row(name, reason)
+        out.print(table)
+        raise typer.Exit(1)
+
+
+def _sources(
+    given: list[str], template: dict[str, Any] | None, unreadable: list[tuple[str, str]]
+) -> list[Source]:
+    docs = [page(s) for s in given if s.startswith(("http://", "https://"))]
+    paths = [Path(s) for s in given if not s.startswith(("http://", "https://"))]
+    for missing in (p for p in paths if not p.exists()):
+        unreadable.append((str(missing), "no such file or folder"))
+    for file, root in find_files([p for p in paths if p.exists()]):
+        try:
+            docs.append(read_file(file, root, template))
+        except UnsupportedFileError as exc:
+            unreadable.append((str(file), str(exc)))
+    return docs
+
+
+async def _ingest(
+    docs: list[Source],
+    library: str,
+    tenant: str,
+    url: str,
+    prefix: str,
+    wait: bool,
+    receipt_timeout_s: float,
+    failures: list[tuple[str, str]],
+) -> int:
+    client = await connect(url, prefix, tenant)
+    done = 0
+    limit = asyncio.Semaphore(32)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    async with client:
+        with Progress(*columns, console=err) as progress:
+            task = progress.add_task("indexing" if wait else "publishing", total=len(docs))
+
+            async def one(doc: Source) -> None:
+                nonlocal done
+                async with limit:
+                    try:
+                        await client.publish_document(
+                            library=library,
+                            document_id=doc.document_id,
+                            wait=wait,
+                            timeout_s=receipt_timeout_s,
+                            **doc.fields,
+                        )
+                        done += 1
+                    except (DocumentRejectedError, ValueError, TimeoutError, KbError) as exc:
+                        failures.append((doc.document_id, str(exc) or type(exc).__name__))
+                    progress.advance(task)
+
+            await asyncio.gather(*(one(d) for d in docs))
+    return done
+
+
+def search(
+    query: Annotated[str, typer.Argument(help="The question.")],
+    library: Annotated[list[str], typer.Option(help="Library to search (repeat for more).")],
+    tenant: Tenant = "default",
+    k: Annotated[int, typer.Option(min=1, max=100)] = 5,
+    search_type: Annotated[str, typer.Option(help="hybrid, vector or keyword")] = "hybrid",
+    rerank: Annotated[
+        bool | None,
+        typer.Option("--rerank/--no-rerank", help="Rerank (the server's default if not given)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Search and print the top results."""
+
+    async def go() -> Any:
+        client = await connect(nats_url, prefix, tenant)
+        async with client:
+            return await client.search(
+                query, libraries=library, k=k, search_type=search_type, rerank=rerank
+            )
+
+    try:
+        reply = run(go())
+    except (KbError, ValueError) as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(1) from exc
+    if as_json:
+        out.print_json(reply.model_dump_json())
+        return
+    if reply.no_match:
+        out.print(f"no match: {why_no_match(reply)}")
+        return
+    table = Table("#", reply.score_kind, "title", "section", "source", "text")
+    for rank, hit in enumerate(reply.results, 1):
+        table.add_row(
+            str(rank),
+            f"{hit.scores.final:.3f}",
+            hit.title,
+            " > ".join(hit.heading_path),
+            hit.source_uri or hit.document_id,
+            " ".join(hit.text.split())[:120],
+        )
+    out.print(table)
+    out.print(
+        f"{reply.timings.total_ms:.0f} ms, model {reply.model or '-'}, "
+        f"reranker {reply.reranker or '-'}"
+    )
+
+
+def delete(
+    library: Annotated[
+        str | None, typer.Option(help="Library (all of it without --document).")
+    ] = None,
+    document: Annotated[str | None, typer.Option(help="Document id.")] = None,
+    everything: Annotated[
+        bool, typer.Option("--tenant-wide", help="Delete the whole tenant.")
+    ] = False,
+    tenant: Tenant = "default",
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Delete a document, a library or a whole tenant, and wait for the receipt."""
+    if library is None and not everything:
+        err.print("[red]name a --library (and --document), or pass --tenant-wide[/]")
+        raise typer.Exit(2)
+
+    async def go() -> Any:
+        client = await connect(nats_url, prefix, tenant)
+        async with client:
+            return await client.delete_document(library=library, document_id=document, wait=True)
+
+    try:
+        removed = run(go())
+    except (ValueError, TimeoutError) as exc:
+        err.print(f"[red]{exc or 'no receipt in time'}[/]")
+        raise typer.Exit(1) from exc
+    out.print(f"deleted {removed.chunks_deleted} chunks")

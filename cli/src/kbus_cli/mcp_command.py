@@ -1,0 +1,53 @@
+"""``kbus mcp``: the knowledge base served to an agent host over MCP."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kbus_cli.common import DEFAULT_URL, NatsUrl, Prefix, Tenant, access, err
+
+
+def mcp(
+    library: Annotated[list[str], typer.Option(help="Library the agent may search (repeat).")],
+    tenant: Tenant = "default",
+    transport: Annotated[str, typer.Option(help="stdio or http")] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+    memory_library: Annotated[
+        str | None,
+        typer.Option(help="Library where remember keeps what the agent learned (searched too)."),
+    ] = None,
+    conversation: Annotated[str, typer.Option(help="The conversation memories belong to.")] = (
+        "default"
+    ),
+) -> None:
+    """Serve the knowledge base to an agent host over MCP (stdio or streamable HTTP)."""
+    from kbus_cli.mcp_server import McpConfig, build_server
+
+    held = access.credential or {}
+    granted = held.get("libraries")
+    server = build_server(
+        McpConfig(
+            nats_url=nats_url,
+            tenant=held.get("tenant", tenant),
+            libraries=tuple(
+                dict.fromkeys([*library, *([memory_library] if memory_library else [])])
+            ),
+            prefix=held.get("bus_prefix", prefix),
+            granted=tuple(granted) if granted else None,
+            nats_options=access.options(),
+            memory_library=memory_library,
+            conversation=conversation,
+        )
+    )
+    if transport == "stdio":
+        server.run("stdio")
+    elif transport == "http":
+        server.run("streamable-http", host=host, port=port)
+    else:
+        err.print("[red]--transport is stdio or http[/]")
+        raise typer.Exit(2)

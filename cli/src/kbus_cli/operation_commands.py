@@ -1,0 +1,141 @@
+"""``kbus status`` and ``kbus dlq``: the pipeline's backlog and its dead letters."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from kbus_client import KbError
+from rich.table import Table
+
+from kbus_cli.common import (
+    DEFAULT_URL,
+    NatsUrl,
+    Prefix,
+    Tenant,
+    access,
+    connect,
+    err,
+    out,
+    run,
+)
+from kbus_cli.operations import ReplayError, list_dead_letters, replay, stage_statuses
+
+
+def status(
+    tenant: Tenant = "default",
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Backlog, redeliveries and dead letters per stage; documents per library."""
+
+    async def go() -> tuple[Any, Any]:
+        client = await connect(nats_url, prefix, tenant)
+        async with client:
+            stages = await stage_statuses(client.nc, client.topology)
+            stats: Any
+            try:
+                stats = await client.stats()
+            except KbError as exc:
+                stats = exc
+            return stages, stats
+
+    stages, stats = run(go())
+    table = Table(
+        "stage", "pending", "in flight", "redelivered", "pulling", "dead letters", title="pipeline"
+    )
+    for s in stages:
+        table.add_row(
+            s.stage,
+            str(s.pending) if s.found else "no consumer",
+            str(s.in_flight),
+            str(s.redelivered),
+            str(s.waiting_pulls),
+            str(s.dead_letters),
+        )
+    out.print(table)
+    if isinstance(stats, KbError):
+        out.print(f"[red]documents: {stats}[/]")
+        return
+    libraries = Table("library", "documents", "chunks", title=f"tenant {stats.tenant}")
+    for lib in stats.libraries:
+        libraries.add_row(lib.library, str(lib.documents), str(lib.chunks))
+    out.print(libraries)
+
+
+def dlq_list(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """List dead letters with their reasons."""
+
+    async def go() -> Any:
+        client = await connect(nats_url, prefix, None)
+        async with client:
+            # A tenant's credential reads its tenant's dead letters; an operator, everyone's.
+            return await list_dead_letters(client, _credential_tenant())
+
+    letters = run(go())
+    if as_json:
+        out.print_json(
+            json.dumps(
+                [
+                    {"sequence": s.sequence, **s.letter.model_dump(exclude={"original"})}
+                    for s in letters
+                ]
+            )
+        )
+        return
+    table = Table("seq", "stage", "code", "tenant", "library", "document", "reason")
+    for s in letters:
+        lt = s.letter
+        table.add_row(
+            str(s.sequence),
+            lt.stage,
+            lt.code,
+            lt.tenant or "",
+            lt.library or "",
+            lt.document_id or "",
+            lt.reason[:160],
+        )
+    out.print(table)
+
+
+def dlq_replay(
+    sequence: Annotated[list[int] | None, typer.Argument(help="Dead letters to replay.")] = None,
+    everything: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Publish dead letters' original messages again (after fixing the cause)."""
+
+    async def go() -> tuple[int, list[str]]:
+        client = await connect(nats_url, prefix, None)
+        problems: list[str] = []
+        replayed = 0
+        async with client:
+            tenant = _credential_tenant()
+            for stored in await list_dead_letters(client, tenant):
+                if not everything and stored.sequence not in (sequence or []):
+                    continue
+                try:
+                    await replay(client.nc, client.topology, stored, remove=tenant is None)
+                    replayed += 1
+                except ReplayError as exc:
+                    problems.append(str(exc))
+        return replayed, problems
+
+    if not everything and not sequence:
+        err.print("[red]name dead letters by sequence, or pass --all[/]")
+        raise typer.Exit(2)
+    replayed, problems = run(go())
+    out.print(f"replayed {replayed}")
+    for problem in problems:
+        err.print(f"[yellow]{problem}[/]")
+
+
+def _credential_tenant() -> str | None:
+    held = access.credential
+    return str(held["tenant"]) if held else None

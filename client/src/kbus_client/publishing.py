@@ -1,0 +1,82 @@
+"""A document's way onto the bus: its message id, its body by claim check when large, the
+JetStream publish resent until acknowledged, and the receipt it waits for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbus_contract import DocumentAdded
+from kbus_contract.topology import Topology
+from kbus_contract.wire import describe_validation_error, until_acknowledged
+from nats.aio.client import Client
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind
+from pydantic import ValidationError
+
+from kbus_client.bodies import ClaimChecks
+from kbus_client.msgids import MessageIds
+from kbus_client.receipts import ReceiptWatcher, Waiting
+from kbus_client.results import PublishResult
+from kbus_client.spans import document_attributes
+
+_tracer = trace.get_tracer("kbus.client")
+
+
+def new_document(**fields: Any) -> DocumentAdded:
+    """The document to publish, or ``ValueError`` saying what is wrong with it."""
+    try:
+        return DocumentAdded(**fields)
+    except ValidationError as exc:
+        raise ValueError(describe_validation_error(exc)) from exc
+
+
+class Publisher:
+    """Publishes documents for one client, in the caller's trace."""
+
+    def __init__(
+        self,
+        nc: Client,
+        topology: Topology,
+        bodies: ClaimChecks,
+        receipts: ReceiptWatcher,
+        ids: MessageIds,
+    ) -> None:
+        self.nc = nc
+        self.topology = topology
+        self._bodies = bodies
+        self._receipts = receipts
+        self._ids = ids
+
+    async def publish(
+        self, doc: DocumentAdded, wait: bool, timeout_s: float, data: bytes | None
+    ) -> PublishResult:
+        """Publish ``doc`` (``data``: the file its claim check refers to); with ``wait``,
+        return once it is searchable."""
+        waiting = await self._receipts.expect_receipt(doc) if wait else None
+        try:
+            with _tracer.start_as_current_span(
+                "kbus publish", kind=SpanKind.PRODUCER, attributes=document_attributes(doc)
+            ) as span:
+                result = await self._send(doc, waiting, timeout_s, data)
+                span.set_attribute("kbus.duplicate", result.duplicate)
+                return result
+        finally:
+            if waiting is not None:
+                self._receipts.forget(waiting)
+
+    async def _send(
+        self, doc: DocumentAdded, waiting: Waiting | None, timeout_s: float, data: bytes | None
+    ) -> PublishResult:
+        msg_id = self._ids.for_publish(doc)
+        if data is not None and doc.body is not None:
+            await self._bodies.put_file(doc.tenant, doc.body, data)
+        payload = await self._bodies.payload(doc, msg_id)
+        headers = {"content-type": "application/json", "Nats-Msg-Id": msg_id}
+        propagate.inject(headers)  # the trace context, when the caller traces
+        subject = self.topology.added(doc.tenant, doc.library)
+        js = self.nc.jetstream()
+        ack = await until_acknowledged(lambda: js.publish(subject, payload, headers=headers))
+        if ack.duplicate:
+            return PublishResult(doc, None, duplicate=True)
+        receipt = await self._receipts.wait(waiting, timeout_s) if waiting else None
+        return PublishResult(doc, receipt)

@@ -1,0 +1,1 @@
+"""Indexing: embeddings.ready into the store, versions, tombstones and deletions."""

@@ -1,0 +1,1 @@
+"""Admin jobs: setup, re-embedding, re-cutting; each a command of its own."""
