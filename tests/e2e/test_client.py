@@ -90,11 +90,13 @@ async def test_search_errors_are_typed(client: KbClient) -> None:
             client.nc.connected_url.geturl() if client.nc.connected_url else "",
             prefix="nobody-listens",
             tenant="initech",
+            timeout_s=2,
         )
         async with other:
             with pytest.raises(KbError) as info:
                 await other.search("q", libraries=["hr"])
             assert info.value.code == "searcher_unavailable"
+            assert info.value.tries > 1  # asked again while its wait allowed
 
 
 async def test_as_tool_gives_schemas_and_text_a_model_can_read(client: KbClient) -> None:

@@ -3,6 +3,7 @@
 from kbus_client.client import KbClient
 from kbus_client.errors import DocumentRejectedError, KbError
 from kbus_client.results import PublishResult
+from kbus_client.retrying import Retry
 from kbus_client.sync import SyncKbClient
 from kbus_client.tool import KbTool, format_for_model, why_no_match
 
@@ -12,6 +13,7 @@ __all__ = [
     "KbError",
     "KbTool",
     "PublishResult",
+    "Retry",
     "SyncKbClient",
     "format_for_model",
     "why_no_match",

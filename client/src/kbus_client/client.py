@@ -48,6 +48,7 @@ from kbus_client.msgids import MessageIds
 from kbus_client.publishing import Publisher, new_document
 from kbus_client.receipts import ReceiptWatcher, removal_of
 from kbus_client.results import PublishResult
+from kbus_client.retrying import ASK_AGAIN, Retry, with_retries
 from kbus_client.spans import reply_attributes, search_attributes
 from kbus_client.tool import KbTool, scoped_tool
 
@@ -74,6 +75,7 @@ class KbClient:
         granted: Sequence[str] | None = None,
         timeout_s: float = DEFAULT_WAIT_S,
         claim_check_bytes: int | None = None,
+        retry: Retry | None = ASK_AGAIN,
     ) -> None:
         self.nc = nc
         self.topology = Topology(prefix)
@@ -81,6 +83,7 @@ class KbClient:
         self.granted = tuple(sorted(granted)) if granted is not None else None
         self.grant = grant_token(self.granted)
         self.timeout_s = timeout_s
+        self.retry = retry
         self._bodies = ClaimChecks(nc, self.topology, claim_check_bytes)
         self._receipts = ReceiptWatcher(nc, self.topology, self.granted, self._ask_feed)
         self._ids = MessageIds()
@@ -105,13 +108,16 @@ class KbClient:
         tenant: str | None = None,
         granted: Sequence[str] | None = None,
         timeout_s: float = DEFAULT_WAIT_S,
+        retry: Retry | None = ASK_AGAIN,
         **nats_options: Any,
     ) -> KbClient:
         """Connect to NATS; ``nats_options`` go to ``nats.connect`` (the credential's user and
-        password and its inbox prefix, TLS, ...)."""
+        password and its inbox prefix, TLS, ...). ``retry=None`` sends every request once."""
         # Several servers (a cluster's) may be given, separated by commas.
         nc = await nats.connect([u.strip() for u in url.split(",")], **nats_options)
-        return cls(nc, prefix=prefix, tenant=tenant, granted=granted, timeout_s=timeout_s)
+        return cls(
+            nc, prefix=prefix, tenant=tenant, granted=granted, timeout_s=timeout_s, retry=retry
+        )
 
     async def close(self) -> None:
         await self._receipts.stop()
@@ -349,11 +355,22 @@ class KbClient:
         timeout_s: float | None = None,
     ) -> R:
         """A request on catalog channel ``name``, the asked tenant's subject within this
-        client's grant; its errors name the service that answers it."""
+        client's grant; its errors name the service that answers it. Asked again after a
+        retryable error while ``timeout_s`` allows (:mod:`kbus_client.retrying`), each try with
+        what is left of the budget; a reply with a ``tries`` field says how many it took."""
         subject = self.topology.asked(name, asked.tenant, self.grant)
-        wait_s = timeout_s or self.timeout_s
         stage = channel(name).receiver
-        return await request(self.nc, subject, asked, reply, stage=stage, timeout_s=wait_s)
+
+        async def attempt(left_s: float) -> R:
+            sent = asked
+            if getattr(asked, "budget_ms", None) is not None:
+                sent = asked.model_copy(update={"budget_ms": budget_ms(left_s)})
+            return await request(self.nc, subject, sent, reply, stage=stage, timeout_s=left_s)
+
+        answer, tries = await with_retries(attempt, timeout_s or self.timeout_s, self.retry)
+        if "tries" in reply.model_fields:
+            answer = answer.model_copy(update={"tries": tries})
+        return answer
 
     def memory(
         self, library: str, *, conversation: str, source: str = "agent", tenant: str | None = None

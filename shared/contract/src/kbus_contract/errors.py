@@ -82,6 +82,8 @@ class KbusError(Exception):
 
     code: str = ErrorCode.ERROR
     retryable: bool = False
+    #: How many times the client sent the request that ended in this error.
+    tries: int = 1
 
     def __init__(self, reason: str, *, code: str | None = None, stage: str = "") -> None:
         super().__init__(reason)

@@ -275,4 +275,10 @@ class SearchReply(Contract):
     budget_ms: int = Field(
         default=0, description="The budget the search ran under, in milliseconds."
     )
+    tries: int = Field(
+        default=1,
+        ge=1,
+        description="How many times the client sent this search: it asks again after a "
+        "retryable error or no responders while its wait allows (set by the client).",
+    )
     timings: StageTimings
