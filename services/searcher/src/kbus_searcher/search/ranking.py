@@ -109,7 +109,8 @@ def blend(scores: Sequence[float], priors: Sequence[float], prior_weight: float)
         return [float(s) for s in scores]
     lo, hi = min(scores), max(scores)
     norm = [(s - lo) / (hi - lo) if hi > lo else 1.0 for s in scores]
-    return [(1 - prior_weight) * n + prior_weight * p for n, p in zip(norm, priors, strict=False)]
+    tops = priors[: len(norm)]  # the reranked candidates are the first ones
+    return [(1 - prior_weight) * n + prior_weight * p for n, p in zip(norm, tops, strict=True)]
 
 
 def reranker_name(model: str, prior_weight: float) -> str:
