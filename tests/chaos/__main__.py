@@ -19,7 +19,9 @@ def main() -> int:
     defaults = ChaosConfig()
     for f in fields(ChaosConfig):
         flag = "--" + f.name.replace("_", "-")
-        if isinstance(f.default, bool):
+        if isinstance(f.default, bool) and f.default:
+            parser.add_argument("--no-" + flag[2:], dest=f.name, action="store_false")
+        elif isinstance(f.default, bool):
             parser.add_argument(flag, action="store_true")
         else:
             parser.add_argument(flag, type=type(getattr(defaults, f.name)), default=f.default)

@@ -53,6 +53,8 @@ class Stored:
     document_id: str
     position: int
     vector: list[float]
+    #: The publish that wrote it: "<sequence> <version>".
+    publish: str = ""
 
 
 def physical(client: weaviate.WeaviateClient, collection: str) -> str:
@@ -68,7 +70,8 @@ def read_store(client: weaviate.WeaviateClient, collection: str) -> list[Stored]
     stored = []
     for tenant in tenants:
         for obj in col.with_tenant(tenant).iterator(
-            include_vector=True, return_properties=["document_id", "position", "library"]
+            include_vector=True,
+            return_properties=["document_id", "position", "library", "sequence", "version"],
         ):
             vector = obj.vector["chunk"]
             stored.append(
@@ -78,6 +81,7 @@ def read_store(client: weaviate.WeaviateClient, collection: str) -> list[Stored]
                     str(obj.properties["document_id"]),
                     int(obj.properties["position"]),  # type: ignore[arg-type]
                     list(vector),  # type: ignore[arg-type]
+                    f"{obj.properties['sequence']} {obj.properties['version']}",
                 )
             )
     return stored
@@ -107,6 +111,9 @@ def check_store(docs: list[LedgerDoc], stored: list[Stored], findings: Findings)
                 findings.note(f"{doc.document_id} was deleted but has {len(chunks)} chunks")
             continue
         findings.stale_chunks += len(have - expected)
+        if have - expected:
+            publishes = sorted({(c.position, c.publish) for c in chunks})
+            findings.note(f"{doc.document_id} ({doc.tenant}) holds chunks of {publishes}")
         if not have & expected:
             findings.documents_lost += 1
             findings.note(f"{doc.document_id} ({doc.tenant}) is not in the store")

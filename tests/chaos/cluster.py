@@ -1,78 +1,50 @@
-"""The chaos run on a cluster: a steady stream of searches, kills of the work streams' NATS
-leader and of Weaviate nodes, and the check that every node, asked at ALL, holds everything."""
+"""The chaos run on a cluster: kills of the leader of each stream, bucket and object store,
+kills of Weaviate nodes (the schema's Raft leader among them), and the check that every node,
+asked at ALL, holds everything."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import weaviate
-from kbus_client import KbClient, KbError
 from kbus_dev.cluster import raft_leader, wait_for_weaviate_nodes
 from kbus_dev.servers import Server
+from nats.aio.client import Client
+from nats.errors import Error as NatsError
 from weaviate.classes.config import ConsistencyLevel
 
-from tests.chaos.ledger import LIBRARY, LedgerDoc
-
-#: How long a search may take before it counts as unanswered (the searcher's own bound is the
-#: budget the client gives it).
-SEARCH_WAIT_S = 10.0
+from tests.helpers import kill_stream_leader
 
 
-@dataclass
-class SearchStats:
-    """What the steady searches saw."""
+async def kill_next_leader(nc: Client, servers: list[Server], killed: set[str]) -> str:
+    """SIGKILL the NATS server leading the first stream, in name order, whose leader has not
+    been killed yet (round and round once all have): kbus's streams, its key-value buckets
+    (``KV_*``) and object stores (``OBJ_*``), as the server lists them now; start it again a
+    second later. Names both."""
+    streams = sorted(await _stream_names(nc))
+    fresh = [name for name in streams if name not in killed] or streams
+    stream = fresh[0]
+    killed.add(stream)
+    server = await kill_stream_leader(nc, servers, stream, pause_s=1.0)
+    return f"{stream} led by {server}"
 
-    asked: int = 0
-    answered: int = 0
-    #: Error replies (and requests nothing answered) by code.
-    errors: dict[str, int] = field(default_factory=dict)
-    #: Errors that did not say the search may be asked again: each is a defect.
-    not_retryable: int = 0
-    #: The longest time between two successful answers, seconds.
-    longest_gap_s: float = 0.0
 
-
-async def search_steadily(
-    kb: KbClient, docs: list[LedgerDoc], per_s: float, stats: SearchStats, seed: int
-) -> None:
-    """Ask one search every ``1 / per_s`` seconds (each on its own, so a slow one does not
-    hold the next back) until cancelled."""
-    rng = random.Random(seed)
-    last_ok = time.monotonic()
-    pending: set[asyncio.Task[None]] = set()
-
-    async def one(doc: LedgerDoc) -> None:
-        nonlocal last_ok
-        stats.asked += 1
+async def _stream_names(nc: Client, timeout_s: float = 60.0) -> list[str]:
+    """Every stream's name, asked again while the JetStream API does not answer (right after
+    another kill, its meta leader may be moving)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
         try:
-            await kb.search(
-                doc.token, libraries=[LIBRARY], tenant=doc.tenant, timeout_s=SEARCH_WAIT_S
-            )
-        except KbError as exc:
-            stats.errors[exc.code] = stats.errors.get(exc.code, 0) + 1
-            stats.not_retryable += not exc.retryable
-            return
-        now = time.monotonic()
-        stats.answered += 1
-        stats.longest_gap_s = max(stats.longest_gap_s, now - last_ok)
-        last_ok = now
-
-    try:
-        while True:
-            task = asyncio.create_task(one(rng.choice(docs)))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-            await asyncio.sleep(1.0 / per_s)
-    finally:
-        for task in pending:
-            task.cancel()
-        stats.longest_gap_s = max(stats.longest_gap_s, time.monotonic() - last_ok)
+            return [str(i.config.name) for i in await nc.jetstream(timeout=5.0).streams_info()]
+        except NatsError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(1.0)
 
 
 #: How long after a node's kill the tenant reads start to count: the cluster first notices the
@@ -96,16 +68,25 @@ class NodeBounce:
 
 
 async def bounce_weaviate_node(
-    nodes: list[Server], turn: int, down_s: float, collection: str, tenants: tuple[str, ...]
+    nodes: list[Server],
+    turn: int,
+    down_s: float,
+    collection: str,
+    tenants: tuple[str, ...],
+    *,
+    raft_leader_first: bool,
 ) -> NodeBounce:
-    """SIGKILL the Weaviate node holding the most shards (of equals, the first from ``turn``
-    on), keep it down ``down_s``, reading each tenant through the others, then start it again
-    and wait until the cluster has all its nodes back."""
+    """SIGKILL a Weaviate node, keep it down ``down_s``, reading each tenant through the
+    others, then start it again and wait until the cluster has all its nodes back. The node is
+    the schema's Raft leader with ``raft_leader_first``, else the one holding the most shards
+    (of equals, the first from ``turn`` on)."""
     turn %= len(nodes)
-    victim = await asyncio.to_thread(_fullest, nodes[turn:] + nodes[:turn])
+    leader = await asyncio.to_thread(raft_leader, nodes[turn])
+    victim = next((node for node in nodes if _name(node) == leader), None)
+    if victim is None or not raft_leader_first:
+        victim = await asyncio.to_thread(_fullest, nodes[turn:] + nodes[:turn])
     others = [n for n in nodes if n is not victim]
     name = _name(victim)
-    leader = await asyncio.to_thread(raft_leader, others[0])
     victim.kill()
     await asyncio.sleep(SETTLE_S)
     deadline = time.monotonic() + max(0.0, down_s - SETTLE_S)

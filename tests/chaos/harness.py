@@ -1,40 +1,33 @@
 """The chaos run: real servers and services, a paced publisher, and a monkey that kills things.
 
-Services are restarted after each SIGKILL, as Kubernetes would restart a pod. On one node, NATS
-is restarted once and Weaviate is stopped for 20 seconds once. On a cluster (three NATS servers,
-three Weaviate nodes), the leader of the documents stream is SIGKILLed and Weaviate nodes are
-SIGKILLed one at a time, each started again, while searches run at a steady rate. Then the
-system drains and the checker runs.
+Every stage runs ``replicas`` processes (the searcher as an indexer and a query searcher); a
+SIGKILLed replica is restarted, as Kubernetes would restart a pod. On one node, NATS is restarted
+once and Weaviate is stopped for 20 seconds once. On a cluster (three NATS servers, three
+Weaviate nodes), the leader of each stream, bucket and object store in turn is SIGKILLed, and
+Weaviate nodes are SIGKILLed one at a time (the schema's Raft leader first), each started again;
+then, if asked, every stage is restarted replica by replica. Searches run at a steady rate from
+several clients the whole time. Then the system drains and the checker runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import random
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbus_client import KbClient
+from kbus_client import KbClient, Retry
 from kbus_contract.topology import Topology
-from kbus_dev.cluster import start_nats_cluster, start_weaviate_cluster, urls, weaviate_hosts
-from kbus_dev.servers import Server, free_port, start_nats, start_weaviate
-from kbus_dev.services import SERVICES, service_env, start_service, wait_healthy
 from nats.js import JetStreamContext
 
 from tests.chaos.checker import Findings, check_all, check_index
-from tests.chaos.cluster import (
-    SearchStats,
-    bounce_weaviate_node,
-    replicas_missing,
-    search_steadily,
-)
-from tests.chaos.ledger import TENANTS, Event, LedgerDoc, build_ledger
-from tests.helpers import TEST_STORAGE, kill_stream_leader
+from tests.chaos.cluster import replicas_missing
+from tests.chaos.ledger import Event, LedgerDoc, build_ledger
+from tests.chaos.load import Published, SearchStats, SteadySearches, receipt_delays, searches_for
+from tests.chaos.monkey import Monkey, RollingRestart
+from tests.chaos.processes import Cluster
 
 log = logging.getLogger("kbus.chaos")
 
@@ -57,15 +50,35 @@ class ChaosConfig:
     cluster: bool = False
     #: Copies of every stream and of every Weaviate shard on a cluster (1: the negative control).
     replication: int = 3
-    #: SIGKILLs of the documents stream's leader (cluster only).
+    #: Processes of every stage (the searcher as an indexer and a query searcher).
+    replicas: int = 1
+    #: Query searchers, if not ``replicas`` (1 on a cluster: the searches' negative control).
+    query_replicas: int = 0
+    #: SIGKILLs of a stream's leader, each of a stream, key-value bucket or object store whose
+    #: leader was not killed yet, in name order (cluster only).
     leader_kills: int = 2
     #: SIGKILLs of a Weaviate node, one at a time, each down this long (cluster only).
     weaviate_kills: int = 2
     weaviate_down_s: float = 15.0
-    #: Searches asked per second while documents are published (0: none).
+    #: The first Weaviate node killed is the schema's Raft leader (else the fullest node).
+    raft_leader_first: bool = True
+    #: Searches asked per second while documents are published (0: none), over this many
+    #: client connections; then as long again with nothing failing, for reference.
     searches_per_s: float = 0.0
+    search_clients: int = 3
+    idle_search_s: float = 20.0
+    #: Stages the monkey kills (comma-separated; empty: every stage documents pass through).
+    kill_stages: str = ""
+    #: Every stage restarted replica by replica after the other actions (cluster only).
+    rolling_restart: bool = False
     #: How long the checker waits for Weaviate's repair before it counts what is missing.
     repair_timeout_s: float = 180.0
+
+
+#: The longest stretch without an answer a cluster run may show (docs/reliability.md).
+SEARCH_GAP_TARGET_S = 3.0
+#: The share of searches a cluster run must answer.
+ANSWERED_TARGET = 0.999
 
 
 @dataclass
@@ -81,6 +94,14 @@ class ChaosReport:
     check_s: float = 0.0
     findings: Findings = field(default_factory=Findings)
     searches: SearchStats = field(default_factory=SearchStats)
+    #: The negative control beside them, through the same failures: a client that sends each
+    #: search once (``retry=None``), at the same rate.
+    searches_without_retry: SearchStats = field(default_factory=SearchStats)
+    #: The same searches afterwards, with nothing failing.
+    searches_idle: SearchStats = field(default_factory=SearchStats)
+    rolling_restart: RollingRestart = field(default_factory=RollingRestart)
+    #: Publish-to-receipt times of the versions that were indexed.
+    receipts: dict[str, float] = field(default_factory=dict)
     #: Per Weaviate node, chunks a read at ALL through it lacked after the repair (cluster).
     missing_at_all: dict[str, int] = field(default_factory=dict)
     #: What a read through one node missed right after the drain, before any repair (cluster).
@@ -94,14 +115,45 @@ class ChaosReport:
     tenants_unreadable: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        report = asdict(self)
+        report["search_summary"] = {
+            "during": self.searches.summary(),
+            "idle": self.searches_idle.summary(),
+            "targets": self.search_targets(),
+            "without_retry": self.searches_without_retry.summary(),
+            "without_retry_misses_a_target": self.control_misses(),
+        }
+        return report
 
     @property
     def control(self) -> bool:
-        """Whether this run is a negative control (it must show damage)."""
+        """Whether this run is a negative control of damage (it must show some)."""
         return bool(self.config["ack_first"]) or (
             bool(self.config["cluster"]) and self.config["replication"] == 1
         )
+
+    @property
+    def search_control(self) -> bool:
+        """Whether this run is a negative control of the searches (it must miss a target):
+        one query searcher on a cluster."""
+        one = self.config["query_replicas"] == 1 or (
+            self.config["replicas"] == 1 and not self.config["query_replicas"]
+        )
+        return bool(self.config["cluster"]) and one
+
+    def search_targets(self, searches: SearchStats | None = None) -> dict[str, bool]:
+        """docs/reliability.md's targets for searches during a run."""
+        searches = searches or self.searches
+        return {
+            "answered >= 99.9%": searches.answered_share >= ANSWERED_TARGET,
+            "longest gap <= 3 s": searches.longest_gap_s <= SEARCH_GAP_TARGET_S,
+            "no failure during the rolling restart": self.rolling_restart.failed == 0,
+        }
+
+    def control_misses(self) -> bool:
+        """Whether the client without retries, through the same failures, missed a target
+        (else the targets prove nothing)."""
+        return not all(self.search_targets(self.searches_without_retry).values())
 
     def harmed(self) -> bool:
         """Anything lost, doubled, stale or misplaced, or a tenant no live node could read
@@ -109,176 +161,21 @@ class ChaosReport:
         return any(self.findings.damage().values()) or self.tenants_unreadable > 0
 
     def as_expected(self) -> bool:
-        """A run passes with no damage and only retryable search errors; a negative control
-        passes when it shows harm."""
+        """A run passes with no damage and only retryable search errors, and, when searches
+        ran on a cluster, the search targets met; a negative control passes when it shows
+        harm, or misses a search target."""
         if self.control:
             return self.harmed()
+        searched = bool(self.config["cluster"]) and self.searches.asked > 0
+        if searched and self.search_control:
+            return not all(self.search_targets().values())
         return (
             not any(self.findings.damage().values())
             and self.searches.not_retryable == 0
             and self.tenants_unreadable == 0
+            and (not searched or all(self.search_targets().values()))
+            and (not searched or self.control_misses())
         )
-
-
-class Cluster:
-    """NATS, Weaviate and the four services, each of which can be killed and brought back."""
-
-    def __init__(self, root: Path, env_extra: dict[str, str], config: ChaosConfig) -> None:
-        self.root = root
-        self.config = config
-        self.nats_port = free_port()
-        self.nats: list[Server] = []
-        self.weaviate: list[Server] = []
-        self.services: dict[str, Server] = {}
-        #: Services the monkey holds down on purpose; the supervisor leaves them alone.
-        self.held: set[str] = set()
-        self.env_extra = env_extra
-        self.prefix = f"chaos{uuid.uuid4().hex[:6]}"
-        self.collection = "Chaos" + uuid.uuid4().hex[:6]
-
-    @property
-    def nats_url(self) -> str:
-        return urls(self.nats) if self.config.cluster else f"nats://127.0.0.1:{self.nats_port}"
-
-    def start(self) -> None:
-        if self.config.cluster:
-            self.nats = start_nats_cluster(self.root / "nats")
-            self.weaviate = start_weaviate_cluster(self.root / "weaviate")
-        else:
-            self.nats = [start_nats(self.root / "nats", self.nats_port)]
-            self.weaviate = [start_weaviate(self.root / "weaviate")]
-        env = self._env()
-        for name in SERVICES:
-            self.services[name] = start_service(name, env, self.root / "logs")
-        wait_healthy(list(self.services.values()), timeout_s=300)
-
-    def _env(self) -> dict[str, str]:
-        extra = {**TEST_STORAGE, "KBUS_STREAM_MAX_BYTES": str(256 * 1024**2), **self.env_extra}
-        if self.config.cluster:
-            factor = str(self.config.replication)
-            extra["KBUS_STREAM_REPLICAS"] = factor
-            extra["KBUS_WEAVIATE_REPLICATION_FACTOR"] = factor
-            extra["KBUS_WEAVIATE_HOSTS"] = weaviate_hosts(self.weaviate)
-        return service_env(
-            self.nats_url,
-            self.weaviate[0].ports["http"],
-            self.weaviate[0].ports["grpc"],
-            prefix=self.prefix,
-            collection=self.collection,
-            extra=extra,
-        )
-
-    def kill(self, name: str) -> None:
-        if self.services[name].proc.poll() is not None:
-            return
-        self.services[name].proc.kill()
-        self.services[name].proc.wait()
-
-    def revive(self, name: str) -> None:
-        if self.services[name].proc.poll() is None:
-            return
-        port = self.services[name].ports["http"]
-        self.services[name] = start_service(name, self._env(), self.root / "logs", port)
-
-    def restart_nats(self) -> None:
-        self.nats[0].stop()
-        self.nats = [start_nats(self.root / "nats", self.nats_port)]
-
-    def stop_weaviate(self) -> None:
-        self.weaviate[0].stop()
-
-    def start_weaviate(self) -> None:
-        ports = self.weaviate[0].ports
-        self.weaviate = [start_weaviate(self.root / "weaviate", ports=ports)]
-
-    def revive_dead(self) -> list[str]:
-        """Restart any service that died on its own (Kubernetes would); names them."""
-        dead = [
-            n for n, s in self.services.items() if n not in self.held and s.proc.poll() is not None
-        ]
-        for name in dead:
-            self.revive(name)
-        return dead
-
-    def stop(self) -> None:
-        for server in self.services.values():
-            server.stop()
-        for infra in (*self.weaviate, *self.nats):
-            infra.stop()
-
-
-#: The services the ledger's documents pass through, which the monkey kills. The generator
-#: runs too but carries none of them: its libraries need a chat model, which a chaos run does
-#: not start (tests/integration/test_generator.py covers its redelivery and cache).
-CARRIERS = tuple(name for name in SERVICES if name != "generator")
-
-
-def _schedule(config: ChaosConfig, rng: random.Random) -> list[tuple[float, str]]:
-    window = config.publish_seconds * 1.2
-    actions = [
-        (rng.uniform(0.05, 0.95) * window, f"kill:{name}")
-        for name in CARRIERS
-        for _ in range(config.kills_per_service)
-    ]
-    if config.cluster:
-        # Leaders go at random moments; Weaviate nodes in turn, spread over the window (the
-        # monkey takes one node at a time).
-        actions += [
-            (rng.uniform(0.1, 0.9) * window, "leader:nats") for _ in range(config.leader_kills)
-        ]
-        actions += [
-            ((i + 0.3) / config.weaviate_kills * window, f"node:weaviate{i % 3}")
-            for i in range(config.weaviate_kills)
-        ]
-        return sorted(actions)
-    # NATS and Weaviate go down once each, apart from each other.
-    actions.append((rng.uniform(0.15, 0.4) * window, "restart:nats"))
-    actions.append((rng.uniform(0.55, 0.8) * window, "outage:weaviate"))
-    return sorted(actions)
-
-
-async def _monkey(
-    cluster: Cluster, config: ChaosConfig, report: ChaosReport, kb: KbClient, topology: Topology
-) -> None:
-    """Every action at its own moment; outages and kills may overlap, as they do in life."""
-    rng = random.Random(config.seed + 1)
-    one_node_at_a_time = asyncio.Lock()
-
-    async def act(at: float, action: str) -> None:
-        await asyncio.sleep(at)
-        kind, name = action.split(":")
-        log.info("chaos: %s", action)
-        done = ""
-        if kind == "kill":
-            cluster.held.add(name)
-            cluster.kill(name)
-            await asyncio.sleep(rng.uniform(0.5, 3.0))
-            cluster.revive(name)
-            cluster.held.discard(name)
-        elif kind == "leader":
-            done = await kill_stream_leader(
-                kb.nc, cluster.nats, topology.documents_stream.name, pause_s=1.0
-            )
-        elif kind == "node":
-            async with one_node_at_a_time:
-                bounce = await bounce_weaviate_node(
-                    cluster.weaviate,
-                    int(name.removeprefix("weaviate")),
-                    config.weaviate_down_s,
-                    cluster.collection,
-                    TENANTS,
-                )
-                report.tenants_unreadable += len(bounce.unreadable)
-                done = str(bounce)
-        elif kind == "restart":
-            await asyncio.to_thread(cluster.restart_nats)
-        else:
-            cluster.stop_weaviate()
-            await asyncio.sleep(config.weaviate_outage_s)
-            await asyncio.to_thread(cluster.start_weaviate)
-        report.actions.append(f"{at:6.1f}s {action} {done}".rstrip())
-
-    await asyncio.gather(*(act(at, action) for at, action in _schedule(config, rng)))
 
 
 async def _supervise(cluster: Cluster, report: ChaosReport) -> None:
@@ -289,14 +186,16 @@ async def _supervise(cluster: Cluster, report: ChaosReport) -> None:
         await asyncio.sleep(1.0)
 
 
-async def _publish(kb: KbClient, events: list[Event], seconds: float, report: ChaosReport) -> None:
+async def _publish(
+    kb: KbClient, events: list[Event], seconds: float, report: ChaosReport, published: Published
+) -> None:
     """Publish every event in order at a steady pace, retrying each until the server has it."""
     started = time.monotonic()
     for i, event in enumerate(events):
         await asyncio.sleep(max(0.0, i * seconds / len(events) - (time.monotonic() - started)))
         while True:
             try:
-                await _send(kb, event)
+                await _send(kb, event, published)
                 break
             except Exception as exc:  # the server is restarting: the publisher's job is to retry
                 report.publish_retries += 1
@@ -305,12 +204,13 @@ async def _publish(kb: KbClient, events: list[Event], seconds: float, report: Ch
     report.events = len(events)
 
 
-async def _send(kb: KbClient, event: Event) -> None:
+async def _send(kb: KbClient, event: Event, published: Published) -> None:
     doc = event.doc
     if event.version < 0:
         await kb.delete_document(library="chaos", document_id=doc.document_id, tenant=doc.tenant)
         return
     added = doc.added(event.version)
+    published.mark(added.tenant, added.document_id, added.version or "")
     await kb.publish_document(
         library=added.library,
         document_id=added.document_id,
@@ -356,57 +256,98 @@ async def _drain(kb: KbClient, cluster: Cluster, topology: Topology, timeout_s: 
 async def run_chaos(config: ChaosConfig, root: Path) -> ChaosReport:
     """One chaos run from empty servers to the checker's findings."""
     report = ChaosReport(config=asdict(config))
-    docs, events = build_ledger(config.documents, config.seed)
     env_extra = {"KBUS_ACK_WAIT_S": str(config.ack_wait_s)}
     if config.ack_first:
         env_extra["KBUS_UNSAFE_ACK_FIRST"] = "true"
     cluster = Cluster(root, env_extra, config)
     await asyncio.to_thread(cluster.start)
+    clients: list[KbClient] = []
     try:
-        kb = await KbClient.connect(
-            cluster.nats_url,
-            prefix=cluster.prefix,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.5,
-        )
-        try:
-            await _run(config, report, cluster, kb, docs, events)
-        finally:
-            await kb.close()
+        # The last one sends each search once: the control beside the others.
+        for retry in [Retry()] * max(1, config.search_clients) + [None]:
+            clients.append(
+                await KbClient.connect(
+                    cluster.nats_url,
+                    prefix=cluster.prefix,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=0.5,
+                    retry=retry,
+                )
+            )
+        await _run(config, report, cluster, clients)
     finally:
+        for kb in clients:
+            await kb.close()
         await asyncio.to_thread(cluster.stop)
     return report
 
 
 async def _run(
-    config: ChaosConfig,
-    report: ChaosReport,
-    cluster: Cluster,
-    kb: KbClient,
-    docs: list[LedgerDoc],
-    events: list[Event],
+    config: ChaosConfig, report: ChaosReport, cluster: Cluster, clients: list[KbClient]
 ) -> None:
+    kb = clients[0]
+    docs, events = build_ledger(config.documents, config.seed)
     topology = Topology(cluster.prefix)
+    published = Published()
     started = time.monotonic()
     supervisor = asyncio.create_task(_supervise(cluster, report))
-    monkey = asyncio.create_task(_monkey(cluster, config, report, kb, topology))
-    searches = None
-    if config.searches_per_s > 0:
-        load = search_steadily(kb, docs, config.searches_per_s, report.searches, config.seed)
-        searches = asyncio.create_task(load)
-    await _publish(kb, events, config.publish_seconds, report)
+    searches = _search(config, report, clients, docs)
+    publishing = asyncio.create_task(
+        _publish(kb, events, config.publish_seconds, report, published)
+    )
+    monkey = asyncio.create_task(Monkey(cluster, config, report, kb).run(publishing))
+    await publishing
     report.publish_s = time.monotonic() - started
     log.info("published; waiting for the monkey")
     await monkey
     log.info("the monkey is done; draining")
-    if searches is not None:
-        searches.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await searches
+    for task in searches:
+        task.cancel()
+    await asyncio.gather(*searches, return_exceptions=True)
     started = time.monotonic()
     await _drain(kb, cluster, topology, config.drain_timeout_s)
     report.drain_s = time.monotonic() - started
     supervisor.cancel()
+    await _settle(config, report, cluster, clients, docs, topology, published)
+
+
+def _search(
+    config: ChaosConfig, report: ChaosReport, clients: list[KbClient], docs: list[LedgerDoc]
+) -> list[asyncio.Task[None]]:
+    """The steady searches through the retrying clients, and the control beside them: the
+    last client, which sends each search once, at the rate of one of the others."""
+    if config.searches_per_s <= 0:
+        return []
+    retrying, control = clients[:-1], clients[-1:]
+    per_client = config.searches_per_s / len(retrying)
+    return [
+        asyncio.create_task(
+            SteadySearches(retrying, docs, config.seed).run(config.searches_per_s, report.searches)
+        ),
+        asyncio.create_task(
+            SteadySearches(control, docs, config.seed + 3).run(
+                per_client, report.searches_without_retry
+            )
+        ),
+    ]
+
+
+async def _settle(
+    config: ChaosConfig,
+    report: ChaosReport,
+    cluster: Cluster,
+    clients: list[KbClient],
+    docs: list[LedgerDoc],
+    topology: Topology,
+    published: Published,
+) -> None:
+    """After the drain: the idle searches, the receipts' delays, the repair and the check."""
+    if config.searches_per_s > 0:
+        report.searches_idle = await searches_for(
+            clients[:-1], docs, config.searches_per_s, config.idle_search_s, config.seed + 2
+        )
+    kb = clients[0]
+    report.receipts = await receipt_delays(kb.nc.jetstream(timeout=10.0), topology, published)
     started = time.monotonic()
     if config.cluster:
         await _repair(config, report, cluster, docs)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.harness import ChaosConfig, run_chaos
+from tests.chaos.harness import SEARCH_GAP_TARGET_S, ChaosConfig, run_chaos
 
 pytestmark = pytest.mark.chaos
 
@@ -24,7 +24,7 @@ async def test_nothing_is_lost_duplicated_stale_or_misplaced_under_chaos(tmp_pat
     assert findings.damage() == dict.fromkeys(findings.damage(), 0), findings.examples
     assert findings.chunks_checked > 300
     kills = [a for a in report.actions if "kill:" in a]
-    assert len(kills) == 12
+    assert len(kills) == 15  # five stages (the searcher as indexer and query searcher), 3 each
     assert any("restart:nats" in a for a in report.actions)
     assert any("outage:weaviate" in a for a in report.actions)
 
@@ -47,17 +47,23 @@ CLUSTER_CI_SIZE = ChaosConfig(
     publish_seconds=30.0,
     kills_per_service=1,
     cluster=True,
-    leader_kills=1,
+    replicas=2,
+    leader_kills=3,
     weaviate_kills=1,
     weaviate_down_s=10.0,
-    searches_per_s=2.0,
+    searches_per_s=3.0,
+    idle_search_s=10.0,
+    rolling_restart=True,
     repair_timeout_s=30.0,
 )
 
 
-async def test_a_cluster_loses_nothing_through_leader_node_and_service_kills(
+async def test_a_cluster_loses_nothing_and_answers_every_search_through_kills_and_a_rollout(
     tmp_path: Path,
 ) -> None:
+    """Two replicas of every stage; one of each SIGKILLed, three stream leaders, the Weaviate
+    schema's Raft leader, then every replica replaced by a rolling restart, while searches
+    run from three retrying clients and one that sends each search once."""
     report = await run_chaos(CLUSTER_CI_SIZE, tmp_path)
     findings = report.findings
     damage = findings.damage()
@@ -65,18 +71,55 @@ async def test_a_cluster_loses_nothing_through_leader_node_and_service_kills(
     assert findings.chunks_checked > 80
     assert report.missing_at_all
     assert not any(report.missing_at_all.values())
-    assert report.searches.answered > 0
-    assert report.searches.not_retryable == 0, report.searches
     assert report.tenants_unreadable == 0, report.actions
     kinds = {a.split()[1].split(":")[0] for a in report.actions if ":" in a}
     assert {"kill", "leader", "node"} <= kinds
+    assert any("(the Raft leader)" in a for a in report.actions), report.actions
+    assert len(report.rolling_restart.replaced) == 12
+    searches = report.searches
+    assert searches.not_retryable == 0, searches
+    assert report.rolling_restart.failed == 0, (searches.failures, report.rolling_restart)
+    # The full run (make chaos-cluster) is held to the targets (99.9 %, 3 s); at this size
+    # one lost search is 1 %, so here: at most one, and no stretch over 5 s.
+    assert searches.asked - searches.answered <= 1, (searches.failures, report.actions)
+    assert searches.longest_gap_s <= 5.0, (searches.failures, report.actions)
+    # The control through the same failures: without asking again, searches are lost.
+    control = report.searches_without_retry
+    assert control.asked > 20
+    assert control.answered < control.asked, report.actions
+
+
+async def test_with_one_query_searcher_a_killed_replica_is_a_gap(tmp_path: Path) -> None:
+    """The searches' negative control: one query searcher, SIGKILLed twice, is a stretch
+    without answers longer than the target allows, retries or not."""
+    control = replace(
+        CLUSTER_CI_SIZE,
+        replicas=1,
+        kill_stages="query",
+        kills_per_service=2,
+        leader_kills=0,
+        weaviate_kills=0,
+        rolling_restart=False,
+    )
+    report = await run_chaos(control, tmp_path)
+    assert report.search_control
+    assert report.searches.longest_gap_s > SEARCH_GAP_TARGET_S, report.searches
+    assert report.as_expected()
 
 
 async def test_with_one_copy_a_node_down_leaves_its_tenants_unreadable(
     tmp_path: Path,
 ) -> None:
     control = replace(
-        CLUSTER_CI_SIZE, replication=1, kills_per_service=0, leader_kills=0, repair_timeout_s=20.0
+        CLUSTER_CI_SIZE,
+        replicas=1,
+        replication=1,
+        raft_leader_first=False,
+        kills_per_service=0,
+        leader_kills=0,
+        searches_per_s=0.0,
+        rolling_restart=False,
+        repair_timeout_s=20.0,
     )
     report = await run_chaos(control, tmp_path)
     # The node killed holds the most shards, so some tenant had its only copy there.

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kbus_dev.k8s import validate
+from kbus_runtime.runner import GRACE_S, STUCK_S
 from kbus_runtime.settings import StoreSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,8 +73,15 @@ def test_prod_replicates_streams_and_every_stage_scales_on_its_backlog() -> None
         if r["kind"] == "HorizontalPodAutoscaler"
     }
     assert hpas == {"kbus-searcher-query", "kbus-reranker"}
+    assert {
+        v["minReplicaCount"] for v in (r["spec"] for r in resources if r["kind"] == "ScaledObject")
+    } == {2}
     for deployment in (r for r in resources if r["kind"] == "Deployment"):
+        assert deployment["spec"]["replicas"] >= 2, deployment["metadata"]["name"]
+        assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
         pod = deployment["spec"]["template"]["spec"]
+        # Kubernetes sends SIGKILL only after the service would have ended itself.
+        assert pod["terminationGracePeriodSeconds"] > GRACE_S + STUCK_S
         container = pod["containers"][0]
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert container["securityContext"]["readOnlyRootFilesystem"] is True

@@ -11,6 +11,7 @@ from kbus_contract import DocumentIndexed, EmbeddingsReady, SearchReply
 from kbus_contract.topology import Topology
 from kbus_runtime.settings import BusSettings, StoreSettings
 from kbus_searcher.app import create_app
+from kbus_searcher.index.tombstones import scope_key
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
 from nats.aio.client import Client
@@ -182,6 +183,37 @@ async def test_the_latest_publish_wins_whatever_order_the_pipeline_delivers(
         await find_in_stream(nc, topology.document_indexed, {"document_id": "probe"})
         texts = {h.text for h in (await _keyword(nc, topology, "words")).results}
     assert texts == {"fresh words", "probe words"}
+
+
+async def test_a_publish_overtaken_while_it_was_written_removes_its_own_chunks(
+    nc: Client,
+    bus: BusSettings,
+    store_settings: StoreSettings,
+    topology: Topology,
+    store: ChunkStore,
+) -> None:
+    """Two indexer replicas, two publishes of one document: the later one was made searchable
+    by the other replica after this one read the store, so this one wrote an older version.
+    Its chunks go again (else they stay, stale, beside the newer ones) and it sends no receipt.
+    """
+    app = create_app(SearcherSettings(bus=bus, store=store_settings))
+    async with TestApp(app):
+        versions = await nc.jetstream().key_value(topology.versions_bucket)
+        # What the other replica's advance left, its chunks not yet seen here.
+        await versions.put(scope_key("t1", "lib", "doc"), b"9 new")
+        await versions.put(scope_key("t1", "lib", "long"), b"9 new")
+        old = ready("t1", "lib", "doc", "old", ["stale words"], sequence=3)
+        await _publish(nc, topology, old)
+        # The first part of a publish in two parts: it can never complete now.
+        long = ready("t1", "lib", "long", "old", ["part one", "part two"], sequence=4)
+        first_part = parts_of(long, 1)[0]
+        await _publish(nc, topology, first_part)
+        await _publish(nc, topology, ready("t1", "lib", "probe", "p", ["probe words"], sequence=10))
+        await find_in_stream(nc, topology.document_indexed, {"document_id": "probe"})
+        assert await store.writes.count_stored(old) == 0
+        assert await store.writes.count_stored(first_part) == 0
+        receipts = await read_stream(nc, topology.document_indexed, count=1)
+        assert [r["document_id"] for r in receipts] == ["probe"]
 
 
 async def test_deletions_of_a_document_a_library_and_a_tenant(

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from kbus_contract.wire import until_acknowledged
+from kbus_contract.wire import DUPLICATE_IN_PROCESS, until_acknowledged
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
+from nats.js.errors import APIError, NoStreamResponseError, ServiceUnavailableError
 
 
 class Stream:
@@ -29,11 +29,13 @@ async def test_a_timed_out_or_leaderless_publish_is_sent_again_with_the_same_id(
         NoRespondersError(),
         NoStreamResponseError(),
         ServiceUnavailableError(),
+        # The resend reached a server still storing the first copy.
+        APIError(code=409, err_code=DUPLICATE_IN_PROCESS),
     ]
     stream = Stream(failures)
     headers = {"Nats-Msg-Id": "t/l/doc/v1"}
     assert await until_acknowledged(lambda: stream.publish(headers), bound_s=5) == "stored"
-    assert stream.sent == [headers] * 5
+    assert stream.sent == [headers] * 6
 
 
 async def test_the_last_failure_is_raised_when_the_bound_passes() -> None:
@@ -48,3 +50,7 @@ async def test_other_errors_are_not_retried() -> None:
     with pytest.raises(ValueError, match="bad subject"):
         await until_acknowledged(lambda: stream.publish({}), bound_s=5)
     assert len(stream.sent) == 1
+    wrong = Stream([APIError(code=400, err_code=10060)])  # another refusal of the stream's
+    with pytest.raises(APIError):
+        await until_acknowledged(lambda: wrong.publish({}), bound_s=5)
+    assert len(wrong.sent) == 1

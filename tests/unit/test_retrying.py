@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
+from dataclasses import replace
 
 import pytest
 from kbus_client.retrying import Retry, with_retries
@@ -50,3 +52,33 @@ def test_pauses_are_jittered_under_a_doubling_ceiling_and_honour_retry_after() -
     assert retry.pause_s(1, TransientError("later", retry_after_s=2.0), rng) == 2.0
     assert retry.pause_s(1, PermanentError("bad"), rng) is None
     assert retry.pause_s(1, TransientError("slow down", code="quota_exceeded"), rng) is None
+
+
+async def test_a_try_nothing_answers_leaves_time_for_another() -> None:
+    """A request lost with a killed replica times out before the wait is spent."""
+    given: list[float] = []
+
+    async def attempt(left_s: float) -> str:
+        given.append(left_s)
+        if len(given) == 1:  # nothing answers: the try runs out its time
+            await asyncio.sleep(left_s)
+            raise TransientError("no reply in time", code="timeout")
+        return "answer"
+
+    retry = Retry(first_pause_s=0.01, least_try_s=0.05, hold_back_share=0.5, hold_back_s=0.2)
+    assert await with_retries(attempt, 0.6, retry) == ("answer", 2)
+    assert given[0] == pytest.approx(0.4, abs=0.02)
+    given.clear()
+    with pytest.raises(TransientError):
+        await with_retries(attempt, 0.6, replace(retry, hold_back_share=0.0))
+    assert len(given) == 1
+
+
+def test_a_try_is_given_less_as_less_is_left() -> None:
+    retry = Retry(least_try_s=0.05)
+    lefts = [ms / 1000 for ms in range(10_000, 0, -7)]
+    given = [retry.try_s(left) for left in lefts]
+    assert given == sorted(given, reverse=True)
+    assert all(g <= left for g, left in zip(given, lefts, strict=True))
+    assert retry.try_s(10.0) == 7.5  # a quarter held back, at most 2.5 s
+    assert retry.try_s(30.0) == 27.5

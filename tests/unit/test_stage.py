@@ -16,7 +16,7 @@ import pytest
 from kbus_contract import DocumentAdded, ErrorReply, StatsReply, StatsRequest
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.topology import Topology
-from kbus_runtime.stage import Stage, backoff_s
+from kbus_runtime.stage import HAND_BACK_S, Stage, backoff_s
 from kbus_runtime.stage_metrics import StageMetrics
 from prometheus_client import CollectorRegistry
 
@@ -105,6 +105,16 @@ async def test_work_that_ends_well_is_acked_and_counted() -> None:
     await _settle(stage, message)
     assert message.done == [("ack", None)]
     assert _count(registry, "kbus_messages_processed_total", stage="ingestor") == 1
+
+
+async def test_a_stopping_stage_hands_back_what_it_has_not_started() -> None:
+    stage, registry = _stage()
+    stage.stopping.set()
+    message = Message(_body())
+    await _settle(stage, message, raises=AssertionError("the work must not start"))
+    assert message.done == [("nack", HAND_BACK_S)]
+    assert _count(registry, "kbus_messages_handed_back_total", stage="ingestor") == 1
+    assert _count(registry, "kbus_messages_processed_total", stage="ingestor") == 0
 
 
 async def test_a_permanent_error_dead_letters_with_the_reason_then_terminates() -> None:

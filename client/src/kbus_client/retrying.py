@@ -32,6 +32,11 @@ class Retry:
     first_pause_s: float = 0.05
     longest_pause_s: float = 1.0
     least_try_s: float = 0.25
+    #: Of what is left of the wait, the share (at most ``hold_back_s``) a try is not given, so
+    #: that a request nothing answers (a replica killed while it held it) leaves time for one
+    #: more try.
+    hold_back_share: float = 0.25
+    hold_back_s: float = 2.5
     #: Retryable codes asked again only by the caller: a tenant over its search rate slows
     #: down instead of adding tries to the load that stopped it.
     left_to_caller: frozenset[str] = frozenset({ErrorCode.QUOTA_EXCEEDED})
@@ -44,6 +49,12 @@ class Retry:
         after = error.retry_after_s if isinstance(error, TransientError) else None
         return max(rng.uniform(0, ceiling), after or 0.0)
 
+    def try_s(self, left_s: float) -> float:
+        """The time a try is given when ``left_s`` of the wait is left."""
+        held = min(self.hold_back_s, left_s * self.hold_back_share)
+        # Never under the shortest try (unless less is left), and shorter as less is left.
+        return min(left_s, max(self.least_try_s, left_s - held))
+
 
 #: What a client does unless told otherwise.
 ASK_AGAIN = Retry()
@@ -55,16 +66,18 @@ async def with_retries(
     retry: Retry | None,
     rng: random.Random | None = None,
 ) -> tuple[T, int]:
-    """Run ``attempt(seconds_left)`` until it answers, asking again after retryable errors
-    while ``wait_s`` allows; the answer and how many tries it took. The error that ends it
-    carries ``tries`` too."""
+    """Run ``attempt(seconds)`` until it answers, asking again after retryable errors while
+    ``wait_s`` allows; the answer and how many tries it took. Each try is given what is left
+    of the wait less a share held back for another (:meth:`Retry.try_s`; all of it without
+    retries). The error that ends it carries ``tries`` too."""
     deadline = time.monotonic() + wait_s
     rng = rng or random.Random()
     tries = 0
     while True:
         tries += 1
         try:
-            return await attempt(deadline - time.monotonic()), tries
+            left = deadline - time.monotonic()
+            return await attempt(retry.try_s(left) if retry else left), tries
         except KbusError as exc:
             exc.tries = tries
             pause = retry.pause_s(tries, exc, rng) if retry else None
@@ -74,3 +87,5 @@ async def with_retries(
                 raise
             log.info("asking again in %.2f s after %s (try %d)", pause, exc.code, tries)
             await asyncio.sleep(pause)
+            if deadline - time.monotonic() < retry.least_try_s:
+                raise  # the pause ran over (a busy event loop)

@@ -299,6 +299,13 @@ def _weaviate_env(
         # the on-disk indexing queue, a restarted node indexes what it stored (reliability.md,
         # "A cluster").
         **({"ASYNC_INDEXING": "true"} if cluster else {}),
+        # Every search and write otherwise asks the schema's Raft leader for the collection's
+        # definition, and hangs while a dead leader is not yet replaced (reliability.md, "The
+        # schema's Raft leader").
+        **({"COLLECTION_RETRIEVAL_STRATEGY": "LocalOnly"} if cluster else {}),
+        # Writes (and tenant checks) still ask the leader: a lost leader is noticed after one
+        # heartbeat timeout (1 s times this; Weaviate's default is 5).
+        **({"RAFT_TIMEOUTS_MULTIPLIER": "1"} if cluster else {}),
         "GRPC_PORT": str(ports["grpc"]),
         "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2"),
     }

@@ -13,6 +13,18 @@ from kbus_dev.servers import Server, _spawn, free_port
 
 SERVICES = ("ingestor", "generator", "embedder", "searcher", "reranker")
 
+#: The stages production deploys on their own (deploy/k8s/base/deployments.yaml): the service
+#: each runs and the settings that give it its role. The searcher runs as two: the indexer
+#: (the embeddings consumer) and the query searcher (``kb.search`` and the other requests).
+STAGES: dict[str, tuple[str, dict[str, str]]] = {
+    "ingestor": ("ingestor", {}),
+    "generator": ("generator", {}),
+    "embedder": ("embedder", {}),
+    "indexer": ("searcher", {"KBUS_SEARCHER_SERVE": "false"}),
+    "query": ("searcher", {"KBUS_SEARCHER_INDEX": "false"}),
+    "reranker": ("reranker", {}),
+}
+
 
 def service_env(
     nats_url: str,
@@ -35,13 +47,30 @@ def service_env(
     }
 
 
-def start_service(name: str, env: dict[str, str], log_dir: Path, port: int | None = None) -> Server:
-    """Start ``python -m kbus_<name>`` with its HTTP port set; returns at once."""
+def start_service(
+    name: str, env: dict[str, str], log_dir: Path, port: int | None = None, label: str = ""
+) -> Server:
+    """Start ``python -m kbus_<name>`` with its HTTP port set; returns at once. ``label``
+    names the process and its log (by default the service's name)."""
     port = port or free_port()
+    label = label or name
     proc_env = {**env, f"KBUS_{name.upper()}_HTTP_PORT": str(port)}
     cmd = [sys.executable, "-m", f"kbus_{name}"]
-    proc = _spawn(cmd, log_dir / f"{name}.log", proc_env)
-    return Server(name, proc, log_dir / f"{name}.log", {"http": port}, cmd, proc_env)
+    proc = _spawn(cmd, log_dir / f"{label}.log", proc_env)
+    return Server(label, proc, log_dir / f"{label}.log", {"http": port}, cmd, proc_env)
+
+
+def start_replica(
+    stage: str, replica: int, env: dict[str, str], log_dir: Path, port: int | None = None
+) -> Server:
+    """Start replica ``replica`` (from 1) of a stage, named ``<stage>-<replica>``."""
+    service, role = STAGES[stage]
+    return start_service(service, {**env, **role}, log_dir, port, f"{stage}-{replica}")
+
+
+def replica_names(replicas: int) -> list[tuple[str, int]]:
+    """Every stage's replicas, as (stage, replica) pairs, stage by stage."""
+    return [(stage, n) for stage in STAGES for n in range(1, replicas + 1)]
 
 
 def wait_healthy(servers: list[Server], timeout_s: float = 180.0) -> None:

@@ -10,13 +10,22 @@ import json
 import os
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kbus_dev.cluster import start_nats_cluster, start_weaviate_cluster, urls, weaviate_hosts
 from kbus_dev.llm import llm_url, start_llm
 from kbus_dev.servers import Server, start_nats, start_weaviate
-from kbus_dev.services import SERVICES, service_env, start_service, wait_healthy
+from kbus_dev.services import (
+    SERVICES,
+    STAGES,
+    replica_names,
+    service_env,
+    start_replica,
+    start_service,
+    wait_healthy,
+)
 
 STATE_DIR = Path(os.environ.get("KBUS_STATE_DIR", ".kbus"))
 NATS_PORT = int(os.environ.get("KBUS_DEMO_NATS_PORT", "4222"))
@@ -67,10 +76,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
+#: Replicas of every stage ``up --cluster`` runs, as the prod overlay runs at least.
+CLUSTER_REPLICAS = 2
+
+
 def up(cluster: bool = False, llm: bool = False) -> Stack:
     """Start everything (or reuse what is running) and wait until it is healthy; with
     ``cluster``, three NATS servers and three Weaviate nodes, streams and collections at three
-    copies; with ``llm``, the local LLM server, which the services reach at ``KBUS_LLM_URL``."""
+    copies, and two replicas of every stage (the searcher as an indexer and a query searcher);
+    with ``llm``, the local LLM server, which the services reach at ``KBUS_LLM_URL``."""
     existing = Stack.load()
     if existing and existing.alive():
         print("kbus is already running (make stop to stop it)")
@@ -90,8 +104,7 @@ def up(cluster: bool = False, llm: bool = False) -> Stack:
             extra["KBUS_SEARCHER_REWRITER"] = "openai"
             extra["KBUS_RERANKER_PROMPTED"] = "openai"  # the generator's backend already is
         env = service_env(nats_url, weaviate.ports["http"], weaviate.ports["grpc"], extra=extra)
-        print("starting ingestor, generator, embedder, searcher and reranker ...", flush=True)
-        services = [start_service(n, env, logs, SERVICE_PORTS[n]) for n in SERVICES]
+        services = _start_services(env, logs, cluster)
         started.extend(services)
         wait_healthy(services)
     except BaseException:
@@ -106,6 +119,14 @@ def up(cluster: bool = False, llm: bool = False) -> Stack:
         flush=True,
     )
     return stack
+
+
+def _start_services(env: dict[str, str], logs: Path, cluster: bool) -> list[Server]:
+    if not cluster:
+        print("starting ingestor, generator, embedder, searcher and reranker ...", flush=True)
+        return [start_service(n, env, logs, SERVICE_PORTS[n]) for n in SERVICES]
+    print(f"starting {CLUSTER_REPLICAS} replicas of every stage ...", flush=True)
+    return [start_replica(stage, n, env, logs) for stage, n in replica_names(CLUSTER_REPLICAS)]
 
 
 def _servers(
@@ -135,15 +156,20 @@ def _key(server: Server, started: list[Server]) -> str:
     return server.name if len(same) == 1 else f"{server.name}-{same.index(server) + 1}"
 
 
+def stop_order(names: Iterable[str]) -> list[str]:
+    """The processes ``up`` started, in the order to stop them: services and stage replicas
+    (``embedder``, ``query-2``), then the LLM server, Weaviate and NATS."""
+    kinds = (*SERVICES, *STAGES, "llm", "weaviate", "nats")
+    return sorted(names, key=lambda name: kinds.index(name.split("-")[0]))
+
+
 def down(timeout_s: float = 30.0) -> None:
     """Stop the services first (they drain their work), then Weaviate and NATS."""
     stack = Stack.load()
     if stack is None:
         print("kbus is not running")
         return
-    kinds = (*SERVICES, "llm", "weaviate", "nats")
-    order = sorted(stack.pids, key=lambda n: kinds.index(n.split("-")[0]))
-    for name in order:
+    for name in stop_order(stack.pids):
         pid = stack.pids[name]
         if not _alive(pid):
             continue

@@ -116,6 +116,12 @@ class SearcherSettings(ServiceSettings):
         description="Seconds a search waits for the reranker at most (less when its budget "
         "has less left).",
     )
+    store_timeout_s: float = Field(
+        default=2.5,
+        gt=0,
+        description="Seconds a search waits for the store's query at most; past it the search "
+        "fails with a retryable store_error. Why: docs/reliability.md#the-schemas-raft-leader.",
+    )
     rewrite_timeout_s: float = Field(
         default=5.0,
         gt=0,

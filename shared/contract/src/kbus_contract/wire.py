@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from nats.aio.client import Client
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
+from nats.js.errors import APIError, NoStreamResponseError, ServiceUnavailableError
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ValidationError
@@ -143,6 +143,10 @@ _UNACKNOWLEDGED = (
     ServiceUnavailableError,
 )
 
+#: JetStream's answer to a resend while the server is still storing the first copy (a new
+#: leader replicating it): sent again after the pause, it is acknowledged as a duplicate.
+DUPLICATE_IN_PROCESS = 10158
+
 #: Seconds a publish (or another JetStream call) is re-sent for while a stream has no leader
 #: (an election, a restart).
 PUBLISH_BOUND_S = 30.0
@@ -165,7 +169,9 @@ async def until_acknowledged(
     while True:
         try:
             return await publish()
-        except _UNACKNOWLEDGED:
+        except (*_UNACKNOWLEDGED, APIError) as exc:
+            if not isinstance(exc, _UNACKNOWLEDGED) and exc.err_code != DUPLICATE_IN_PROCESS:
+                raise
             if time.monotonic() + pause > deadline:
                 raise
             log.warning("a publish was not acknowledged; sending it again in %.2f s", pause)

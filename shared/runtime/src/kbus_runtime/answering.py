@@ -102,8 +102,17 @@ class Served:
     answering: Answering
 
     async def stop(self) -> None:
-        """Stop taking requests, then finish the ones being answered."""
-        await self.service.stop()
+        """Stop taking requests, answer every request this replica was already given, then
+        stop the service.
+
+        nats-py's ``Service.stop`` unsubscribes the endpoints, dropping the requests waiting in
+        their subscriptions (each caller then waits out its timeout). Their subscriptions, and
+        the service's own (``$SRV``), are drained instead: the server sends no new requests,
+        and the waiting ones reach the callback.
+        """
+        endpoints = [e._subscription for e in self.service._endpoints if e._subscription]
+        for subscription in (*endpoints, *self.service._subscriptions.values()):
+            await subscription.drain()
         await self.answering.drain()
 
 

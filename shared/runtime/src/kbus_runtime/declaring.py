@@ -6,12 +6,16 @@ set-up job owns them, services only check that they exist with the settings that
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import logging
+import time
 from dataclasses import replace
 
 from kbus_contract.topology import Stream, Topology
 from kbus_contract.wire import until_acknowledged
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.errors import APIError, NotFoundError
@@ -20,6 +24,8 @@ from nats.js.kv import KeyValue
 log = logging.getLogger("kbus")
 
 STREAM_NAME_IN_USE = 10058
+#: Seconds a service starting asks the JetStream API again while it does not answer.
+START_BOUND_S = 60.0
 
 
 async def declare_streams(js: JetStreamContext, topology: Topology) -> None:
@@ -33,7 +39,7 @@ async def declare_streams(js: JetStreamContext, topology: Topology) -> None:
         for stream in topology.streams:
             # A cluster placing a stream of three replicas may answer after the API's timeout
             # (the stream may then exist): asking again is safe, as declaring is idempotent.
-            await until_acknowledged(functools.partial(_declare, js, stream), bound_s=60)
+            await until_acknowledged(functools.partial(_declare, js, stream), bound_s=START_BOUND_S)
     await check_streams(js, topology)
 
 
@@ -58,13 +64,21 @@ async def _declare(js: JetStreamContext, stream: Stream) -> None:
 
 
 async def _require_jetstream(js: JetStreamContext) -> None:
-    try:
-        await js.account_info()
-    except Exception as exc:
-        raise RuntimeError(
-            f"JetStream is not available on this NATS server ({exc}): start nats-server with "
-            "JetStream on (-js, or a jetstream block in its configuration)"
-        ) from exc
+    deadline = time.monotonic() + START_BOUND_S
+    while True:
+        try:
+            await js.account_info()
+            return
+        except NatsTimeoutError:
+            # The meta leader is being elected (a server just lost): ask again.
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(1.0)
+        except Exception as exc:
+            raise RuntimeError(
+                f"JetStream is not available on this NATS server ({exc}): start nats-server "
+                "with JetStream on (-js, or a jetstream block in its configuration)"
+            ) from exc
 
 
 def config_problems(have: StreamConfig, want: StreamConfig) -> list[str]:
@@ -95,7 +109,10 @@ async def check_streams(js: JetStreamContext, topology: Topology) -> None:
     wrong: list[str] = []
     for stream in topology.streams:
         try:
-            info = await js.stream_info(stream.name)
+            # A stream whose leader was just lost answers after its next election.
+            info = await until_acknowledged(
+                functools.partial(js.stream_info, stream.name), bound_s=START_BOUND_S
+            )
         except NotFoundError:
             missing.append(stream.name)
             continue
@@ -135,3 +152,14 @@ async def open_bucket(js: JetStreamContext, config: KeyValueConfig, *, create: b
         log.info("bucket %s: applying the configured limits", config.bucket)
         await js.update_stream(wanted)
     return await js.key_value(config.bucket)
+
+
+async def consumers_answer(js: JetStreamContext, consumers: list[tuple[str, str]]) -> None:
+    """Wait until each (stream, durable) consumer's leader answers (or it does not exist yet):
+    FastStream asks for each consumer once as it starts, and a service whose start-up meets a
+    consumer between leaders would exit."""
+    for stream, durable in consumers:
+        with contextlib.suppress(NotFoundError):
+            await until_acknowledged(
+                functools.partial(js.consumer_info, stream, durable), bound_s=START_BOUND_S
+            )

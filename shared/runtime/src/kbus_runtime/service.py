@@ -9,6 +9,7 @@ requests and finishes the running ones before the broker drains.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -23,12 +24,16 @@ from prometheus_client import CollectorRegistry, make_asgi_app
 from kbus_runtime.answering import Answer, Served, serve
 from kbus_runtime.backlog import BacklogGauges
 from kbus_runtime.bus import Handler, make_broker, work_subscriber
-from kbus_runtime.declaring import declare_streams
+from kbus_runtime.declaring import consumers_answer, declare_streams
 from kbus_runtime.logs import configure_logging
 from kbus_runtime.settings import ServiceSettings
 from kbus_runtime.stage import Stage
 from kbus_runtime.stage_metrics import StageMetrics
 from kbus_runtime.tracing import start_tracing
+
+#: Seconds a stopping service waits for its fetched messages to be handed back.
+HAND_BACK_WAIT_S = 2.0
+POLL_S = 0.05
 
 #: A service's own start-up and shutdown, entered once NATS is connected.
 StartUp = Callable[[], AbstractAsyncContextManager[None]]
@@ -52,6 +57,9 @@ class Service:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     _endpoints: list[_Endpoints] = field(default_factory=list)
     _served: list[Served] = field(default_factory=list)
+    _consumers: list[tuple[str, str]] = field(default_factory=list)
+    #: Set on SIGTERM: every stage hands back what it has not started.
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         configure_logging(self.settings.log_level)
@@ -74,6 +82,7 @@ class Service:
             self.topology,
             self.metrics,
             self.settings.bus.publish_retry_s,
+            self.stopping,
         )
 
     def consume(
@@ -89,6 +98,8 @@ class Service:
         """Register a handler on a stage's durable pull consumer (``concurrency`` at once)."""
 
         self.metrics.declare_stream_counters()
+
+        self._consumers.append((stream.name, durable))
 
         def register(handler: Handler) -> Handler:
             work_subscriber(
@@ -130,6 +141,9 @@ class Service:
                 backlog.reading(js, self.settings.bus.backlog_interval_s),
             ):
                 await self._serve()
+                # Last, just before FastStream asks for each consumer once (a model's loading
+                # may have taken seconds, in which a consumer's leader may have been lost).
+                await consumers_answer(js, self._consumers)
                 yield
 
         app = AsgiFastStream(
@@ -143,7 +157,11 @@ class Service:
 
         @app.on_shutdown
         async def stop_serving() -> None:
-            # Before the broker drains its connection: stop answering, then finish what runs.
+            # Before the broker stops its subscribers (finishing the messages being worked
+            # on): hand back the ones fetched but not started, stop answering requests, and
+            # answer the ones given.
+            self.stopping.set()
+            await _queues_emptied(self.broker)
             while self._served:
                 await self._served.pop().stop()
 
@@ -167,3 +185,13 @@ class Service:
                     concurrency=endpoints.concurrency,
                 )
             )
+
+
+async def _queues_emptied(broker: NatsBroker, within_s: float = HAND_BACK_WAIT_S) -> None:
+    """Wait until the messages FastStream fetched for a stage but has not handed to it yet
+    have reached it (a stopping stage hands each back at once), for at most ``within_s``."""
+    queues = [q for s in broker.subscribers if (q := getattr(s, "receive_stream", None))]
+    for _ in range(round(within_s / POLL_S)):
+        if not any(q.statistics().current_buffer_used for q in queues):
+            return
+        await asyncio.sleep(POLL_S)

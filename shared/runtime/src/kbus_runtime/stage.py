@@ -12,7 +12,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from kbus_contract import ORIGINAL_LIMIT, DeadLetter, DocumentFailed, ErrorInfo, ErrorReply
@@ -30,6 +30,8 @@ R = TypeVar("R", bound=BaseModel)
 log = logging.getLogger("kbus")
 
 BACKOFF_BASE_S = 1.0
+#: The pause before a message handed back by a stopping replica is delivered again.
+HAND_BACK_S = 1.0
 BACKOFF_CAP_S = 60.0
 #: Codes that refuse what a tenant may not do; counted per tenant.
 REFUSALS = frozenset(
@@ -97,6 +99,8 @@ class Stage:
     metrics: StageMetrics
     #: Seconds a publish is re-sent for while its stream has no leader.
     publish_bound_s: float = PUBLISH_BOUND_S
+    #: Set when the process is told to stop: messages not yet started are handed back.
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         if self.topology.unsafe_ack_first:
@@ -107,6 +111,11 @@ class Stage:
     ) -> None:
         """Decode, process and acknowledge one stream message according to how it ended."""
         deliveries = _deliveries(message)
+        if self.stopping.is_set():
+            # Another replica takes it (after the pause, by when this one has stopped fetching).
+            await message.nack(HAND_BACK_S)
+            self.metrics.handed_back.labels(self.name).inc()
+            return
         if self.topology.unsafe_ack_first:
             await self._ack_first(message, model, work)
             return

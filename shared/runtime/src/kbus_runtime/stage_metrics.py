@@ -20,11 +20,20 @@ class StageMetrics:
 
     def declare_stream_counters(self) -> None:
         """Declare what consuming a stream counts (reading each property declares it)."""
-        _ = (self.processed, self.dead_lettered, self.retried, self.refusals)
+        _ = (self.processed, self.dead_lettered, self.retried, self.refusals, self.handed_back)
 
     def declare_request_counters(self) -> None:
         """Declare what answering requests counts."""
         _ = (self.answered, self.refusals)
+
+    @cached_property
+    def handed_back(self) -> Counter:
+        return Counter(
+            "kbus_messages_handed_back",
+            "Stream messages a stopping replica handed back unprocessed (nak)",
+            ["stage"],
+            registry=self.registry,
+        )
 
     @cached_property
     def processed(self) -> Counter:

@@ -141,10 +141,13 @@ class Indexer:
                 written.append(i)
                 self.chunks_indexed.labels(readies[i].document.tenant).inc(len(readies[i].chunks))
         complete = await self._complete(readies, written)
+        await self._undo_overtaken_parts(readies, [i for i in written if i not in complete])
         if not complete:
             return outcomes
         # Searches switch to each new version here, before its old one is deleted.
-        await asyncio.gather(*(self._advance(readies[i]) for i in complete))
+        complete = await self._advanced(readies, complete)
+        if not complete:
+            return outcomes
         removed = await self.store.delete_superseded([readies[i] for i in complete])
         if removed:
             log.info("replaced %d chunks of older versions of %d documents", removed, len(complete))
@@ -213,11 +216,42 @@ class Indexer:
         done = await asyncio.gather(*(whole(readies[i]) for i in written))
         return [i for i, complete in zip(written, done, strict=True) if complete]
 
-    async def _advance(self, ready: EmbeddingsReady) -> None:
-        doc = ready.document
-        await self.versions.advance(
-            doc.tenant, doc.library, doc.document_id, doc.sequence, doc.version
-        )
+    async def _advanced(self, readies: list[EmbeddingsReady], complete: list[int]) -> list[int]:
+        """Make each complete publish the searchable one; those a later publish overtook
+        meanwhile remove what they wrote.
+
+        Another indexer replica may make a later publish of the same document searchable after
+        this one read the store (which then held none of it) and before this one's write. That
+        replica deletes what is older only after its own advance; so either this advance comes
+        first and that deletion sees this write, or this advance finds the later publish and
+        this write is undone here.
+        """
+
+        async def advance(ready: EmbeddingsReady) -> bool:
+            doc = ready.document
+            return await self.versions.advance(
+                doc.tenant, doc.library, doc.document_id, doc.sequence, doc.version
+            )
+
+        advanced = await asyncio.gather(*(advance(readies[i]) for i in complete))
+        for i, current in zip(complete, advanced, strict=True):
+            if not current:
+                await self.store.delete_publish(readies[i])
+                self.skipped.labels("superseded").inc()
+        return [i for i, current in zip(complete, advanced, strict=True) if current]
+
+    async def _undo_overtaken_parts(self, readies: list[EmbeddingsReady], parts: list[int]) -> None:
+        """Remove the parts, written here, of a publish that cannot complete any more: a later
+        one became searchable meanwhile (as :meth:`_advanced` does for whole publishes; the
+        other replica's deletion of older chunks follows its advance, so it sees this write
+        unless this read sees the advance)."""
+        for i in parts:
+            doc = readies[i].document
+            if await self.versions.later_than(
+                doc.tenant, doc.library, doc.document_id, doc.sequence, doc.version
+            ):
+                await self.store.delete_publish(readies[i])
+                self.skipped.labels("superseded").inc()
 
     async def _not_deleted_meanwhile(
         self, readies: list[EmbeddingsReady], complete: list[int]

@@ -78,6 +78,14 @@ class Versions(FollowedBucket[str]):
         sequence, _, version = value.decode().partition(" ")
         return int(sequence), version
 
+    async def later_than(
+        self, tenant: str, library: str, document_id: str, sequence: int, version: str
+    ) -> bool:
+        """Whether a later publish of the document is already the searchable one (read from
+        the bucket)."""
+        current = await self.entry(tenant, library, document_id)
+        return current is not None and rank(*current) > rank(sequence, version)
+
     async def searchable(
         self, tenant: str, seen: dict[DocumentKey, set[str]]
     ) -> dict[DocumentKey, str]:

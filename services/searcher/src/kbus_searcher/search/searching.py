@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from typing import TypeVar
 
 from kbus_contract import (
     DegradedReason,
@@ -48,6 +50,18 @@ from kbus_searcher.store.errors import failure, unavailable
 from kbus_searcher.store.queries import MAX_RESULT_WINDOW
 
 log = logging.getLogger("kbus.searcher")
+
+T = TypeVar("T")
+
+
+async def _within(asked: Awaitable[T], waits_s: float) -> T:
+    """A store call's answer, or a retryable ``store_error`` once it took ``waits_s``."""
+    try:
+        return await asyncio.wait_for(asked, waits_s)
+    except TimeoutError as exc:
+        raise TransientError(
+            f"the store did not answer within {waits_s:.1f}s", code=ErrorCode.STORE_ERROR
+        ) from exc
 
 
 def _document_key(candidate: Candidate) -> DocumentKey:
@@ -306,8 +320,9 @@ class Searcher:
         self, req: SearchRequest, run: SearchRun, vector: list[float] | None
     ) -> list[Candidate]:
         t0 = time.perf_counter()
+        waits_s = run.deadline.cap(self.settings.store_timeout_s, self._reserve_s)
         try:
-            found = await self.store.queries.search(
+            asked = self.store.queries.search(
                 Query(
                     tenant=req.tenant,
                     libraries=req.libraries,
@@ -320,6 +335,7 @@ class Searcher:
                     exclude_documents=req.exclude_documents,
                 )
             )
+            found = await _within(asked, waits_s)
             return await self._searchable(req.tenant, found)
         except WeaviateBaseError as exc:
             raise failure(exc, "search") from exc

@@ -250,11 +250,14 @@ class ChunkWriter:
         return removed
 
     async def delete_publish(self, ready: EmbeddingsReady) -> int:
-        """Delete the chunks written by this publish (a deletion overtook it)."""
+        """Delete the chunks written by this publish (a deletion or a later publish overtook
+        it); by sequence and version, so a text cut again at the same sequence stays."""
         doc = ready.document
-        where = filters.document(doc.library, doc.document_id) & Filter.by_property(
-            "sequence"
-        ).equal(doc.sequence)
+        where = (
+            filters.document(doc.library, doc.document_id)
+            & Filter.by_property("sequence").equal(doc.sequence)
+            & Filter.by_property("version").equal(doc.version)
+        )
         name = self.collections.physical(ready.model)
         return await _delete_all(self.collections.use(name, doc.tenant, write=True), where)
 
