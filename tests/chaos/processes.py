@@ -3,6 +3,7 @@ killed, brought back, or replaced the way a rolling upgrade replaces it."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +38,9 @@ class Cluster:
         self.prefix = f"chaos{uuid.uuid4().hex[:6]}"
         self.collection = "Chaos" + uuid.uuid4().hex[:6]
         self._kills: dict[str, int] = {}
+        #: Revivals and replacements run on threads: two kills of one replica that overlap
+        #: must not both start a process for it (the first would run on, untracked).
+        self._starting = threading.Lock()
 
     @property
     def nats_url(self) -> str:
@@ -93,11 +97,12 @@ class Cluster:
         self.services[label].kill()
 
     def revive(self, label: str) -> None:
-        if self.services[label].proc.poll() is None:
-            return
-        stage, n = label.rsplit("-", 1)
-        port = self.services[label].ports["http"]
-        self.services[label] = start_replica(stage, int(n), self._env(), self.logs, port)
+        with self._starting:
+            if self.services[label].proc.poll() is None:
+                return
+            stage, n = label.rsplit("-", 1)
+            port = self.services[label].ports["http"]
+            self.services[label] = start_replica(stage, int(n), self._env(), self.logs, port)
 
     def replace(self, label: str) -> None:
         """What a rolling upgrade does to one pod: a new replica up and healthy first, then
@@ -105,7 +110,8 @@ class Cluster:
         stage, n = label.rsplit("-", 1)
         fresh = start_replica(stage, int(n), self._env(), self.logs)
         wait_healthy([fresh], timeout_s=300)
-        old, self.services[label] = self.services[label], fresh
+        with self._starting:
+            old, self.services[label] = self.services[label], fresh
         old.stop(STOP_WAIT_S)
 
     def restart_nats(self) -> None:
