@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install demo up up-cluster stop test unit lint docs bench chaos chaos-cluster
+.PHONY: install demo up up-cluster stop test unit lint docs bench bench-fairness chaos chaos-cluster
 
 install:
 	./scripts/install.sh
@@ -45,6 +45,11 @@ docs:
 bench: install
 	$(UV) sync --frozen --group bench --link-mode copy --reinstall-package llama-index-core  # nltk refuses hard-linked data files
 	$(UV) run --frozen --group bench python -m bench $(BENCH_ARGS)
+
+# Fair share side by side (off, then on): tenant a imports 3,000 SciFact documents while b and c
+# publish one every 10 s and a publishes an interactive edit every 30 s (CI runs it at 200).
+bench-fairness: install
+	$(RUN) python -m bench.fairness $(FAIRNESS_ARGS)
 
 # The chaos test at full size (CI runs it at 200 documents inside `make test`).
 chaos: install

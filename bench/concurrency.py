@@ -37,6 +37,7 @@ from typing import Any
 
 import nats
 from kbus_client import KbClient
+from kbus_contract.backlog import stage_backlog
 from kbus_contract.topology import Topology
 from kbus_dev.servers import Server, ensure_installed, start_nats, start_weaviate
 from kbus_dev.services import service_env, start_all, start_service, wait_healthy
@@ -186,8 +187,8 @@ async def pending(js: Any, topology: Topology) -> int:
     for consumer in topology.stages:
         if consumer.stage == "deleter":
             continue
-        info = await js.consumer_info(consumer.stream, consumer.durable)
-        total += info.num_pending + info.num_ack_pending
+        held = await stage_backlog(js, topology, consumer)
+        total += held.pending + held.in_flight
     return total
 
 

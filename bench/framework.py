@@ -44,6 +44,7 @@ from kbus_contract import (
     EmbeddedChunk,
     EmbeddingsReady,
 )
+from kbus_contract.lanes import Lane
 from kbus_contract.topology import Topology, work_consumer
 from kbus_contract.wire import decode
 from kbus_dev.servers import Server, start_nats
@@ -162,7 +163,7 @@ def hops(
             t.document_added,
             t.ingestor_durable,
             DocumentAdded,
-            t.chunks_ready,
+            t.in_lane("chunks.ready", Lane.BULK, tenant="bench"),
             t.chunks_stream.name,
             models["chunks"],
             bodies["chunks"],
@@ -173,7 +174,7 @@ def hops(
             t.chunks_ready,
             t.embedder_durable,
             ChunksReady,
-            t.embeddings_ready,
+            t.in_lane("embeddings.ready", Lane.BULK, tenant="bench"),
             t.embeddings_stream.name,
             models["embeddings"],
             bodies["embeddings"],

@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import nats
+from kbus_contract.backlog import stage_backlog
 from kbus_contract.topology import Topology
 from kbus_dev.services import service_env, start_service, wait_healthy
 from kbus_runtime.declaring import declare_streams
@@ -49,11 +50,11 @@ async def embedder_rate(
     try:
         wait_healthy(embedders)
         started = time.perf_counter()
-        for message in messages:
-            await js.publish(topology.chunks_ready, message)
+        for ready, message in zip(corpus.chunked, messages, strict=True):
+            await js.publish(topology.of_document("chunks.ready", ready.document), message)
         while True:
-            info = await js.consumer_info(topology.chunks_stream.name, topology.embedder_durable)
-            if info.num_pending == 0 and info.num_ack_pending == 0:
+            held = await stage_backlog(js, topology, topology.stage("embedder"))
+            if held.pending == 0 and held.in_flight == 0:
                 break
             await asyncio.sleep(0.05)
         seconds = time.perf_counter() - started

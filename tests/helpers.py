@@ -23,6 +23,7 @@ from kbus_contract import (
     EmbeddedChunk,
     EmbeddingsReady,
 )
+from kbus_contract.backlog import stage_backlog
 from kbus_contract.identifiers import chunk_id
 from kbus_contract.tenancy import GRANT_ALL
 from kbus_contract.topology import Topology
@@ -195,6 +196,12 @@ async def take_work(
                 out.append(json.loads(msg.data))
                 await msg.ack()
     return out
+
+
+async def unsettled(nc: Client, topology: Topology, stage: str) -> int:
+    """Messages a stage holds (waiting or in flight), through its durable or its lanes."""
+    held = await stage_backlog(nc.jetstream(), topology, topology.stage(stage))
+    return held.pending + held.in_flight
 
 
 async def find_in_stream(
@@ -427,3 +434,30 @@ def cli_env(nats_url: str, prefix: str, tenant: str) -> dict[str, str]:
         "KBUS_BUS_PREFIX": prefix,
         "KBUS_TENANT": tenant,
     }
+
+
+TOPICS = ("boilers", "badges", "lunch", "parking", "printers", "keys")
+
+
+def made_up_beir(root: Path, documents: int, queries: int) -> Path:
+    """A BEIR folder of made-up documents (SciFact need not be beside the repository)."""
+    root.mkdir()
+    docs = [
+        {
+            "_id": f"d{i}",
+            "title": f"Note {i} on {TOPICS[i % len(TOPICS)]}",
+            "text": f"Item {i}: the {TOPICS[i % len(TOPICS)]} rule number {i} says to ask "
+            f"the desk on floor {i % 7} before noon. " * 12,
+        }
+        for i in range(documents)
+    ]
+    (root / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    asked = [
+        {"_id": f"q{i}", "text": f"what does rule {i} say about {TOPICS[i % 6]}?"}
+        for i in range(queries)
+    ]
+    (root / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in asked) + "\n")
+    (root / "qrels").mkdir()
+    rows = ["query-id\tcorpus-id\tscore", *(f"q{i}\td{i}\t1" for i in range(queries))]
+    (root / "qrels" / "test.tsv").write_text("\n".join(rows) + "\n")
+    return root

@@ -260,9 +260,10 @@ async def run_chaos(config: ChaosConfig, root: Path) -> ChaosReport:
     if config.ack_first:
         env_extra["KBUS_UNSAFE_ACK_FIRST"] = "true"
     cluster = Cluster(root, env_extra, config)
-    await asyncio.to_thread(cluster.start)
     clients: list[KbClient] = []
     try:
+        # Inside: what started of a cluster that failed to start is stopped too.
+        await asyncio.to_thread(cluster.start)
         # The last one sends each search once: the control beside the others.
         for retry in [Retry()] * max(1, config.search_clients) + [None]:
             clients.append(

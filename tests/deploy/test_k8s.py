@@ -61,11 +61,12 @@ def test_prod_replicates_streams_and_every_stage_scales_on_its_backlog() -> None
         for r in resources
         if r["kind"] == "ScaledObject"
     }
-    assert {k: v["consumer"] for k, v in scaled.items()} == {
-        "kbus-ingestor": "ingestor",
-        "kbus-generator": "generator",
-        "kbus-embedder": "embedder",
-        "kbus-searcher-indexer": "indexer",
+    # Each stage scales on what waits for it, whichever consumers take it (fair share).
+    assert {k: v["query"] for k, v in scaled.items()} == {
+        "kbus-ingestor": 'max(kbus_stage_pending{stage="ingestor"})',
+        "kbus-generator": 'max(kbus_stage_pending{stage="generator"})',
+        "kbus-embedder": 'max(kbus_stage_pending{stage="embedder"})',
+        "kbus-searcher-indexer": 'max(kbus_stage_pending{stage="indexer"})',
     }
     hpas = {
         r["spec"]["scaleTargetRef"]["name"]

@@ -3,41 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from bench.concurrency import LOADS, run
-
-TOPICS = ("boilers", "badges", "lunch", "parking", "printers", "keys")
-
-
-def _beir(root: Path, documents: int, queries: int) -> Path:
-    """A BEIR folder of made-up documents (SciFact need not be beside the repository)."""
-    root.mkdir()
-    docs = [
-        {
-            "_id": f"d{i}",
-            "title": f"Note {i} on {TOPICS[i % len(TOPICS)]}",
-            "text": f"Item {i}: the {TOPICS[i % len(TOPICS)]} rule number {i} says to ask "
-            f"the desk on floor {i % 7} before noon. " * 12,
-        }
-        for i in range(documents)
-    ]
-    (root / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n")
-    asked = [
-        {"_id": f"q{i}", "text": f"what does rule {i} say about {TOPICS[i % 6]}?"}
-        for i in range(queries)
-    ]
-    (root / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in asked) + "\n")
-    (root / "qrels").mkdir()
-    rows = ["query-id\tcorpus-id\tscore", *(f"q{i}\td{i}\t1" for i in range(queries))]
-    (root / "qrels" / "test.tsv").write_text("\n".join(rows) + "\n")
-    return root
+from tests.helpers import made_up_beir
 
 
 async def test_the_concurrency_bench_runs_each_variant_as_it_says(tmp_path: Path) -> None:
     args = argparse.Namespace(
-        data=_beir(tmp_path / "beir", 30, 12),
+        data=made_up_beir(tmp_path / "beir", 30, 12),
         documents=30,
         queries=12,
         load_documents=10,

@@ -15,12 +15,13 @@ from pathlib import Path
 import httpx
 import nats
 import pytest
+from kbus_contract.lanes import Lane
 from kbus_contract.topology import Topology
 from kbus_dev.services import service_env, start_service, wait_healthy
 from kbus_runtime.declaring import declare_streams
 
 from tests.conftest import Servers
-from tests.helpers import TEST_STORAGE, chunks_ready
+from tests.helpers import TEST_STORAGE, chunks_ready, unsettled
 
 DOCUMENTS = 36
 CHUNKS_PER_DOCUMENT = 8
@@ -63,10 +64,11 @@ async def _run(servers: Servers, processes: int, logs: Path) -> list[float]:
     try:
         wait_healthy(embedders)
         for i in range(DOCUMENTS):
-            await js.publish(topology.chunks_ready, _message(i))
+            await js.publish(
+                topology.in_lane("chunks.ready", Lane.BULK, tenant="scale"), _message(i)
+            )
         while True:
-            info = await js.consumer_info(topology.chunks_stream.name, topology.embedder_durable)
-            if info.num_pending == 0 and info.num_ack_pending == 0:
+            if await unsettled(nc, topology, "embedder") == 0:
                 break
             await asyncio.sleep(0.05)
         shares = []

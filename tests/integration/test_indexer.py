@@ -31,7 +31,10 @@ def parts_of(message: EmbeddingsReady, size: int) -> list[EmbeddingsReady]:
 
 
 async def _publish(nc: Client, topology: Topology, message: EmbeddingsReady) -> None:
-    await nc.jetstream().publish(topology.embeddings_ready, message.model_dump_json().encode())
+    await nc.jetstream().publish(
+        topology.of_document("embeddings.ready", message.document),
+        message.model_dump_json().encode(),
+    )
 
 
 async def _keyword(nc: Client, topology: Topology, query: str) -> SearchReply:

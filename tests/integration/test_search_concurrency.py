@@ -45,7 +45,10 @@ async def test_searches_are_answered_side_by_side(
     app = create_app(SearcherSettings(bus=bus, store=store_settings, search_concurrency=3))
     async with TestApp(app):
         indexed = ready("t1", "lib", "doc", "v1", ["one common", "two common"])
-        await nc.jetstream().publish(topology.embeddings_ready, indexed.model_dump_json().encode())
+        await nc.jetstream().publish(
+            topology.of_document("embeddings.ready", indexed.document),
+            indexed.model_dump_json().encode(),
+        )
         await read_stream(nc, topology.document_indexed, count=1)
         request = json.dumps(
             {"tenant": "t1", "libraries": ["lib"], "query": "common", "search_type": "keyword"}

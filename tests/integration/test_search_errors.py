@@ -122,7 +122,10 @@ async def test_without_a_reranker_a_default_search_keeps_first_stage_order(
     app = create_app(SearcherSettings(bus=bus, store=store_settings, rerank_timeout_s=2))
     async with TestApp(app):
         indexed = ready("t1", "lib", "doc", "v1", ["one common", "two common"])
-        await nc.jetstream().publish(topology.embeddings_ready, indexed.model_dump_json().encode())
+        await nc.jetstream().publish(
+            topology.of_document("embeddings.ready", indexed.document),
+            indexed.model_dump_json().encode(),
+        )
         await read_stream(nc, topology.document_indexed, count=1)
         request = {
             "tenant": "t1",

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kbus_client import KbClient
 from kbus_contract import DocumentAdded, DocumentDeleted
+from kbus_contract.lanes import Lane
 from nats.aio.client import Client
 
 from tests.security.conftest import (
@@ -239,8 +240,8 @@ async def test_no_consumer_of_another_tenant_or_of_kbus_can_be_read_moved_or_del
 REPLY_TARGETS = (
     T.added(VICTIM, LIBRARY),
     T.deleted(VICTIM, LIBRARY),
-    T.chunks_ready,
-    T.embeddings_ready,
+    T.in_lane("chunks.ready", Lane.BULK, tenant=VICTIM),
+    T.in_lane("embeddings.ready", Lane.INTERACTIVE, tenant=VICTIM),
     T.asked("kb.search", VICTIM),
 )
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from kbus_client import KbClient
 from kbus_contract import DocumentAdded
+from kbus_contract.lanes import Lane
 from kbus_dev.natsauth import inbox
 from kbus_dev.servers import NATSCLI, ensure_binary
 
@@ -27,6 +28,8 @@ from tests.security.conftest import (
 )
 
 T = TOPOLOGY
+#: The consumer the ingestor takes the victim's documents through (fair share).
+VICTIM_LANE = T.stage("ingestor").lane_consumer(VICTIM, Lane.BULK)
 ATTACKER = "t1-all"
 
 
@@ -80,8 +83,8 @@ async def test_the_cli_creates_no_stream_and_reads_no_consumer(
         nats(locked, "stream", "edit", store, f"--config={config}", "--force"),
         nats(locked, "stream", "ls"),
         nats(locked, "stream", "info", T.documents_stream.name),
-        nats(locked, "consumer", "info", T.documents_stream.name, T.ingestor_durable),
-        nats(locked, "consumer", "rm", T.documents_stream.name, T.ingestor_durable, "--force"),
+        nats(locked, "consumer", "info", T.documents_stream.name, VICTIM_LANE),
+        nats(locked, "consumer", "rm", T.documents_stream.name, VICTIM_LANE, "--force"),
         nats(locked, "consumer", "next", T.receipts_stream.name, "anything", "--count=1"),
         nats(
             locked,
@@ -90,7 +93,7 @@ async def test_the_cli_creates_no_stream_and_reads_no_consumer(
             T.receipts_stream.name,
             "evil",
             f"--filter={T.indexed_of('t1')}",
-            f"--target={T.chunks_ready}",
+            f"--target={T.in_lane('chunks.ready', Lane.BULK, tenant=VICTIM)}",
             "--defaults",
         ),
         nats(locked, "kv", "ls"),
@@ -103,7 +106,7 @@ async def test_the_cli_creates_no_stream_and_reads_no_consumer(
     assert after is not None
     assert after["config"] == before["config"]  # as the operator provisioned it
     names = [c["name"] for c in await observer.consumers(T.documents_stream.name)]
-    assert T.ingestor_durable in names
+    assert VICTIM_LANE in names
     assert await still_readable(victim)
 
 
@@ -120,7 +123,7 @@ async def test_the_cli_cannot_squat_a_publish_or_land_a_reply(
     planted = doc.model_copy(update={"document_id": "cli-replied", "text": "clirepliedword"})
     own = T.added("t1", LIBRARY)
     nats(locked, "pub", own, "{}", "-H", f"Nats-Msg-Id:{doc.message_id()}")
-    for target in (T.added(VICTIM, LIBRARY), T.chunks_ready, T.embeddings_ready):
+    for target in (T.added(VICTIM, LIBRARY), *_pipeline_subjects(VICTIM)):
         nats(locked, "pub", own, planted.model_dump_json(), f"--reply={target}")
         nats(locked, "pub", T.asked("kb.search", "t1"), '{"tenant": "t1"}', f"--reply={target}")
     subscribing = [nats(locked, "sub", subject, "--count=1") for subject in (">", "document.>")]
@@ -134,6 +137,15 @@ async def test_the_cli_cannot_squat_a_publish_or_land_a_reply(
     assert landed, "the victim's publish was heard"
     strays = [s for s, data in landed if b"clirepliedword" in data or _a_reply(data)]
     assert strays == [], strays
+
+
+def _pipeline_subjects(tenant: str) -> tuple[str, ...]:
+    """A tenant's subjects between kbus's services."""
+    return tuple(
+        T.in_lane(name, lane, tenant=tenant)
+        for name in ("chunks.ready", "embeddings.ready")
+        for lane in Lane
+    )
 
 
 def _a_reply(data: bytes) -> bool:

@@ -11,6 +11,7 @@ import pytest
 import weaviate
 from kbus_client import KbClient
 from kbus_contract import Chunker, ChunkerKind, LibraryProfile
+from kbus_contract.lanes import Lane
 from kbus_dev.natsauth import inbox
 from kbus_dev.services import SERVICES
 
@@ -69,7 +70,7 @@ async def test_a_service_cannot_publish_or_subscribe_outside_its_stage(
 ) -> None:
     nc = await connect(locked, "ingestor", violations)
     try:
-        await nc.publish(TOPOLOGY.embeddings_ready, b"{}")
+        await nc.publish(TOPOLOGY.in_lane("embeddings.ready", Lane.BULK, tenant="t1"), b"{}")
         await nc.flush()
         assert "permissions violation for publish" in (await _violation(violations)).lower()
         violations.clear()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,6 +46,9 @@ def ingest(
         list[str] | None,
         typer.Option("--sitemap", help="A sitemap's address: each page it lists (repeatable)."),
     ] = None,
+    interactive: Annotated[
+        bool, typer.Option(help="A person waits: ahead of the tenant's bulk work at every stage.")
+    ] = False,
 ) -> None:
     """Publish files as they are (text, Markdown, HTML, PDF, Word, PowerPoint, Excel, CSV and
     JSON records) and web pages by address; the ingestor parses them. Lists what failed."""
@@ -62,7 +66,8 @@ def ingest(
             unreadable.append((address, str(exc)))
     docs = _sources(given, template, unreadable)
     failures = list(unreadable)
-    ok = run(_ingest(docs, library, tenant, nats_url, prefix, wait, timeout, failures))
+    publishing = Publishing(wait, timeout, interactive)
+    ok = run(_ingest(docs, library, tenant, nats_url, prefix, publishing, failures))
     out.print(f"{ok} of {len(docs) + len(unreadable)} files {'indexed' if wait else 'published'}")
     if failures:
         table = Table("file", "reason", title="not ingested", title_style="red")
@@ -70,6 +75,15 @@ def ingest(
             table.add_row(name, reason)
         out.print(table)
         raise typer.Exit(1)
+
+
+@dataclass(frozen=True)
+class Publishing:
+    """How ``kbus ingest`` publishes: waiting for receipts (how long) and in which lane."""
+
+    wait: bool
+    timeout_s: float
+    interactive: bool
 
 
 def _sources(
@@ -93,8 +107,7 @@ async def _ingest(
     tenant: str,
     url: str,
     prefix: str,
-    wait: bool,
-    receipt_timeout_s: float,
+    publishing: Publishing,
     failures: list[tuple[str, str]],
 ) -> int:
     client = await connect(url, prefix, tenant)
@@ -108,7 +121,8 @@ async def _ingest(
     )
     async with client:
         with Progress(*columns, console=err) as progress:
-            task = progress.add_task("indexing" if wait else "publishing", total=len(docs))
+            doing = "indexing" if publishing.wait else "publishing"
+            task = progress.add_task(doing, total=len(docs))
 
             async def one(doc: Source) -> None:
                 nonlocal done
@@ -117,8 +131,9 @@ async def _ingest(
                         await client.publish_document(
                             library=library,
                             document_id=doc.document_id,
-                            wait=wait,
-                            timeout_s=receipt_timeout_s,
+                            wait=publishing.wait,
+                            timeout_s=publishing.timeout_s,
+                            interactive=publishing.interactive,
                             **doc.fields,
                         )
                         done += 1

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from kbus_client import KbError
+from kbus_contract.lanes import Lane
 from rich.table import Table
 
 from kbus_cli.common import (
@@ -20,7 +21,13 @@ from kbus_cli.common import (
     out,
     run,
 )
-from kbus_cli.operations import ReplayError, list_dead_letters, replay, stage_statuses
+from kbus_cli.operations import (
+    ReplayError,
+    StageStatus,
+    list_dead_letters,
+    replay,
+    stage_statuses,
+)
 
 
 def status(
@@ -46,15 +53,17 @@ def status(
         "stage", "pending", "in flight", "redelivered", "pulling", "dead letters", title="pipeline"
     )
     for s in stages:
+        b = s.backlog
         table.add_row(
-            s.stage,
-            str(s.pending) if s.found else "no consumer",
-            str(s.in_flight),
-            str(s.redelivered),
-            str(s.waiting_pulls),
+            b.stage,
+            str(b.pending) if b.found else "no consumer",
+            str(b.in_flight),
+            str(b.redelivered),
+            str(b.waiting_pulls) if not b.fair else "by turn",
             str(s.dead_letters),
         )
     out.print(table)
+    _print_tenants(stages)
     if isinstance(stats, KbError):
         out.print(f"[red]documents: {stats}[/]")
         return
@@ -62,6 +71,25 @@ def status(
     for lib in stats.libraries:
         libraries.add_row(lib.library, str(lib.documents), str(lib.chunks))
     out.print(libraries)
+
+
+def _print_tenants(stages: list[StageStatus], most: int = 20) -> None:
+    """Each tenant's work waiting at each stage (the tenants holding most first)."""
+    held: dict[str, dict[str, int]] = {}
+    for s in stages:
+        for t in s.backlog.tenants:
+            name = t.tenant if t.lane is Lane.BULK else f"{t.tenant} ({t.lane.value})"
+            held.setdefault(name, {})[t.stage] = held.get(name, {}).get(t.stage, 0) + t.messages
+    if not held:
+        return
+    names = [s.backlog.stage for s in stages]
+    table = Table("tenant", *names, title="work held per tenant (waiting or in flight)")
+    ranked = sorted(held.items(), key=lambda item: -sum(item[1].values()))
+    for tenant, per_stage in ranked[:most]:
+        table.add_row(tenant, *(str(per_stage.get(name, 0)) for name in names))
+    out.print(table)
+    if len(ranked) > most:
+        out.print(f"... and {len(ranked) - most} more tenants")
 
 
 def dlq_list(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from kbus_client import KbClient
 from kbus_contract import ORIGINAL_LIMIT, DeadLetter
+from kbus_contract.backlog import StageBacklog, backlogs
 from kbus_contract.feed import MAX_FEED_ENTRIES, FeedKind
 from kbus_contract.topology import Topology
 from nats.aio.client import Client
@@ -17,47 +18,19 @@ from pydantic import ValidationError
 
 @dataclass(frozen=True)
 class StageStatus:
-    """The backlog of one pipeline stage's durable consumer."""
+    """One pipeline stage as the server sees it, with its dead letters."""
 
-    stage: str
-    stream: str
-    consumer: str
-    pending: int
-    in_flight: int
-    redelivered: int
-    waiting_pulls: int
+    backlog: StageBacklog
     dead_letters: int
-    found: bool
 
 
 async def stage_statuses(nc: Client, topology: Topology) -> list[StageStatus]:
-    """Every stage's consumer, as the server sees it."""
-    js = nc.jetstream()
+    """Every stage's consumers, as the server sees them."""
     letters = await dead_letter_counts(nc, topology)
-    out = []
-    for stage in topology.stages:
-        letters_of = letters.get(stage.stage, 0)
-        try:
-            info = await js.consumer_info(stage.stream, stage.durable)
-        except NotFoundError:
-            out.append(
-                StageStatus(stage.stage, stage.stream, stage.durable, 0, 0, 0, 0, letters_of, False)
-            )
-            continue
-        out.append(
-            StageStatus(
-                stage.stage,
-                stage.stream,
-                stage.durable,
-                int(info.num_pending or 0),
-                int(info.num_ack_pending or 0),
-                int(info.num_redelivered or 0),
-                int(info.num_waiting or 0),
-                letters_of,
-                True,
-            )
-        )
-    return out
+    return [
+        StageStatus(backlog, letters.get(backlog.stage, 0))
+        for backlog in await backlogs(nc.jetstream(), topology)
+    ]
 
 
 async def dead_letter_counts(nc: Client, topology: Topology) -> dict[str, int]:

@@ -30,6 +30,7 @@ from kbus_contract import (
     TransformerKind,
 )
 from kbus_contract.catalog import channel
+from kbus_contract.lanes import Lane
 from kbus_contract.tenancy import grant_token
 from kbus_contract.topology import Topology
 from kbus_contract.wire import (
@@ -160,8 +161,12 @@ class KbClient:
         matching: Sequence[Sequence[str]] | None = None,
         wait: bool = False,
         timeout_s: float = 300.0,
+        interactive: bool = False,
     ) -> PublishResult:
         """Publish a document; with ``wait``, return once it is searchable.
+
+        ``interactive``: a person waits for this one (an edit): every stage takes it before
+        the tenant's bulk work (an import), which still waits its turn with other tenants'.
 
         The document is ``text``, or a file's ``data`` as it is (PDF, Office, HTML, CSV...,
         named by ``content_type``; it travels by claim check and the ingestor parses it), or a
@@ -195,7 +200,8 @@ class KbClient:
             chunks=tuple(chunks) if chunks is not None else None,
             matching=tuple(tuple(m) for m in matching) if matching is not None else None,
         )
-        return await self._publisher.publish(doc, wait, timeout_s, data)
+        lane = Lane.INTERACTIVE if interactive else Lane.BULK
+        return await self._publisher.publish(doc, wait, timeout_s, data, lane)
 
     async def delete_document(
         self,

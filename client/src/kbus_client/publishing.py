@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kbus_contract import DocumentAdded
+from kbus_contract.lanes import Lane
 from kbus_contract.topology import Topology
 from kbus_contract.wire import describe_validation_error, until_acknowledged
 from nats.aio.client import Client
@@ -48,16 +49,21 @@ class Publisher:
         self._ids = ids
 
     async def publish(
-        self, doc: DocumentAdded, wait: bool, timeout_s: float, data: bytes | None
+        self,
+        doc: DocumentAdded,
+        wait: bool,
+        timeout_s: float,
+        data: bytes | None,
+        lane: Lane = Lane.BULK,
     ) -> PublishResult:
-        """Publish ``doc`` (``data``: the file its claim check refers to); with ``wait``,
-        return once it is searchable."""
+        """Publish ``doc`` (``data``: the file its claim check refers to) in the tenant's
+        ``lane``; with ``wait``, return once it is searchable."""
         waiting = await self._receipts.expect_receipt(doc) if wait else None
         try:
             with _tracer.start_as_current_span(
                 "kbus publish", kind=SpanKind.PRODUCER, attributes=document_attributes(doc)
             ) as span:
-                result = await self._send(doc, waiting, timeout_s, data)
+                result = await self._send(doc, waiting, timeout_s, data, lane)
                 span.set_attribute("kbus.duplicate", result.duplicate)
                 return result
         finally:
@@ -65,7 +71,12 @@ class Publisher:
                 self._receipts.forget(waiting)
 
     async def _send(
-        self, doc: DocumentAdded, waiting: Waiting | None, timeout_s: float, data: bytes | None
+        self,
+        doc: DocumentAdded,
+        waiting: Waiting | None,
+        timeout_s: float,
+        data: bytes | None,
+        lane: Lane,
     ) -> PublishResult:
         msg_id = self._ids.for_publish(doc)
         if data is not None and doc.body is not None:
@@ -73,7 +84,7 @@ class Publisher:
         payload = await self._bodies.payload(doc, msg_id)
         headers = {"content-type": "application/json", "Nats-Msg-Id": msg_id}
         propagate.inject(headers)  # the trace context, when the caller traces
-        subject = self.topology.added(doc.tenant, doc.library)
+        subject = self.topology.added(doc.tenant, doc.library, lane)
         js = self.nc.jetstream()
         ack = await until_acknowledged(lambda: js.publish(subject, payload, headers=headers))
         if ack.duplicate:

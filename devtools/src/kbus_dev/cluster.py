@@ -80,24 +80,47 @@ def by_name(servers: list[Server], name: str) -> Server:
     return servers[int(name.removeprefix("n")) - 1]
 
 
-def start_weaviate_cluster(data_dir: Path, size: int = 3, timeout_s: float = 180.0) -> list[Server]:
+def start_weaviate_cluster(
+    data_dir: Path, size: int = 3, timeout_s: float = 180.0, attempts: int = 2
+) -> list[Server]:
     """``size`` weaviate-servers (``node1``..) as one cluster, ready when every node reports
-    all of them healthy."""
-    cluster = {f"node{n}": weaviate_ports() for n in range(1, size + 1)}
-    servers = [
-        start_weaviate(data_dir / name, ports=ports, node=name, cluster=cluster, wait=False)
-        for name, ports in cluster.items()
-    ]
-    wait_for_weaviate_nodes(servers, size, timeout_s)
-    return servers
+    all of them healthy. A node that exits while the cluster forms (a port chosen free was
+    taken before it bound it) ends the attempt: the next one starts on new ports."""
+    for attempt in range(attempts):
+        root = data_dir if attempt == 0 else data_dir / f"attempt{attempt + 1}"
+        cluster = {f"node{n}": weaviate_ports() for n in range(1, size + 1)}
+        servers = [
+            start_weaviate(root / name, ports=ports, node=name, cluster=cluster, wait=False)
+            for name, ports in cluster.items()
+        ]
+        try:
+            wait_for_weaviate_nodes(servers, size, timeout_s, exited_fails=True)
+        except NodeExitedError:
+            for server in servers:
+                server.stop()
+            if attempt + 1 == attempts:
+                raise
+            continue
+        return servers
+    raise AssertionError("unreachable")
 
 
-def wait_for_weaviate_nodes(servers: list[Server], healthy: int, timeout_s: float = 180.0) -> None:
+class NodeExitedError(RuntimeError):
+    """A Weaviate node exited while its cluster formed."""
+
+
+def wait_for_weaviate_nodes(
+    servers: list[Server], healthy: int, timeout_s: float = 180.0, *, exited_fails: bool = False
+) -> None:
     """Until every running node reports ``healthy`` healthy nodes and one Raft leader (the
-    election takes some seconds after the nodes see each other)."""
+    election takes some seconds after the nodes see each other). ``exited_fails``: a node that
+    exited raises :class:`NodeExitedError` at once (forming a cluster, none should)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         running = [s for s in servers if s.proc.poll() is None]
+        if exited_fails and len(running) < len(servers):
+            exited = [s.name for s in servers if s not in running]
+            raise NodeExitedError(f"Weaviate node(s) {exited} exited while the cluster formed")
         if (
             running
             and all(_healthy_nodes(s) >= healthy for s in running)

@@ -23,6 +23,26 @@ def _consumer(stream: str, durable: str, filter_subject: str) -> list[str]:
     ]
 
 
+def _stage(t: Topology, name: str) -> list[str]:
+    """A stage's consumers: its durable (fair share off); and for a fair stage, its tenants'
+    lanes (kbus_runtime.lanes): made when first needed, with a filter within the stage's own
+    subjects, pulled from one message at a time and acked, and the durable removed when fair
+    share is on. A lane consumer's name is one token, so the names are not narrowed: a stage
+    may pull from any consumer of its stream (the chunks stream's are the generator's and the
+    embedder's)."""
+    stage = t.stage(name)
+    every = t.every(stage.channel)
+    rights = _consumer(stage.stream, stage.durable, every)
+    if stage.fair:
+        rights += [
+            f"$JS.API.CONSUMER.CREATE.{stage.stream}.*.{every}",
+            f"$JS.API.CONSUMER.MSG.NEXT.{stage.stream}.*",
+            f"$JS.ACK.{stage.stream}.*.>",
+            f"$JS.API.CONSUMER.DELETE.{stage.stream}.{stage.durable}",
+        ]
+    return rights
+
+
 def _reader(stream: str) -> list[str]:
     """Create, delete and flow-control ephemeral ordered (push) consumers on a stream."""
     return [
@@ -81,6 +101,8 @@ def _stream_checks(t: Topology) -> list[str]:
         "$JS.API.INFO",
         *(f"$JS.API.STREAM.INFO.{s.name}" for s in t.streams),
         *(f"$JS.API.CONSUMER.INFO.{s.stream}.{s.durable}" for s in t.stages),
+        # The lanes' consumers of the fair stages (kbus_contract.backlog).
+        *(f"$JS.API.CONSUMER.LIST.{s.name}" for s in t.work_streams),
     ]
 
 
@@ -122,7 +144,7 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
             t,
             "ingestor",
             [
-                *_consumer(t.documents_stream.name, t.ingestor_durable, t.document_added),
+                *_stage(t, "ingestor"),
                 t.chunks_ready,
                 t.chunks_generate,
                 *(right for tenant in tenants for right in _bodies_reader(t, tenant)),
@@ -136,7 +158,7 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
             t,
             "generator",
             [
-                *_consumer(t.chunks_stream.name, t.generator_durable, t.chunks_generate),
+                *_stage(t, "generator"),
                 t.chunks_ready,
                 *_kv(t.generated_bucket),
                 t.dead_letter("generator", "*", "*"),
@@ -147,7 +169,7 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
             t,
             "embedder",
             [
-                *_consumer(t.chunks_stream.name, t.embedder_durable, t.chunks_ready),
+                *_stage(t, "embedder"),
                 t.embeddings_ready,
                 *_kv(t.embed_cache_bucket),
                 *_kv(t.token_states_bucket),
@@ -162,7 +184,7 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
 
 def _searcher(t: Topology) -> list[str]:
     return [
-        *_consumer(t.embeddings_stream.name, t.indexer_durable, t.embeddings_ready),
+        *_stage(t, "indexer"),
         *_consumer(t.documents_stream.name, t.deleter_durable, t.document_deleted),
         *_kv(t.tombstones_bucket),
         *_kv(t.versions_bucket),

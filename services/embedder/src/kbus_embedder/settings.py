@@ -64,9 +64,9 @@ class EmbedderSettings(ServiceSettings):
         "model call.",
     )
     concurrency: int = Field(
-        default=64,
+        default=32,
         ge=1,
-        description="chunks.ready messages held at once; their chunks share model calls. Why 64: "
+        description="chunks.ready messages held at once; their chunks share model calls. Why 32: "
         "docs/tuning.md#kbus_embedder_concurrency.",
     )
     request_concurrency: int = Field(

@@ -113,7 +113,9 @@ class Vectorizer:
             chunks=tuple(embedded),
         )
         await self.stage.publish(
-            out, topology.embeddings_ready, stream=topology.embeddings_stream.name
+            out,
+            topology.of_document("embeddings.ready", doc),
+            stream=topology.embeddings_stream.name,
         )
 
     async def vectors_of(self, texts: list[str], keep_states: bool = True) -> np.ndarray:

@@ -88,7 +88,11 @@ class Generator:
         )
         out = ready.model_copy(update={"chunks": chunks, "generate": None})
         topology = self.stage.topology
-        await self.stage.publish(out, topology.chunks_ready, stream=topology.chunks_stream.name)
+        await self.stage.publish(
+            out,
+            topology.of_document("chunks.ready", ready.document),
+            stream=topology.chunks_stream.name,
+        )
 
     async def texts(self, matching: Matching, chunks: list[str]) -> list[tuple[str, ...]]:
         """Each chunk's matching texts: cached ones read, the others generated (then cached)."""

@@ -22,6 +22,7 @@ from kbus_contract.claimcheck import fetch_body, open_bodies
 from kbus_contract.documents import CHUNK_SEPARATOR
 from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.identifiers import chunk_id, content_version
+from kbus_contract.lanes import Lane
 from kbus_contract.tenancy import require_library
 from kbus_runtime.analysis import TermIndex, analyze_terms, window_span
 from kbus_runtime.stage import Stage, stream_sequence
@@ -228,14 +229,19 @@ class Ingestor:
             await self.stage.settle(message, DocumentAdded, self._too_large(len(message.body)))
             return
         sequence = stream_sequence(message) or 0
-        sent = self.stage.topology.identity(message.raw_message.subject)
+        topology = self.stage.topology
+        sent = topology.identity(message.raw_message.subject)
+        _, lane = topology.tenant_lane("document.added", message.raw_message.subject) or (
+            "",
+            Lane.BULK,
+        )
         claimed: list[tuple[str, BodyRef]] = []
 
         async def work(doc: DocumentAdded) -> None:
             require_library(sent, doc.tenant, doc.library)
             if doc.body is not None:
                 claimed.append((doc.tenant, doc.body))
-            await self.ingest(doc, ranked_as(doc, sequence))
+            await self.ingest(doc, ranked_as(doc, sequence), lane)
 
         await self.stage.settle(message, DocumentAdded, work)
         # Done with (indexed, or dead-lettered for a fault of its own): the text can go. A
@@ -243,9 +249,9 @@ class Ingestor:
         if claimed and message.committed in (AckStatus.ACKED, AckStatus.REJECTED):
             await self._discard(*claimed[0])
 
-    async def ingest(self, doc: DocumentAdded, sequence: int = 0) -> None:
+    async def ingest(self, doc: DocumentAdded, sequence: int = 0, lane: Lane = Lane.BULK) -> None:
         """Read a document (its text, its claim-checked bytes or its web page), parse it, and
-        publish its chunks."""
+        publish its chunks (in the tenant's ``lane`` it came in)."""
         doc, content_type, data = await self._read(doc)
         if content_type in (ContentType.PLAIN, ContentType.MARKDOWN):
             parsed = parse(content_type, data, None, self.parser.limits)
@@ -258,13 +264,15 @@ class Ingestor:
         )
         cutter, profile = await self.profiles.for_ingest(doc.tenant, doc.library)
         ready = chunk_document(doc, cutter, self.max_chunks, sequence, self.keyword_window, parsed)
+        ready = ready.model_copy(update={"document": ready.document.with_lane(lane)})
         topology = self.stage.topology
-        subject = topology.chunks_ready
+        channel = "chunks.ready"
         if profile.matching.generated and doc.matching is None:
             # The generator writes the matching texts, then passes the chunks on to be embedded;
             # a publisher's own matching texts are kept as they are.
             ready = ready.model_copy(update={"generate": profile.matching})
-            subject = topology.chunks_generate
+            channel = "chunks.generate"
+        subject = topology.in_lane(channel, lane, tenant=doc.tenant)
         for part in ready.split(self.part_chunks):
             await self.stage.publish(part, subject, stream=topology.chunks_stream.name)
         self.chunks_made.inc(len(ready.chunks))

@@ -19,6 +19,7 @@ from enum import StrEnum
 from pydantic import BaseModel
 
 import kbus_contract as c
+from kbus_contract.lanes import Lane, lane_of_form
 
 _TOKEN = re.compile(r"^\{(\w+)\}$")
 
@@ -90,6 +91,11 @@ class Channel:
         raise ValueError(f"{self.name}: no form takes {sorted(given)}")
 
     @staticmethod
+    def tokens_of(form: str) -> set[str]:
+        """The names of the tokens of one form."""
+        return {m.group(1) for t in form.split(".") if (m := _TOKEN.match(t))}
+
+    @staticmethod
     def fill_form(form: str, **tokens: str) -> str:
         """One form with these tokens, ``*`` for the others."""
         return ".".join(
@@ -98,6 +104,11 @@ class Channel:
 
     def read(self, tokens: list[str]) -> dict[str, str] | None:
         """The tokens a subject (without prefix) fills in one of the forms, or None."""
+        matched = self.match(tokens)
+        return None if matched is None else matched[1]
+
+    def match(self, tokens: list[str]) -> tuple[str, dict[str, str]] | None:
+        """The form a subject (without prefix) has, with the tokens it fills, or None."""
         for form in self.forms:
             parts = form.split(".")
             if len(parts) != len(tokens):
@@ -109,8 +120,12 @@ class Channel:
                 elif part != token:
                     break
             else:
-                return found
+                return form, found
         return None
+
+    def lane_forms(self, lane: Lane) -> tuple[str, ...]:
+        """The forms of a lane (:mod:`kbus_contract.lanes`)."""
+        return tuple(form for form in self.forms if lane_of_form(form) is lane)
 
     @property
     def kind(self) -> str:
@@ -142,10 +157,11 @@ class Channel:
 CHANNELS: tuple[Channel, ...] = (
     Channel(
         "document.added",
-        ("document.added.{tenant}.{library}",),
+        ("document.added.{tenant}.{library}", "document.added.{tenant}.{library}.interactive"),
         c.DocumentAdded,
-        description="A document to index: document.added.{tenant}.{library} (JetStream, stream "
-        "DOCUMENTS).",
+        description="A document to index: document.added.{tenant}.{library}, or "
+        "document.added.{tenant}.{library}.interactive for one a person waits for: it goes "
+        "ahead of the tenant's bulk work (JetStream, stream DOCUMENTS).",
         senders=("client",),
         use=Use.WRITE,
     ),
@@ -160,24 +176,27 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         "chunks.generate",
-        ("chunks.generate",),
+        ("chunks.generate.{tenant}", "chunks.generate.{tenant}.interactive"),
         c.ChunksReady,
         description="A document's chunks whose library's profile asks for generated matching "
-        "texts, from the ingestor to the generator (stream CHUNKS).",
+        "texts, from the ingestor to the generator, under the document's tenant and lane "
+        "(stream CHUNKS).",
         senders=("ingestor",),
     ),
     Channel(
         "chunks.ready",
-        ("chunks.ready",),
+        ("chunks.ready.{tenant}", "chunks.ready.{tenant}.interactive"),
         c.ChunksReady,
-        description="A document's chunks, from the ingestor or the generator (stream CHUNKS).",
+        description="A document's chunks, from the ingestor or the generator, under the "
+        "document's tenant and lane (stream CHUNKS).",
         senders=("ingestor", "generator"),
     ),
     Channel(
         "embeddings.ready",
-        ("embeddings.ready",),
+        ("embeddings.ready.{tenant}", "embeddings.ready.{tenant}.interactive"),
         c.EmbeddingsReady,
-        description="A document's chunks with vectors, in parts (stream EMBEDDINGS).",
+        description="A document's chunks with vectors, in parts, under the document's tenant "
+        "and lane (stream EMBEDDINGS).",
         senders=("embedder",),
     ),
     Channel(

@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 from kbus_contract.base import Contract, Metadata
 from kbus_contract.documents import MAX_MATCHING_TEXTS, ContentType
 from kbus_contract.identifiers import DocumentId, LibraryId, TenantId
+from kbus_contract.lanes import Lane
 from kbus_contract.profiles import Matching
 from kbus_contract.vectors import Vector
 
@@ -55,11 +56,20 @@ class DocumentRef(Contract):
     source_uri: str
     content_type: ContentType
     metadata: Metadata
+    lane: Lane = Field(
+        default=Lane.BULK,
+        description="The tenant's queue the document waits in at every stage (the lane of "
+        "its document.added subject).",
+    )
     sequence: int = Field(
         default=0,
         ge=0,
         description="Stream sequence of the document.added message: later publishes win.",
     )
+
+    def with_lane(self, lane: Lane) -> DocumentRef:
+        """The same document, waiting in ``lane``."""
+        return self.model_copy(update={"lane": lane})
 
 
 class ChunksReady(Contract):

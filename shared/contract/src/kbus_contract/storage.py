@@ -21,6 +21,9 @@ from nats.js.api import (
 )
 
 DAY = 24 * 60 * 60.0
+#: A tenant's lane consumer nobody has pulled from for this long is removed by the server; the
+#: tenant's next work makes it again (what it held stays in the stream meanwhile).
+LANE_IDLE_S = 60 * 60.0
 DEDUPE_WINDOW_S = 2 * 60.0
 
 
@@ -140,4 +143,21 @@ def work_consumer(
         ack_wait=ack_wait_s,
         max_deliver=max_deliver,
         max_ack_pending=1_000,
+    )
+
+
+def lane_consumer(
+    name: str, filter_subject: str, *, ack_wait_s: float = 60.0, max_deliver: int = 10
+) -> ConsumerConfig:
+    """The consumer of one tenant's lane at one stage (fair share): what a stage's durable is,
+    for that tenant's lane only, removed when idle; every replica of the stage pulls from it."""
+    return ConsumerConfig(
+        name=name,
+        durable_name=name,
+        filter_subject=filter_subject,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait_s,
+        max_deliver=max_deliver,
+        max_ack_pending=1_000,
+        inactive_threshold=LANE_IDLE_S,
     )

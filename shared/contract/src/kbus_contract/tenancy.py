@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kbus_contract.catalog import CHANNELS
+from kbus_contract.catalog import CHANNELS, Use
 from kbus_contract.errors import ErrorCode, PermanentError
 
 #: The grant token of a credential that may read every library of its tenant.
@@ -22,7 +22,11 @@ MAX_GRANT_LIBRARIES = 32
 #: The token of a tenant or library a dead letter's message did not name.
 UNKNOWN = "_"
 #: The channels whose subjects carry a tenant (kbus_contract.catalog).
-_TENANTED = tuple(entry for entry in CHANNELS if "tenant" in entry.tokens)
+# The subjects between the services name a tenant too (for fair share), but the services wrote
+# them: who a message acts for is read from a tenant's own subjects only.
+_TENANTED = tuple(
+    entry for entry in CHANNELS if "tenant" in entry.tokens and entry.use is not Use.NONE
+)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from nats.js.api import KeyValueConfig, ObjectStoreConfig
 
 from kbus_contract import storage
 from kbus_contract.catalog import CHANNELS, Channel, channel
+from kbus_contract.lanes import Lane, lane_of_form
+from kbus_contract.pipeline import DocumentRef
 from kbus_contract.storage import Stream, work_consumer
 from kbus_contract.tenancy import GRANT_ALL, UNKNOWN, Identity, identity_of, names_tenant
 
@@ -25,11 +27,19 @@ _PROFILES_MAX_BYTES = 64 * 1024**2
 
 @dataclass(frozen=True)
 class StageConsumer:
-    """A pipeline stage's durable consumer: its stage, stream and name."""
+    """A pipeline stage's durable consumer: its stage, stream, name and the catalog channel it
+    takes; ``fair``: the stage serves tenants in turn, through a consumer per tenant and lane
+    (:mod:`kbus_contract.lanes`) named from the durable's."""
 
     stage: str
     stream: str
     durable: str
+    channel: str
+    fair: bool = True
+
+    def lane_consumer(self, tenant: str, lane: Lane) -> str:
+        """The name of the consumer of one tenant's lane (a tenant id is a valid name)."""
+        return f"{self.durable}_{lane.value}_{tenant}"
 
 
 @dataclass(frozen=True)
@@ -88,9 +98,32 @@ class Topology:
     def _placed(self, entry: Channel, subject: str) -> str:
         return self._subject(subject) if entry.prefixed else subject
 
-    def added(self, tenant: str, library: str) -> str:
-        """Where a document of a tenant's library is published."""
-        return self.subject("document.added", tenant=tenant, library=library)
+    def added(self, tenant: str, library: str, lane: Lane = Lane.BULK) -> str:
+        """Where a document of a tenant's library is published (in a lane of the tenant's)."""
+        return self.in_lane("document.added", lane, tenant=tenant, library=library)
+
+    def in_lane(self, name: str, lane: Lane, **tokens: str) -> str:
+        """The subject of catalog channel ``name`` in ``lane``, with these tokens."""
+        entry = channel(name)
+        [form] = [f for f in entry.lane_forms(lane) if entry.tokens_of(f) == set(tokens)]
+        return self._placed(entry, entry.fill_form(form, **tokens))
+
+    def of_document(self, name: str, document: DocumentRef) -> str:
+        """Where a document's message between the stages goes on catalog channel ``name``:
+        under its tenant, in its lane."""
+        return self.in_lane(name, document.lane, tenant=document.tenant)
+
+    def lane_filter(self, name: str, tenant: str, lane: Lane) -> str:
+        """What one tenant's ``lane`` of catalog channel ``name`` holds, as one filter subject."""
+        [form] = channel(name).lane_forms(lane)
+        return self._placed(channel(name), channel(name).fill_form(form, tenant=tenant))
+
+    def tenant_lane(self, name: str, subject: str) -> tuple[str, Lane] | None:
+        """The tenant and lane of a subject of catalog channel ``name`` (None: not of it)."""
+        matched = channel(name).match(self._unprefixed(subject))
+        if matched is None or "tenant" not in matched[1]:
+            return None
+        return matched[1]["tenant"], lane_of_form(matched[0])
 
     def deleted(self, tenant: str, library: str | None = None) -> str:
         """Where a deletion in a library (or of a whole tenant, without one) is published."""
@@ -203,12 +236,32 @@ class Topology:
     def stages(self) -> tuple[StageConsumer, ...]:
         """The pipeline's stages: each one's stream and durable consumer."""
         return (
-            StageConsumer("ingestor", self.documents_stream.name, self.ingestor_durable),
-            StageConsumer("generator", self.chunks_stream.name, self.generator_durable),
-            StageConsumer("embedder", self.chunks_stream.name, self.embedder_durable),
-            StageConsumer("indexer", self.embeddings_stream.name, self.indexer_durable),
-            StageConsumer("deleter", self.documents_stream.name, self.deleter_durable),
+            StageConsumer(
+                "ingestor", self.documents_stream.name, self.ingestor_durable, "document.added"
+            ),
+            StageConsumer(
+                "generator", self.chunks_stream.name, self.generator_durable, "chunks.generate"
+            ),
+            StageConsumer(
+                "embedder", self.chunks_stream.name, self.embedder_durable, "chunks.ready"
+            ),
+            StageConsumer(
+                "indexer", self.embeddings_stream.name, self.indexer_durable, "embeddings.ready"
+            ),
+            # Deletions are cheap and take no model: one queue, in order.
+            StageConsumer(
+                "deleter",
+                self.documents_stream.name,
+                self.deleter_durable,
+                "document.deleted",
+                fair=False,
+            ),
         )
+
+    def stage(self, name: str) -> StageConsumer:
+        """One stage's consumer, by the stage's name."""
+        [found] = [s for s in self.stages if s.stage == name]
+        return found
 
     # -- streams -------------------------------------------------------------------------------
 

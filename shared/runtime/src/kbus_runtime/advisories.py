@@ -22,8 +22,10 @@ from kbus_runtime.stage import Stage
 log = logging.getLogger("kbus")
 
 
-def stage_of(topology: Topology, durable: str) -> str:
-    """The stage that owns a durable consumer (the deleter is part of the indexer)."""
+def stage_of(topology: Topology, consumer: str) -> str:
+    """The stage that owns a consumer: a stage's durable or one of its tenants' lanes (the
+    deleter is part of the indexer)."""
+    durable = consumer.split("_", 1)[0]
     return "indexer" if durable == topology.deleter_durable else durable
 
 

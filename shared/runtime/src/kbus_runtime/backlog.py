@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+from kbus_contract.backlog import backlogs
 from kbus_contract.topology import Topology
 from nats.errors import Error as NatsError
 from nats.js.client import JetStreamContext
@@ -45,6 +46,14 @@ class BacklogGauges:
         self.waiting_pulls = gauge(
             "kbus_stage_waiting_pulls", "Open fetch requests of a stage's workers", "stage"
         )
+        self.tenant_held = Gauge(
+            "kbus_tenant_backlog",
+            "Messages of a tenant's lane held for a stage (waiting or in flight)",
+            ["stage", "tenant", "lane"],
+            registry=registry,
+        )
+        #: The tenant gauges set at the last read, removed once their tenant holds none.
+        self._shown: set[tuple[str, str, str]] = set()
         self.stream_bytes = gauge("kbus_stream_bytes", "Bytes a stream holds", "stream")
         self.stream_messages = gauge("kbus_stream_messages", "Messages a stream holds", "stream")
         self.stream_limit = gauge(
@@ -53,15 +62,21 @@ class BacklogGauges:
 
     async def read(self, js: JetStreamContext) -> None:
         """Read every stage's consumer and every stream once."""
-        for stage in self.topology.stages:
-            try:
-                info = await js.consumer_info(stage.stream, stage.durable)
-            except NotFoundError:
+        shown: set[tuple[str, str, str]] = set()
+        for stage in await backlogs(js, self.topology):
+            if not stage.found:
                 continue  # not declared yet: its service has not started
-            self.pending.labels(stage.stage).set(info.num_pending or 0)
-            self.in_flight.labels(stage.stage).set(info.num_ack_pending or 0)
-            self.redelivered.labels(stage.stage).set(info.num_redelivered or 0)
-            self.waiting_pulls.labels(stage.stage).set(info.num_waiting or 0)
+            self.pending.labels(stage.stage).set(stage.pending)
+            self.in_flight.labels(stage.stage).set(stage.in_flight)
+            self.redelivered.labels(stage.stage).set(stage.redelivered)
+            self.waiting_pulls.labels(stage.stage).set(stage.waiting_pulls)
+            for held in stage.tenants:
+                labels = (held.stage, held.tenant, held.lane.value)
+                self.tenant_held.labels(*labels).set(held.messages)
+                shown.add(labels)
+        for gone in self._shown - shown:
+            self.tenant_held.remove(*gone)
+        self._shown = shown
         for stream in self.topology.streams:
             try:
                 described = await js.stream_info(stream.name)

@@ -13,7 +13,9 @@ import logging
 import time
 from dataclasses import replace
 
-from kbus_contract.topology import Stream, Topology
+from kbus_contract.backlog import lane_consumers
+from kbus_contract.storage import LANE_IDLE_S
+from kbus_contract.topology import StageConsumer, Stream, Topology
 from kbus_contract.wire import until_acknowledged
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
@@ -162,4 +164,27 @@ async def consumers_answer(js: JetStreamContext, consumers: list[tuple[str, str]
         with contextlib.suppress(NotFoundError):
             await until_acknowledged(
                 functools.partial(js.consumer_info, stream, durable), bound_s=START_BOUND_S
+            )
+
+
+async def one_kind_of_consumer(
+    js: JetStreamContext, stages: list[StageConsumer], *, fair: bool
+) -> None:
+    """A work queue lets one consumer take each subject: a fair stage's tenants' lanes, or its
+    durable, never both. Fair share on: a durable left from before is removed (what it held
+    stays in the stream, for the lanes). Off: lanes left from before are named, with what to do.
+    """
+    for stage in stages:
+        if fair:
+            with contextlib.suppress(NotFoundError):
+                await js.delete_consumer(stage.stream, stage.durable)
+                log.warning("%s: removed its durable consumer: fair share is on", stage.stage)
+            continue
+        if lanes := await lane_consumers(js, stage):
+            names = ", ".join(sorted(c.name or "" for c in lanes)[:5])
+            raise RuntimeError(
+                f"{stage.stage}: fair share is off, but consumers of tenants' lanes exist "
+                f"({names}, {len(lanes)} in all) and block its durable consumer: delete them "
+                f"(nats consumer rm {stage.stream} NAME), or wait until the server removes "
+                f"each, {LANE_IDLE_S / 60:.0f} minutes after its last use"
             )

@@ -18,13 +18,15 @@ from importlib.metadata import version
 
 from faststream.asgi import AsgiFastStream, make_ping_asgi
 from faststream.nats import NatsBroker
-from kbus_contract.topology import Stream, Topology
+from kbus_contract.topology import StageConsumer, Stream, Topology
 from prometheus_client import CollectorRegistry, make_asgi_app
 
 from kbus_runtime.answering import Answer, Served, serve
 from kbus_runtime.backlog import BacklogGauges
 from kbus_runtime.bus import Handler, make_broker, work_subscriber
-from kbus_runtime.declaring import consumers_answer, declare_streams
+from kbus_runtime.declaring import consumers_answer, declare_streams, one_kind_of_consumer
+from kbus_runtime.fair_share import FairShare
+from kbus_runtime.lanes import LanePuller, pull_fairly
 from kbus_runtime.logs import configure_logging
 from kbus_runtime.settings import ServiceSettings
 from kbus_runtime.stage import Stage
@@ -58,6 +60,8 @@ class Service:
     _endpoints: list[_Endpoints] = field(default_factory=list)
     _served: list[Served] = field(default_factory=list)
     _consumers: list[tuple[str, str]] = field(default_factory=list)
+    #: The fair stages this service consumes (kbus_contract.lanes).
+    _stages: list[StageConsumer] = field(default_factory=list)
     #: Set on SIGTERM: every stage hands back what it has not started.
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -95,14 +99,18 @@ class Service:
         description: str,
         concurrency: int = 1,
     ) -> Callable[[Handler], Handler]:
-        """Register a handler on a stage's durable pull consumer (``concurrency`` at once)."""
+        """Register a handler on a stage's durable pull consumer (``concurrency`` at once); a
+        fair stage's messages come from its tenants' lanes by turn instead
+        (:mod:`kbus_runtime.lanes`)."""
 
         self.metrics.declare_stream_counters()
-
-        self._consumers.append((stream.name, durable))
+        self._stages += [s for s in self.topology.stages if s.durable == durable and s.fair]
+        lanes = self._lanes_of(durable)
+        if lanes is None:
+            self._consumers.append((stream.name, durable))
 
         def register(handler: Handler) -> Handler:
-            work_subscriber(
+            subscriber = work_subscriber(
                 self.broker,
                 self.topology,
                 subject,
@@ -110,11 +118,28 @@ class Service:
                 durable,
                 title=title,
                 description=description,
-                max_workers=concurrency,
-            )(handler)
+                max_workers=1 if lanes else concurrency,
+            )
+            subscriber(handler)
+            if lanes is not None:
+                pull_fairly(subscriber, lanes, concurrency, self.stopping)
             return handler
 
         return register
+
+    def _lanes_of(self, durable: str) -> LanePuller | None:
+        """The source of a fair stage's messages (None: the stage takes its stream in order)."""
+        bus = self.settings.bus
+        found = [s for s in self.topology.stages if s.durable == durable and s.fair]
+        if not bus.fair_share or not found:
+            return None
+        return LanePuller(
+            lambda: self.broker.connection,
+            self.topology,
+            found[0],
+            FairShare(bus.tenant_weights),
+            bus.fair_share_poll_s,
+        )
 
     def answer(self, answers: Mapping[str, Answer], *, description: str, concurrency: int) -> None:
         """Serve catalog request subjects (``"kb.search"``, ...) once connected."""
@@ -136,6 +161,7 @@ class Service:
             js = self.broker.connection.jetstream()
             if declare:
                 await declare_streams(js, self.topology)
+            await one_kind_of_consumer(js, self._stages, fair=self.settings.bus.fair_share)
             async with (
                 start_up() if start_up else contextlib.nullcontext(),
                 backlog.reading(js, self.settings.bus.backlog_interval_s),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kbus_contract.topology import Topology
-from pydantic import Field, SecretStr
+from pydantic import Field, PositiveFloat, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kbus_runtime.tracing import TracingSettings
@@ -90,6 +90,24 @@ class BusSettings(BaseSettings):
         ge=0.0,
         description="Seconds between reads of every stage's backlog and every stream's size "
         "from the server, for /metrics (0: none).",
+    )
+    fair_share: bool = Field(
+        default=True,
+        description="Each stage serves tenants with work waiting in turn, a tenant's "
+        "interactive documents first; false: every stage takes its stream in order "
+        '(docs/scaling.md, "Fair share").',
+    )
+    fair_share_poll_s: float = Field(
+        default=0.2,
+        gt=0.0,
+        le=5.0,
+        description="Seconds between a fair stage's reads of which tenants have work waiting "
+        "(the longest a stage with nothing to do takes to notice new work).",
+    )
+    tenant_weights: dict[str, PositiveFloat] = Field(
+        default_factory=dict,
+        description='Fair-share weights by tenant, as JSON ({"gold": 4}): a tenant of weight '
+        "4 is served four times as often as one of weight 1 while both have work waiting.",
     )
     unsafe_ack_first: bool = Field(
         default=False,

@@ -63,7 +63,9 @@ async def _publish(nc: Client, topology: Topology, document: StoredDocument) -> 
     )
     for part in whole.split(PART_CHUNKS):
         await nc.jetstream().publish(
-            topology.chunks_ready, part.model_dump_json().encode(), headers=JSON_HEADERS
+            topology.of_document("chunks.ready", part.document),
+            part.model_dump_json().encode(),
+            headers=JSON_HEADERS,
         )
 
 

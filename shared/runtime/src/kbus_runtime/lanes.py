@@ -1,0 +1,200 @@
+"""Where a fair stage's messages come from: one at a time, from the tenant whose turn it is.
+
+FastStream keeps the stage's subscriber (its parser, middlewares, metrics, traces and handler,
+acked by hand as every stage is); only the source changes. Instead of FastStream's loop over
+the stage's one durable consumer, which hands out the stream in order, each replica reads which
+tenants' lanes hold work (:func:`kbus_contract.backlog.held_for`, every ``poll_s``),
+asks :class:`~kbus_runtime.fair_share.FairShare` whose turn it is, and takes one message from
+that lane's consumer, made when first needed and removed by the server once idle. A worker asks
+for a message only when it is free, so nothing of one tenant queues inside a replica ahead of
+another's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kbus_contract.backlog import held_for
+from kbus_contract.lanes import Lane
+from kbus_contract.storage import lane_consumer
+from kbus_contract.topology import StageConsumer, Topology
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import APIError
+
+from kbus_runtime.fair_share import FairShare
+
+log = logging.getLogger("kbus")
+
+#: One message if the lane has one now, else an answer that it has none (no waiting).
+NEXT_NOW = b'{"batch":1,"no_wait":true}'
+FETCH_TIMEOUT_S = 5.0
+_NO_RESPONDERS = "503"
+#: Marks a stray subject where the fair share names a tenant (no tenant id has a space): a
+#: subject of the stage's channel that no tenant's lane takes, such as one a publisher without
+#: kbus's permissions sent with a malformed tenant. It takes its turn like a tenant, and the
+#: stage dead-letters what it holds.
+_STRAY = "stray "
+#: The server's error when a consumer of that name exists with another configuration.
+_ALREADY_EXISTS = 10148
+
+
+def _status(message: Msg) -> str:
+    """The status a fetch was answered with instead of a message ("": a message): none waiting
+    (404), the request expired (408), the consumer's limits or leader (409), or no such
+    consumer (503)."""
+    return (message.headers or {}).get("Status", "")
+
+
+class LanePuller:
+    """One replica's source of a fair stage's messages."""
+
+    def __init__(
+        self,
+        connection: Callable[[], Client],
+        topology: Topology,
+        stage: StageConsumer,
+        share: FairShare,
+        poll_s: float,
+    ) -> None:
+        self.connection = connection
+        self.topology = topology
+        self.stage = stage
+        self.share = share
+        self.poll_s = poll_s
+        self._news = asyncio.Event()
+        self._made: set[str] = set()
+        self._refused: set[str] = set()
+
+    async def watch(self, running: Callable[[], bool]) -> None:
+        """Read what each tenant's lanes hold, every ``poll_s``, while ``running``."""
+        js = self.connection().jetstream()
+        while running():
+            try:
+                held = await held_for(js, self.topology, self.stage)
+                strays = {(_STRAY + subject, Lane.BULK): n for subject, n in held.strays.items()}
+                self.share.observe({**held.lanes, **strays})
+                self._news.set()
+            except (NatsError, TimeoutError) as exc:
+                log.debug("%s: could not read the tenants' work: %s", self.stage.stage, exc)
+            await asyncio.sleep(self.poll_s)
+
+    async def work(
+        self,
+        consume: Callable[[Msg], Awaitable[Any]],
+        running: Callable[[], bool],
+        stopping: asyncio.Event,
+    ) -> None:
+        """One worker: take the next message whose turn it is and handle it, until stopped.
+
+        Each worker fetches through an inbox of its own: a message JetStream delivers carries
+        its own subject, not the inbox's, so replies to several fetches on one subscription
+        could not be told apart.
+        """
+        nc = self.connection()
+        inbox = await nc.subscribe(nc.new_inbox())
+        try:
+            while running() and not stopping.is_set():
+                message = await self.next_message(inbox)
+                if message is not None:
+                    await consume(message)
+        finally:
+            with contextlib.suppress(NatsError):
+                await inbox.unsubscribe()
+
+    async def next_message(self, inbox: Subscription) -> Msg | None:
+        """The next message by turn (None: nothing waits now; then after waiting for news)."""
+        if inbox.pending_msgs:
+            # Delivered for a fetch that had timed out: it is this worker's all the same.
+            late = await inbox.next_msg()
+            return None if _status(late) else late
+        turn = self.share.take()
+        if turn is None:
+            self._news.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._news.wait(), self.poll_s)
+            return None
+        message = await self._fetch(*turn, inbox)
+        if message is None:
+            self.share.found_empty(*turn)
+        return message
+
+    async def _fetch(self, tenant: str, lane: Lane, inbox: Subscription) -> Msg | None:
+        name, filter_subject = self._consumer(tenant, lane)
+        if name not in self._made and not await self._make(name, filter_subject):
+            return None
+        nc = self.connection()
+        next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{self.stage.stream}.{name}"
+        await nc.publish(next_subject, NEXT_NOW, reply=inbox.subject)
+        try:
+            reply = await inbox.next_msg(timeout=FETCH_TIMEOUT_S)
+        except (NatsTimeoutError, TimeoutError):
+            return None
+        status = _status(reply)
+        if status == _NO_RESPONDERS:
+            self._made.discard(name)  # removed while idle: made again on its next turn
+        return None if status else reply
+
+    def _consumer(self, tenant: str, lane: Lane) -> tuple[str, str]:
+        """The name and filter of the consumer of a tenant's lane, or of a stray subject."""
+        if tenant.startswith(_STRAY):
+            subject = tenant.removeprefix(_STRAY)
+            digest = hashlib.sha256(subject.encode()).hexdigest()[:16]
+            return f"{self.stage.durable}_stray_{digest}", subject
+        name = self.stage.lane_consumer(tenant, lane)
+        return name, self.topology.lane_filter(self.stage.channel, tenant, lane)
+
+    async def _make(self, name: str, filter_subject: str) -> bool:
+        """Create a lane's consumer (as it is, if it exists); False: could not."""
+        config = lane_consumer(
+            name,
+            filter_subject,
+            ack_wait_s=self.topology.ack_wait_s,
+            max_deliver=self.topology.max_deliver,
+        )
+        try:
+            await self.connection().jetstream().add_consumer(self.stage.stream, config)
+        except APIError as exc:
+            if exc.err_code != _ALREADY_EXISTS:
+                self._could_not(name, exc)
+                return False
+        except (NatsError, TimeoutError) as exc:
+            self._could_not(name, exc)
+            return False
+        self._made.add(name)
+        return True
+
+    def _could_not(self, name: str, exc: Exception) -> None:
+        # Asked again at the lane's next turn (an election ends, a durable left from before
+        # fair share is removed): said once per consumer, not at every turn.
+        level = logging.DEBUG if name in self._refused else logging.WARNING
+        self._refused.add(name)
+        log.log(level, "%s: could not make consumer %s: %s", self.stage.stage, name, exc)
+
+
+def pull_fairly(subscriber: Any, puller: LanePuller, workers: int, stopping: asyncio.Event) -> None:
+    """Make a FastStream pull subscriber take its messages from ``puller`` with ``workers``
+    at once, instead of from its durable consumer (which it then never creates).
+
+    FastStream's subscriber creates its subscription in ``_create_subscription`` as it starts;
+    that step starts the watch and the workers as the subscriber's own tasks instead, so
+    FastStream stops them as it stops the subscriber (after the running messages finished).
+    """
+
+    def running() -> bool:
+        return bool(subscriber.running)
+
+    async def start() -> None:
+        subscriber.add_task(puller.watch, func_args=(running,))
+        for _ in range(workers):
+            subscriber.add_task(puller.work, func_args=(subscriber.consume, running, stopping))
+
+    subscriber._create_subscription = start
