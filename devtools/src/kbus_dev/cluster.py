@@ -13,12 +13,38 @@ import httpx
 from kbus_dev.servers import Server, free_port, start_nats, start_weaviate, weaviate_ports
 
 
+class NodeExitedError(RuntimeError):
+    """A server exited while its cluster formed."""
+
+
 def start_nats_cluster(
-    data_dir: Path, size: int = 3, timeout_s: float = 60.0, *, sync_always: bool = True
+    data_dir: Path,
+    size: int = 3,
+    timeout_s: float = 60.0,
+    *,
+    sync_always: bool = True,
+    attempts: int = 2,
 ) -> list[Server]:
     """``size`` nats-servers as one JetStream cluster (``n1``..``nN``), ready when every one
     of them sees a JetStream meta leader. ``sync_always=False`` leaves the server's own
-    sync interval (every two minutes)."""
+    sync interval (every two minutes). A server that exits while the cluster forms (a port
+    chosen free was taken before it bound it) ends the attempt: the next one starts on new
+    ports."""
+    for attempt in range(attempts):
+        root = data_dir if attempt == 0 else data_dir / f"attempt{attempt + 1}"
+        servers = _nats_servers(root, size, sync_always)
+        wait_for_meta_leader(servers, timeout_s)
+        exited = [s.name for s in servers if s.proc.poll() is not None]
+        if not exited:
+            return servers
+        for server in servers:
+            server.stop()
+        if attempt + 1 == attempts:
+            raise NodeExitedError(f"NATS server(s) {exited} exited while the cluster formed")
+    raise AssertionError("unreachable")
+
+
+def _nats_servers(data_dir: Path, size: int, sync_always: bool) -> list[Server]:
     routes = [free_port() for _ in range(size)]
     servers = []
     for n, route in enumerate(routes, start=1):
@@ -37,7 +63,6 @@ def start_nats_cluster(
                 wait=False,
             )
         )
-    wait_for_meta_leader(servers, timeout_s)
     return servers
 
 
@@ -103,10 +128,6 @@ def start_weaviate_cluster(
             continue
         return servers
     raise AssertionError("unreachable")
-
-
-class NodeExitedError(RuntimeError):
-    """A Weaviate node exited while its cluster formed."""
 
 
 def wait_for_weaviate_nodes(
