@@ -89,7 +89,7 @@ class FairShare:
         state.pass_ -= 1.0 / state.weight
 
     def waiting(self) -> dict[tuple[str, Lane], int]:
-        """What is believed waiting (for tests and the metrics)."""
+        """What is believed waiting, per tenant and lane."""
         return {
             (name, lane): count
             for name, t in self._tenants.items()

@@ -104,7 +104,6 @@ class Service:
         (:mod:`kbus_runtime.lanes`)."""
 
         self.metrics.declare_stream_counters()
-        self._stages += [s for s in self.topology.stages if s.durable == durable and s.fair]
         lanes = self._lanes_of(durable)
         if lanes is None:
             self._consumers.append((stream.name, durable))
@@ -128,9 +127,11 @@ class Service:
         return register
 
     def _lanes_of(self, durable: str) -> LanePuller | None:
-        """The source of a fair stage's messages (None: the stage takes its stream in order)."""
+        """The source of a fair stage's messages, the stage noted as one this service takes by
+        turn (None: the stage takes its stream in order)."""
         bus = self.settings.bus
         found = [s for s in self.topology.stages if s.durable == durable and s.fair]
+        self._stages += found
         if not bus.fair_share or not found:
             return None
         return LanePuller(

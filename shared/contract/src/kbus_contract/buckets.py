@@ -1,0 +1,121 @@
+"""The key-value buckets and object stores of one kbus installation: their names and how
+each is kept (:class:`~kbus_contract.topology.Topology` mixes them in)."""
+
+from __future__ import annotations
+
+from nats.js.api import KeyValueConfig, ObjectStoreConfig
+
+from kbus_contract import storage
+
+#: A profile is a few hundred bytes; the bucket needs no work stream's room.
+_PROFILES_MAX_BYTES = 64 * 1024**2
+
+
+class Buckets:
+    """Bucket names and configurations, from the installation's prefix, copies and sizes."""
+
+    replicas: int
+    stream_max_bytes: int
+
+    def _name(self, name: str) -> str:
+        raise NotImplementedError
+
+    @property
+    def embed_cache_bucket(self) -> str:
+        """KV bucket of vectors by model and text hash: unchanged text is never embedded twice."""
+        return self._name("embedcache")
+
+    @property
+    def generated_bucket(self) -> str:
+        """KV bucket of generated matching texts by model, prompt and chunk: never twice."""
+        return self._name("generated")
+
+    @property
+    def token_states_bucket(self) -> str:
+        """KV bucket of each chunk's token states by model and text hash, for re-scoring."""
+        return self._name("tokenstates")
+
+    @property
+    def profiles_bucket(self) -> str:
+        """KV bucket of library profiles: ``{tenant}.{library}`` to the profile's JSON."""
+        return self._name("profiles")
+
+    @property
+    def tombstones_bucket(self) -> str:
+        """KV bucket of deletions: tombstone key to the stream sequence of the delete."""
+        return self._name("tombstones")
+
+    @property
+    def versions_bucket(self) -> str:
+        """KV bucket of each document's searchable version (the newest complete one)."""
+        return self._name("versions")
+
+    def bodies_bucket(self, tenant: str) -> str:
+        """Object store of a tenant's large documents' text (the claim check): one per tenant,
+        so a tenant's credential reaches its own texts only."""
+        return f"{self._name('bodies')}_{tenant}"
+
+    def bodies_store(self, tenant: str) -> ObjectStoreConfig:
+        description = f"kbus: text of {tenant}'s documents larger than one message"
+        return storage.object_store(
+            self.bodies_bucket(tenant),
+            description,
+            replicas=self.replicas,
+            max_bytes=self.stream_max_bytes,
+        )
+
+    def bucket(
+        self, name: str, description: str, max_bytes: int | None = None, *, direct: bool = False
+    ) -> KeyValueConfig:
+        """One of kbus's key-value buckets (see :func:`kbus_contract.storage.bucket`)."""
+        size = max_bytes if max_bytes is not None else self.stream_max_bytes
+        return storage.bucket(
+            name, description, replicas=self.replicas, max_bytes=size, direct=direct
+        )
+
+    @property
+    def tombstones_kv(self) -> KeyValueConfig:
+        return self.bucket(self.tombstones_bucket, "kbus deletions: scope to stream sequence")
+
+    @property
+    def versions_kv(self) -> KeyValueConfig:
+        return self.bucket(self.versions_bucket, "kbus searchable version of each document")
+
+    @property
+    def embed_cache_kv(self) -> KeyValueConfig:
+        return self.bucket(
+            self.embed_cache_bucket, "kbus vectors by sha256(model, text)", direct=True
+        )
+
+    @property
+    def generated_kv(self) -> KeyValueConfig:
+        # Texts, not vectors: a quarter of a stream's size holds millions of chunks' worth.
+        return self.bucket(
+            self.generated_bucket,
+            "kbus generated matching texts by sha256(model, prompt, text)",
+            self.stream_max_bytes // 4,
+            direct=True,
+        )
+
+    @property
+    def token_states_kv(self) -> KeyValueConfig:
+        return self.bucket(
+            self.token_states_bucket, "kbus token states by sha256(model, text)", direct=True
+        )
+
+    @property
+    def profiles_kv(self) -> KeyValueConfig:
+        size = min(self.stream_max_bytes, _PROFILES_MAX_BYTES)
+        return self.bucket(self.profiles_bucket, "kbus library profiles", size)
+
+    @property
+    def buckets(self) -> tuple[KeyValueConfig, ...]:
+        """Every bucket, as the set-up job creates them."""
+        return (
+            self.tombstones_kv,
+            self.versions_kv,
+            self.embed_cache_kv,
+            self.token_states_kv,
+            self.profiles_kv,
+            self.generated_kv,
+        )
