@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install demo up up-cluster stop test unit lint docs bench bench-fairness chaos chaos-cluster
+.PHONY: install demo up up-cluster stop test unit lint docs bench bench-fairness bench-context chaos chaos-cluster
 
 install:
 	./scripts/install.sh
@@ -50,6 +50,11 @@ bench: install
 # publish one every 10 s and a publishes an interactive edit every 30 s (CI runs it at 200).
 bench-fairness: install
 	$(RUN) python -m bench.fairness $(FAIRNESS_ARGS)
+
+# Answers within a token budget on long SciFact documents, every mode side by side; test read
+# once (CI runs it at 40 made-up documents).
+bench-context: install
+	$(RUN) python -m bench.context --split test $(CONTEXT_ARGS)
 
 # The chaos test at full size (CI runs it at 200 documents inside `make test`).
 chaos: install

@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from kbus_client import DocumentRejectedError, KbError, why_no_match
+from kbus_client import (
+    DocumentRejectedError,
+    KbError,
+    format_context,
+    nothing_matched,
+    why_no_match,
+)
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -149,11 +155,23 @@ def search(
     query: Annotated[str, typer.Argument(help="The question.")],
     library: Annotated[list[str], typer.Option(help="Library to search (repeat for more).")],
     tenant: Tenant = "default",
-    k: Annotated[int, typer.Option(min=1, max=100)] = 5,
+    k: Annotated[int | None, typer.Option(min=1, max=100, help="Results (default 5).")] = None,
     search_type: Annotated[str, typer.Option(help="hybrid, vector or keyword")] = "hybrid",
     rerank: Annotated[
         bool | None,
         typer.Option("--rerank/--no-rerank", help="Rerank (the server's default if not given)."),
+    ] = None,
+    budget_tokens: Annotated[
+        int | None, typer.Option(help="Print passages that fill this many tokens, with citations.")
+    ] = None,
+    expand: Annotated[
+        str, typer.Option(help="With --budget-tokens: none, neighbours, section or document.")
+    ] = "none",
+    adaptive: Annotated[
+        bool, typer.Option(help="With --budget-tokens: as many passages as score well.")
+    ] = False,
+    cursor: Annotated[
+        str | None, typer.Option(help="The cursor a --budget-tokens search printed: what follows.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
     nats_url: NatsUrl = DEFAULT_URL,
@@ -165,7 +183,15 @@ def search(
         client = await connect(nats_url, prefix, tenant)
         async with client:
             return await client.search(
-                query, libraries=library, k=k, search_type=search_type, rerank=rerank
+                query,
+                libraries=library,
+                k=k,
+                search_type=search_type,
+                rerank=rerank,
+                budget_tokens=budget_tokens,
+                expand=expand,
+                adaptive=adaptive,
+                cursor=cursor,
             )
 
     try:
@@ -178,6 +204,9 @@ def search(
         return
     if reply.no_match:
         out.print(f"no match: {why_no_match(reply)}")
+        return
+    if reply.context is not None:
+        out.print(format_context(reply, nothing_matched(reply)), markup=False, highlight=False)
         return
     table = Table("#", reply.score_kind, "title", "section", "source", "text")
     for rank, hit in enumerate(reply.results, 1):

@@ -24,8 +24,17 @@ def mcp(
     conversation: Annotated[str, typer.Option(help="The conversation memories belong to.")] = (
         "default"
     ),
+    budget_tokens: Annotated[
+        int | None,
+        typer.Option(help="Tokens of context a search returns unless it asks (numbered passages)."),
+    ] = None,
+    expand: Annotated[
+        str, typer.Option(help="What a passage holds: none, neighbours, section or document.")
+    ] = "none",
 ) -> None:
     """Serve the knowledge base to an agent host over MCP (stdio or streamable HTTP)."""
+    from kbus_contract import Expand
+
     from kbus_cli.mcp_server import McpConfig, build_server
 
     held = access.credential or {}
@@ -42,6 +51,8 @@ def mcp(
             nats_options=access.options(),
             memory_library=memory_library,
             conversation=conversation,
+            budget_tokens=budget_tokens,
+            expand=Expand(expand),
         )
     )
     if transport == "stdio":

@@ -8,14 +8,16 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from kbus_client import KbClient, KbError, format_for_model
+from kbus_client import KbClient, KbError, format_context, format_for_model, nothing_matched
 from kbus_client.memory import Memory
+from kbus_contract import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, Expand
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 INSTRUCTIONS = (
     "This server searches a kbus knowledge base. Call search_knowledge_base with a full "
-    "question; each passage comes with its title, section, source and relevance score. "
+    "question; each passage comes with its title, section, source and relevance score (with "
+    "budget_tokens: numbered passages that fill it, each with a one-line citation). "
     "Cite sources. list_libraries names the libraries you may search."
 )
 
@@ -35,6 +37,9 @@ class McpConfig:
     #: Where remember keeps what the agent learned (None: the server only searches).
     memory_library: str | None = None
     conversation: str = "default"
+    #: The context a search returns unless it asks for another (None: the top passages).
+    budget_tokens: int | None = None
+    expand: Expand = Expand.NONE
 
 
 def build_server(config: McpConfig) -> MCPServer[Any]:
@@ -77,16 +82,41 @@ def build_server(config: McpConfig) -> MCPServer[Any]:
             list[str] | None,
             Field(description="Some of the libraries from list_libraries; all by default."),
         ] = None,
+        budget_tokens: Annotated[
+            int | None,
+            Field(
+                ge=MIN_BUDGET_TOKENS,
+                le=MAX_BUDGET_TOKENS,
+                description="Tokens of context you can afford: numbered passages fill it, each "
+                "with its citation.",
+            ),
+        ] = config.budget_tokens,
+        expand: Annotated[
+            Expand,
+            Field(description="With budget_tokens: none, neighbours, section or document."),
+        ] = config.expand,
+        cursor: Annotated[
+            str | None, Field(description="The cursor a result ended with: its next passages.")
+        ] = None,
     ) -> str:
         chosen = tuple(libraries) if libraries else config.libraries
         unknown = sorted(set(chosen) - set(config.libraries))
         if unknown:
             return f"Unknown libraries: {', '.join(unknown)}. Use list_libraries."
         try:
-            reply = await (await client()).search(query, libraries=chosen, k=k)
+            reply = await (await client()).search(
+                query,
+                libraries=chosen,
+                k=k if budget_tokens is None else None,
+                budget_tokens=budget_tokens,
+                expand=expand if budget_tokens else Expand.NONE,
+                cursor=cursor if budget_tokens else None,
+            )
         except KbError as exc:
             return f"The search failed ({exc.code}): {exc.message}"
-        return format_for_model(reply)
+        if budget_tokens is None:
+            return format_for_model(reply)
+        return format_context(reply, nothing_matched(reply))
 
     @server.tool(name="list_libraries", description="The libraries this server can search.")
     async def list_libraries() -> list[str]:

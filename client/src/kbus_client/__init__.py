@@ -1,11 +1,12 @@
 """kbus's client: publish documents, search, and give agents retrieval as a tool."""
 
+from kbus_client.citing import citation_line, format_context
 from kbus_client.client import KbClient
 from kbus_client.errors import DocumentRejectedError, KbError
 from kbus_client.results import PublishResult
 from kbus_client.retrying import Retry
 from kbus_client.sync import SyncKbClient
-from kbus_client.tool import KbTool, format_for_model, why_no_match
+from kbus_client.tool import KbTool, format_for_model, nothing_matched, why_no_match
 
 __all__ = [
     "DocumentRejectedError",
@@ -15,6 +16,9 @@ __all__ = [
     "PublishResult",
     "Retry",
     "SyncKbClient",
+    "citation_line",
+    "format_context",
     "format_for_model",
+    "nothing_matched",
     "why_no_match",
 ]

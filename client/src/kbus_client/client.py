@@ -14,6 +14,7 @@ from kbus_contract import (
     DocumentDeleted,
     DocumentEntry,
     DocumentRemoved,
+    Expand,
     FeedKind,
     FeedReply,
     FeedRequest,
@@ -253,10 +254,17 @@ class KbClient:
         group_by_document: bool = False,
         exclude_documents: tuple[str, ...] = (),
         timeout_s: float | None = None,
+        budget_tokens: int | None = None,
+        expand: Expand | str = Expand.NONE,
+        adaptive: bool = False,
+        cursor: str | None = None,
     ) -> SearchReply:
         """Search and return the typed reply; an error reply raises :class:`KbError`.
 
-        ``k`` and the other unset choices are the server's defaults. The search is given
+        ``k`` and the other unset choices are the server's defaults. With ``budget_tokens``
+        the reply's ``context`` holds passages that fill it (``expand``: what each holds around
+        its hit; ``adaptive``: as many as score well; ``cursor``: the next page of the same
+        search). The search is given
         ``timeout_s`` (the client's default wait if unset) less the time its reply takes to
         come back: the searcher stops, or answers degraded, within it.
         """
@@ -280,6 +288,10 @@ class KbClient:
                 group_by_document=group_by_document,
                 exclude_documents=exclude_documents,
                 budget_ms=budget_ms(wait_s),
+                budget_tokens=budget_tokens,
+                expand=Expand(expand),
+                adaptive=adaptive,
+                cursor=cursor,
             )
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc

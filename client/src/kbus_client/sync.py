@@ -74,5 +74,6 @@ class SyncKbTool:
     def anthropic(self) -> dict[str, Any]:
         return self.tool.anthropic()
 
-    def __call__(self, query: str, k: int | None = None) -> str:
-        return self._client._run(self.tool(query, k))
+    def __call__(self, query: str, k: int | None = None, **context: Any) -> str:
+        """See :meth:`KbTool.__call__` (``budget_tokens``, ``expand``, ``cursor``)."""
+        return self._client._run(self.tool(query, k, **context))

@@ -6,12 +6,24 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kbus_contract import NoMatchReason, SearchReply
+from kbus_contract import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, Expand, NoMatchReason, SearchReply
 from opentelemetry import trace
 
+from kbus_client.citing import format_context
 from kbus_client.memory import Memory
 
 MAX_TOOL_K = 20
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a tool call asks of the search besides its query."""
+
+    #: None with a budget and no k asked: the budget decides how many passages.
+    k: int | None
+    budget_tokens: int | None = None
+    expand: Expand = Expand.NONE
+    cursor: str | None = None
 
 
 class Searching(Protocol):
@@ -30,6 +42,9 @@ class Searching(Protocol):
         libraries: list[str] | tuple[str, ...],
         tenant: str | None = None,
         k: int | None = None,
+        budget_tokens: int | None = None,
+        expand: Expand | str = Expand.NONE,
+        cursor: str | None = None,
     ) -> SearchReply: ...
 
 
@@ -43,10 +58,13 @@ class KbTool:
     name: str
     libraries: tuple[str, ...]
     default_k: int
-    search: Callable[[str, int], Awaitable[SearchReply]]
+    search: Callable[[str, Ask], Awaitable[SearchReply]]
     description: str | None = None
     #: Where the tool keeps what the agent learned (a tool that only searches has none).
     memory: Memory | None = None
+    #: The context a call returns unless it asks for another budget (None: top passages).
+    budget_tokens: int | None = None
+    expand: Expand = Expand.NONE
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -62,6 +80,7 @@ class KbTool:
                 "maximum": MAX_TOOL_K,
                 "description": f"How many passages to return (default {self.default_k}).",
             },
+            **self._context_properties(),
         }
         if self.memory is None:
             return {
@@ -74,6 +93,29 @@ class KbTool:
             "type": "object",
             "properties": {**properties, **_MEMORY_PROPERTIES},
             "additionalProperties": False,
+        }
+
+    def _context_properties(self) -> dict[str, Any]:
+        default = self.budget_tokens or "none: the top passages"
+        return {
+            "budget_tokens": {
+                "type": "integer",
+                "minimum": MIN_BUDGET_TOKENS,
+                "maximum": MAX_BUDGET_TOKENS,
+                "description": "Tokens of context you can afford: passages fill it in rank "
+                f"order, each with a citation (default {default}).",
+            },
+            "expand": {
+                "type": "string",
+                "enum": [e.value for e in Expand],
+                "description": "With budget_tokens, what each passage holds around its hit: "
+                "none, neighbours, section or document (default "
+                f"{self.expand.value}).",
+            },
+            "cursor": {
+                "type": "string",
+                "description": "The cursor a result ended with: its next passages.",
+            },
         }
 
     @property
@@ -105,9 +147,23 @@ class KbTool:
         """The tool in Anthropic's tool-use format."""
         return {"name": self.name, "description": self.text, "input_schema": self.parameters}
 
-    async def __call__(self, query: str, k: int | None = None) -> str:
-        """Run the search and format the result for a model to read."""
+    async def __call__(
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        budget_tokens: int | None = None,
+        expand: Expand | str | None = None,
+        cursor: str | None = None,
+    ) -> str:
+        """Run the search and format the result for a model to read: with a budget (the
+        call's or the tool's), numbered passages with their citations."""
         top_k = max(1, min(MAX_TOOL_K, k or self.default_k))
+        budget = budget_tokens or self.budget_tokens
+        if budget is not None:
+            budget = max(MIN_BUDGET_TOKENS, min(MAX_BUDGET_TOKENS, budget))
+        chosen_k = top_k if k or budget is None else None
+        ask = Ask(chosen_k, budget, Expand(expand or self.expand), cursor if budget else None)
         # The span an agent's trace shows for the tool call, the search's spans beneath it.
         with _tracer.start_as_current_span(
             f"tool.{self.name}",
@@ -116,9 +172,13 @@ class KbTool:
                 "gen_ai.tool.name": self.name,
                 "kbus.libraries": list(self.libraries),
                 "kbus.k": top_k,
+                "kbus.budget_tokens": budget or 0,
             },
         ):
-            return format_for_model(await self.search(query, top_k))
+            reply = await self.search(query, ask)
+            if budget is None:
+                return format_for_model(reply)
+            return format_context(reply, nothing_matched(reply))
 
     async def call_json(self, arguments: dict[str, Any]) -> str:
         """Run with a model's arguments (a dict parsed from its tool call)."""
@@ -126,7 +186,13 @@ class KbTool:
         if action == "search":
             if "query" not in arguments:
                 return "A search needs a query."
-            return await self(str(arguments["query"]), arguments.get("k"))
+            return await self(
+                str(arguments["query"]),
+                arguments.get("k"),
+                budget_tokens=arguments.get("budget_tokens"),
+                expand=arguments.get("expand"),
+                cursor=arguments.get("cursor"),
+            )
         if self.memory is None:
             return f"This tool cannot {action}: it only searches."
         return await _remembering(self.memory, action, arguments)
@@ -169,7 +235,7 @@ def format_for_model(reply: SearchReply) -> str:
     if not reply.searched:
         return "No library was searched."
     if not reply.results:
-        return f"No passage in the knowledge base matches this query: {why_no_match(reply)}."
+        return nothing_matched(reply)
     blocks = []
     for rank, hit in enumerate(reply.results, 1):
         section = " > ".join(hit.heading_path)
@@ -182,6 +248,11 @@ def format_for_model(reply: SearchReply) -> str:
         head.append(f"source: {hit.source_uri or hit.document_id}")
         blocks.append("\n".join(head) + "\n" + hit.text.strip())
     return "\n\n".join(blocks)
+
+
+def nothing_matched(reply: SearchReply) -> str:
+    """What a model reads when a search found nothing."""
+    return f"No passage in the knowledge base matches this query: {why_no_match(reply)}."
 
 
 def why_no_match(reply: SearchReply) -> str:
@@ -212,13 +283,16 @@ def scoped_tool(
     tenant: str | None = None,
     k: int = 5,
     description: str | None = None,
+    budget_tokens: int | None = None,
+    expand: Expand | str = Expand.NONE,
     write: bool = False,
     memory_library: str | None = None,
     conversation: str = "default",
 ) -> KbTool:
     """Retrieval as a tool for function calling, scoped to these libraries. With ``write``, the
     tool also remembers, lists and forgets what the agent learned, in ``memory_library`` (the
-    first library by default), which it searches too."""
+    first library by default), which it searches too. With ``budget_tokens`` a call returns
+    numbered passages that fill it (``expand`` around each hit), each with its citation."""
     chosen = client.tenant_for(tenant)
     memory = None
     if write:
@@ -226,8 +300,16 @@ def scoped_tool(
         memory = client.memory(kept, conversation=conversation, source=name, tenant=chosen)
         libraries = tuple(dict.fromkeys((*libraries, kept)))
 
-    async def run(query: str, top_k: int) -> SearchReply:
-        return await client.search(query, libraries=libraries, tenant=chosen, k=top_k)
+    async def run(query: str, ask: Ask) -> SearchReply:
+        return await client.search(
+            query,
+            libraries=libraries,
+            tenant=chosen,
+            k=ask.k,
+            budget_tokens=ask.budget_tokens,
+            expand=ask.expand,
+            cursor=ask.cursor,
+        )
 
     return KbTool(
         name=name,
@@ -236,4 +318,6 @@ def scoped_tool(
         search=run,
         description=description,
         memory=memory,
+        budget_tokens=budget_tokens,
+        expand=Expand(expand),
     )

@@ -12,6 +12,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from kbus_searcher.search.quotas import TenantLimit
+from kbus_searcher.search.tokens import DEFAULT_TOKENIZER
 
 
 class SearcherSettings(ServiceSettings):
@@ -154,6 +155,19 @@ class SearcherSettings(ServiceSettings):
         "HNSW graph is walked. Why 10,000: docs/tuning.md#kbus_searcher_flat_search_cutoff.",
     )
     serve: bool = Field(default=True, description="Answer search requests in this process.")
+    context_tokenizer: str = Field(
+        default=DEFAULT_TOKENIZER,
+        description="What a context's budget_tokens are counted with: all-MiniLM-L6-v2 (the "
+        "WordPiece tokenizer a package ships), or a tokenizer.json path (the agent model's own).",
+    )
+    adaptive_drop: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="An adaptive context keeps hits scoring at least the best's score less this "
+        "share of its spread to the last candidate's. Why: "
+        "docs/tuning.md#kbus_searcher_adaptive_drop.",
+    )
     tenant_limits: dict[str, TenantLimit] = Field(
         default_factory=dict,
         description='Per tenant, as JSON: {"acme": {"searches_per_second": 5, "chunks": '

@@ -21,6 +21,7 @@ class ErrorCode(StrEnum):
     QUOTA_EXCEEDED = "quota_exceeded"
     TOO_LARGE = "too_large"
     TOO_MANY_CANDIDATES = "too_many_candidates"
+    BAD_CURSOR = "bad_cursor"
     BAD_PROFILE = "bad_profile"
     NO_PROMPT = "no_prompt"
     # Documents: bodies, parsing, fetching

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from kbus_contract.base import (
     MAX_QUERY_CHARS,
@@ -15,6 +15,7 @@ from kbus_contract.base import (
     budget_field,
 )
 from kbus_contract.identifiers import DocumentId, LibraryId, TenantId
+from kbus_contract.passages import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, Context, Expand
 from kbus_contract.profiles import TransformerKind
 
 MAX_K = 100
@@ -102,6 +103,31 @@ class SearchRequest(Contract):
         " (the server's default if unset). Each stage gets what is left; the reranker is "
         "skipped when it would not fit (degraded), and no work goes on past it"
     )
+    budget_tokens: int | None = Field(
+        default=None,
+        ge=MIN_BUDGET_TOKENS,
+        le=MAX_BUDGET_TOKENS,
+        description="The context the caller can afford, in tokens of the reply's tokenizer: "
+        "the reply's `context` then holds passages that fill it in rank order (unset: no "
+        "context, the reply as without it).",
+    )
+    expand: Expand = Field(
+        default=Expand.NONE,
+        description="What a passage holds around each hit: none (the hit), neighbours (the "
+        "chunks before and after it), section (its heading-path section, else its page), "
+        "document (the whole document). Needs budget_tokens.",
+    )
+    adaptive: bool = Field(
+        default=False,
+        description="Add passages while their scores stay above a cut relative to the best "
+        "hit (the reply's context.cut explains it) instead of up to k. Needs budget_tokens.",
+    )
+    cursor: str | None = Field(
+        default=None,
+        max_length=16_384,
+        description="The context.cursor of an earlier reply to this same search: the passages "
+        "after those it gave. Needs budget_tokens.",
+    )
 
     @field_validator("query")
     @classmethod
@@ -109,6 +135,21 @@ class SearchRequest(Contract):
         if not value.strip():
             raise ValueError("query is empty or whitespace only")
         return value
+
+    @model_validator(mode="after")
+    def _context_needs_budget(self) -> SearchRequest:
+        asked = [
+            name
+            for name, given in (
+                ("expand", self.expand is not Expand.NONE),
+                ("adaptive", self.adaptive),
+                ("cursor", self.cursor is not None),
+            )
+            if given
+        ]
+        if asked and self.budget_tokens is None:
+            raise ValueError(f"{', '.join(asked)} shapes the context: give budget_tokens too")
+        return self
 
 
 class Scores(Contract):
@@ -186,6 +227,7 @@ class StageTimings(Contract):
     embed_ms: float = 0.0
     search_ms: float = 0.0
     rerank_ms: float = 0.0
+    context_ms: float = 0.0
     total_ms: float = 0.0
 
 
@@ -282,3 +324,6 @@ class SearchReply(Contract):
         "retryable error or no responders while its wait allows (set by the client).",
     )
     timings: StageTimings
+    context: Context | None = Field(
+        default=None, description="The passages, when the search gave budget_tokens."
+    )

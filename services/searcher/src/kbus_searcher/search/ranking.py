@@ -1,7 +1,7 @@
 """From candidates to the hits of a reply: the order, and every score named for what it is.
 
 Every order a search's hits take is made here: the first stage's (:func:`first_order`) and the
-final one with the reranker's scores (:func:`final_hits`).
+final one with the reranker's scores (:func:`ranked_hits`).
 """
 
 from __future__ import annotations
@@ -23,20 +23,22 @@ def first_order(
     return [candidates[i] for i in positions], [firsts[i] for i in positions]
 
 
-def final_hits(
+def ranked_hits(
     candidates: Sequence[Candidate],
     firsts: Sequence[float],
     rerank: Sequence[float] | None,
     prior_weight: float,
     min_score: float,
-    by_document: bool,
-    k: int,
-) -> tuple[SearchHit, ...]:
-    """The reply's top ``k`` hits: ranked (:func:`rank`), at least ``min_score``, and each
-    document once at its best chunk's place when ``by_document``."""
-    hits = [
+) -> list[SearchHit]:
+    """Every candidate scoring at least ``min_score``, ranked (:func:`rank`)."""
+    return [
         h for h in rank(candidates, firsts, rerank, prior_weight) if h.scores.final >= min_score
     ]
+
+
+def final_hits(hits: list[SearchHit], by_document: bool, k: int) -> tuple[SearchHit, ...]:
+    """The reply's top ``k`` of the ranked hits, each document once at its best chunk's place
+    when ``by_document``."""
     if by_document:
         hits = best_per_document(hits)
     return tuple(hits[:k])

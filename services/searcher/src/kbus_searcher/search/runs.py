@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from kbus_contract import (
+    Context,
     DegradedReason,
     NoMatchReason,
     QueryStates,
@@ -43,6 +44,7 @@ class SearchRun:
     candidates: int = 0
     degraded_reason: DegradedReason | None = None
     hits: tuple[SearchHit, ...] = ()
+    context: Context | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -96,4 +98,5 @@ class SearchRun:
             degraded_reason=run.degraded_reason,
             budget_ms=run.deadline.budget_ms,
             timings=StageTimings(**run.timings),
+            context=run.context,
         )

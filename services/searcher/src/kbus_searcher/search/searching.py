@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Sequence
 from typing import TypeVar
 
 from kbus_contract import (
+    Context,
     DegradedReason,
-    DocumentEntry,
     EmbedReply,
     EmbedRequest,
     ErrorReply,
     InputType,
-    LibraryStats,
     QueryStates,
+    SearchHit,
     SearchReply,
     SearchRequest,
     SearchType,
@@ -38,12 +37,15 @@ from weaviate.exceptions import WeaviateBaseError
 from kbus_searcher.index.versions import Versions
 from kbus_searcher.search.baseline import Baselines
 from kbus_searcher.search.chains import LibraryProfiles, chain_of
+from kbus_searcher.search.context import ContextBuilder
 from kbus_searcher.search.quotas import Quotas
-from kbus_searcher.search.ranking import final_hits, first_order, reranker_name
+from kbus_searcher.search.ranking import final_hits, first_order, ranked_hits, reranker_name
 from kbus_searcher.search.relevance import Relevance, Verdict
 from kbus_searcher.search.rewriting import QueryRewriter, rewrite_or_none
 from kbus_searcher.search.runs import SearchRun
 from kbus_searcher.search.second_stage import SecondStage
+from kbus_searcher.search.statistics import library_stats
+from kbus_searcher.search.tokens import TokenCounter
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate, ChunkStore, DocumentKey, Query
 from kbus_searcher.store.errors import failure, unavailable
@@ -108,6 +110,9 @@ class Searcher:
         self.rewriter = rewriter
         self.quotas = quotas or Quotas({})
         self.second_stage = SecondStage(stage, settings)
+        self.context = ContextBuilder(
+            store.queries, TokenCounter.load(settings.context_tokenizer), settings.adaptive_drop
+        )
         self.searches = Counter(
             "kbus_tenant_searches", "Searches answered, by tenant", ["tenant"], registry=registry
         )
@@ -148,44 +153,10 @@ class Searcher:
         """Answer one ``kb.stats.{tenant}.{grant}`` request."""
         sent = self.stage.topology.identity(inbound.subject)
         return await self.stage.answer(
-            inbound.body, StatsRequest, lambda req: self.stats(req, sent), sent.tenant
-        )
-
-    async def stats(self, req: StatsRequest, sent: Identity) -> StatsReply:
-        """Documents and chunks per library of a tenant (those its grant reaches), or the
-        documents of one library."""
-        require_tenant(sent, req.tenant)
-        granted = sent.libraries()
-        if req.library is not None:
-            require_granted(sent, (req.library,))
-        try:
-            rows = await self.store.queries.library_stats(req.tenant)
-            listed = await self._documents(req)
-        except WeaviateBaseError as exc:
-            raise unavailable(exc, "count") from exc
-        return StatsReply(
-            documents=listed,
-            tenant=req.tenant,
-            libraries=tuple(
-                LibraryStats(library=lib, documents=docs, chunks=chunks)
-                for lib, docs, chunks in rows
-                if granted is None or lib in granted
-            ),
-        )
-
-    async def _documents(self, req: StatsRequest) -> tuple[DocumentEntry, ...]:
-        if req.library is None:
-            return ()
-        rows = await self.store.queries.documents(req.tenant, req.library, req.filters, req.limit)
-        return tuple(
-            DocumentEntry(
-                document_id=row["document_id"],
-                title=row.get("title") or "",
-                version=row.get("version") or "",
-                source_uri=row.get("source_uri") or "",
-                metadata=json.loads(row.get("metadata_json") or "{}"),
-            )
-            for row in rows
+            inbound.body,
+            StatsRequest,
+            lambda req: library_stats(self.store, req, sent),
+            sent.tenant,
         )
 
     async def search(
@@ -218,10 +189,22 @@ class Searcher:
         found, firsts = first_order(found, req.search_type, run.document_weight)
         weight = self._prior_weight(req)
         rerank_scores = await self._rerank(req, run, found, weight)
-        run.hits = final_hits(
-            found, firsts, rerank_scores, weight, run.min_score, req.group_by_document, run.k
-        )
+        ranked = ranked_hits(found, firsts, rerank_scores, weight, run.min_score)
+        run.hits = final_hits(ranked, req.group_by_document, run.k)
+        if req.budget_tokens is not None and ranked:
+            run.context = await self._context(req, run, ranked)
         return self._reply(run)
+
+    async def _context(
+        self, req: SearchRequest, run: SearchRun, ranked: list[SearchHit]
+    ) -> Context:
+        t0 = time.perf_counter()
+        try:
+            return await _within(self.context.build(req, run.query, ranked), self._store_wait(run))
+        except WeaviateBaseError as exc:
+            raise failure(exc, "read the context") from exc
+        finally:
+            run.timings["context_ms"] = self._observe("context", t0)
 
     async def _judge(self, req: SearchRequest, run: SearchRun, found: list[Candidate]) -> Verdict:
         t0 = time.perf_counter()
@@ -320,7 +303,7 @@ class Searcher:
         self, req: SearchRequest, run: SearchRun, vector: list[float] | None
     ) -> list[Candidate]:
         t0 = time.perf_counter()
-        waits_s = run.deadline.cap(self.settings.store_timeout_s, self._reserve_s)
+        waits_s = self._store_wait(run)
         try:
             asked = self.store.queries.search(
                 Query(
@@ -356,9 +339,14 @@ class Searcher:
             if versions.get(_document_key(c), c.properties["version"]) == c.properties["version"]
         ]
 
+    def _store_wait(self, run: SearchRun) -> float:
+        return run.deadline.cap(self.settings.store_timeout_s, self._reserve_s)
+
     def _fetch_size(self, k: int, by_document: bool) -> int:
         # A document has several chunks: grouping needs more candidates for k documents.
         factor = self.settings.overfetch_factor * (2 if by_document else 1)
+        # The same candidates with a context or without: fusion normalises over them, so the
+        # results do not move; a context fills its budget from those beyond k.
         return min(MAX_RESULT_WINDOW, max(self.settings.overfetch_min, factor * k))
 
     async def _rerank(

@@ -25,6 +25,8 @@ from kbus_searcher.store.schema import (
     RETURN_PROPERTIES,
 )
 
+#: What a context reads of the chunks around a hit.
+BLOCK_PROPERTIES = ["position", "char_start", "char_end", "text", "heading_path", "page"]
 #: The most candidates one search asks for.
 MAX_RESULT_WINDOW = 1_000
 
@@ -223,6 +225,28 @@ class ChunkQueries:
                 return_properties=KEYWORD_PROPERTIES,
             )
         return {str(o.uuid): str(o.properties.get("keywords") or "") for o in res.objects}
+
+    async def blocks(
+        self, tenant: str, key: tuple[str, str, str], first: int, last: int
+    ) -> list[dict[str, Any]]:
+        """The chunks at positions ``first`` to ``last`` of one version of one document
+        (library, document id, version), with their text, offsets, headings and pages."""
+        name = await self.collections.active()
+        if name is None:
+            return []
+        library, document_id, version = key
+        where = (
+            filters.document(library, document_id)
+            & Filter.by_property("version").equal(version)
+            & Filter.by_property("position").greater_or_equal(first)
+            & Filter.by_property("position").less_or_equal(last)
+            & filters.own_objects()
+        )
+        with store_span("read blocks", name, tenant):
+            res = await self.collections.use(name, tenant).query.fetch_objects(
+                filters=where, limit=last - first + 1, return_properties=BLOCK_PROPERTIES
+            )
+        return [dict(o.properties) for o in res.objects]
 
     async def count_chunks(self, tenant: str) -> int:
         """How many chunks a tenant stores (in the collection searches read)."""
