@@ -57,15 +57,7 @@ class Section:
 class Corpus:
     documents: dict[str, str]  # id -> Markdown text
     sections: dict[str, Section]  # abstract id -> where its text lies
-
-    def of(self, document: str) -> list[tuple[str, Section]]:
-        """The sections of one document."""
-        if not hasattr(self, "_by_doc"):
-            by_doc: dict[str, list[tuple[str, Section]]] = {}
-            for sid, sec in self.sections.items():
-                by_doc.setdefault(sec.document, []).append((sid, sec))
-            object.__setattr__(self, "_by_doc", by_doc)
-        return self._by_doc.get(document, [])  # type: ignore[attr-defined, no-any-return]
+    by_document: dict[str, list[tuple[str, Section]]]  # the sections of each document
 
 
 def build_corpus(data: Dataset, abstracts: int | None, group: int, seed: int) -> Corpus:
@@ -90,7 +82,10 @@ def build_corpus(data: Dataset, abstracts: int | None, group: int, seed: int) ->
             sections[abstract["_id"]] = Section(doc_id, len(text), len(text) + len(body))
             text += body + "\n\n"
         documents[doc_id] = text.rstrip() + "\n"
-    return Corpus(documents, sections)
+    by_document: dict[str, list[tuple[str, Section]]] = {}
+    for sid, sec in sections.items():
+        by_document.setdefault(sec.document, []).append((sid, sec))
+    return Corpus(documents, sections, by_document)
 
 
 @dataclass(frozen=True)
@@ -135,7 +130,7 @@ def judge(reply: SearchReply, corpus: Corpus, judged: dict[str, int]) -> tuple[f
         doc = passage.citation.document_id
         spans.setdefault(doc, []).extend((s.char_start, s.char_end) for s in passage.citation.spans)
         for hit in passage.hits:
-            for sid, sec in corpus.of(doc):
+            for sid, sec in corpus.by_document.get(doc, []):
                 if sec.start <= hit.char_start < sec.end + 2 and sid not in order:
                     order.append(sid)
     relevant = [corpus.sections[r] for r, g in judged.items() if g > 0 and r in corpus.sections]

@@ -189,7 +189,10 @@ def test_a_cursor_of_another_search_or_forged_is_refused() -> None:
     req = SearchRequest(tenant="t", libraries=("lib",), query="q", budget_tokens=200)
     cursor = cursors.encode(req, {("lib", "d1", "v1"): [(0, 10)]})
     other = req.model_copy(update={"query": "another", "cursor": cursor})
-    for bad in (other, req.model_copy(update={"cursor": "garbage"})):
+    # A forged cursor holding more spans than a page could ever be checked against.
+    many = {("lib", "d1", "v1"): [(2 * i, 2 * i + 1) for i in range(cursors.MOST_SPANS + 1)]}
+    heavy = req.model_copy(update={"cursor": cursors.encode(req, many)})
+    for bad in (other, heavy, req.model_copy(update={"cursor": "garbage"})):
         with pytest.raises(PermanentError) as caught:
             cursors.decode(bad)
         assert caught.value.code == "bad_cursor"

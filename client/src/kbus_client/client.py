@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -12,21 +11,15 @@ import nats
 from kbus_contract import (
     ContentType,
     DocumentDeleted,
-    DocumentEntry,
     DocumentRemoved,
     Expand,
-    FeedKind,
-    FeedReply,
     FeedRequest,
-    LibraryProfile,
     MetadataScalar,
-    ProfileReply,
     ProfileRequest,
     RecordTemplate,
     SearchReply,
     SearchRequest,
     SearchType,
-    StatsReply,
     StatsRequest,
     TransformerKind,
 )
@@ -48,6 +41,7 @@ from kbus_client.bodies import ClaimChecks
 from kbus_client.memory import Memory
 from kbus_client.msgids import MessageIds
 from kbus_client.publishing import Publisher, new_document
+from kbus_client.reads import LibraryReads
 from kbus_client.receipts import ReceiptWatcher, removal_of
 from kbus_client.results import PublishResult
 from kbus_client.retrying import ASK_AGAIN, Retry, with_retries
@@ -59,7 +53,7 @@ R = TypeVar("R", bound=BaseModel)
 _tracer = trace.get_tracer("kbus.client")
 
 
-class KbClient:
+class KbClient(LibraryReads):
     """A connection to one kbus installation (one bus prefix), optionally for one tenant.
 
     ``granted`` names the libraries the credential may reach when it may reach only some of its
@@ -301,69 +295,6 @@ class KbClient:
             reply = await self._ask("kb.search", asked, SearchReply, wait_s)
             span.set_attributes(reply_attributes(reply))
             return reply
-
-    async def stats(self, *, tenant: str | None = None) -> StatsReply:
-        """Documents and chunks per library of a tenant."""
-        asked = StatsRequest(tenant=self.tenant_for(tenant))
-        return await self._ask("kb.stats", asked, StatsReply)
-
-    async def profile(
-        self,
-        library: str,
-        *,
-        set_to: LibraryProfile | None = None,
-        example: str | None = None,
-        tenant: str | None = None,
-    ) -> ProfileReply:
-        """A library's profile and its revision; with ``set_to``, set it first for the documents
-        ingested after it (the ingestor checks it, cutting ``example`` with it, and refuses it
-        with the reason where it cannot work)."""
-        asked = ProfileRequest(
-            tenant=self.tenant_for(tenant), library=library, profile=set_to, example=example
-        )
-        # A read goes where a read-only credential may ask too.
-        reading = set_to is None and example is None
-        name = "kb.readprofile" if reading else "kb.profile"
-        return await self._ask(name, asked, ProfileReply)
-
-    async def documents(
-        self,
-        library: str,
-        *,
-        filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
-        limit: int = 100,
-        tenant: str | None = None,
-    ) -> tuple[DocumentEntry, ...]:
-        """The documents of a library (those whose metadata matches ``filters``)."""
-        asked = StatsRequest(
-            tenant=self.tenant_for(tenant), library=library, filters=filters or {}, limit=limit
-        )
-        return (await self._ask("kb.stats", asked, StatsReply)).documents
-
-    async def feed(
-        self,
-        kind: FeedKind | str = FeedKind.RECEIPTS,
-        *,
-        library: str | None = None,
-        after: int = 0,
-        since: datetime | None = None,
-        limit: int = 100,
-        tenant: str | None = None,
-    ) -> FeedReply:
-        """The tenant's stored receipts or dead letters (of the grant's libraries, or one),
-        oldest first: after a stream sequence (a reply's ``last``), or from a time."""
-        asked = FeedRequest(
-            tenant=self.tenant_for(tenant),
-            kind=FeedKind(kind),
-            library=library,
-            after=after,
-            since=since,
-            limit=limit,
-        )
-        return await self._ask_feed(asked)
-
-    async def _ask_feed(self, asked: FeedRequest) -> FeedReply:
-        return await self._ask("kb.feed", asked, FeedReply)
 
     async def _ask(
         self,

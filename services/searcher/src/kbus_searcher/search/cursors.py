@@ -18,6 +18,8 @@ from kbus_searcher.search.packing import DocKey, Interval, merged
 _VERSION = 1
 #: The most a cursor may inflate to (a compressed bomb is refused).
 _MOST_BYTES = 1 << 20
+#: The most spans a cursor may hold: each hit of a page is checked against them.
+MOST_SPANS = 4_096
 
 
 def fingerprint(req: SearchRequest) -> str:
@@ -67,6 +69,8 @@ def decode(req: SearchRequest) -> dict[DocKey, list[Interval]]:
             (str(lib), str(doc), str(ver)): [(int(a), int(b)) for a, b in spans]
             for lib, doc, ver, spans in raw["t"]
         }
+        if sum(len(spans) for spans in taken.values()) > MOST_SPANS:
+            raise ValueError("the cursor holds too many spans")
         same = raw["v"] == _VERSION and raw["f"] == fingerprint(req)
     except (ValueError, TypeError, KeyError, zlib.error) as exc:
         raise PermanentError("the cursor is not one kbus gave", code=ErrorCode.BAD_CURSOR) from exc

@@ -1,0 +1,102 @@
+"""What a client reads of its tenant's libraries: counts, documents, profiles, receipts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TypeVar
+
+from kbus_contract import (
+    DocumentEntry,
+    FeedKind,
+    FeedReply,
+    FeedRequest,
+    LibraryProfile,
+    MetadataScalar,
+    ProfileReply,
+    ProfileRequest,
+    SearchRequest,
+    StatsReply,
+    StatsRequest,
+)
+from pydantic import BaseModel
+
+R = TypeVar("R", bound=BaseModel)
+
+
+class LibraryReads:
+    """The reads of :class:`kbus_client.KbClient` besides search, each one request."""
+
+    def tenant_for(self, tenant: str | None = None) -> str:
+        raise NotImplementedError
+
+    async def _ask(
+        self,
+        name: str,
+        asked: SearchRequest | StatsRequest | ProfileRequest | FeedRequest,
+        reply: type[R],
+        timeout_s: float | None = None,
+    ) -> R:
+        raise NotImplementedError
+
+    async def _ask_feed(self, asked: FeedRequest) -> FeedReply:
+        return await self._ask("kb.feed", asked, FeedReply)
+
+    async def stats(self, *, tenant: str | None = None) -> StatsReply:
+        """Documents and chunks per library of a tenant."""
+        asked = StatsRequest(tenant=self.tenant_for(tenant))
+        return await self._ask("kb.stats", asked, StatsReply)
+
+    async def profile(
+        self,
+        library: str,
+        *,
+        set_to: LibraryProfile | None = None,
+        example: str | None = None,
+        tenant: str | None = None,
+    ) -> ProfileReply:
+        """A library's profile and its revision; with ``set_to``, set it first for the documents
+        ingested after it (the ingestor checks it, cutting ``example`` with it, and refuses it
+        with the reason where it cannot work)."""
+        asked = ProfileRequest(
+            tenant=self.tenant_for(tenant), library=library, profile=set_to, example=example
+        )
+        # A read goes where a read-only credential may ask too.
+        reading = set_to is None and example is None
+        name = "kb.readprofile" if reading else "kb.profile"
+        return await self._ask(name, asked, ProfileReply)
+
+    async def documents(
+        self,
+        library: str,
+        *,
+        filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
+        limit: int = 100,
+        tenant: str | None = None,
+    ) -> tuple[DocumentEntry, ...]:
+        """The documents of a library (those whose metadata matches ``filters``)."""
+        asked = StatsRequest(
+            tenant=self.tenant_for(tenant), library=library, filters=filters or {}, limit=limit
+        )
+        return (await self._ask("kb.stats", asked, StatsReply)).documents
+
+    async def feed(
+        self,
+        kind: FeedKind | str = FeedKind.RECEIPTS,
+        *,
+        library: str | None = None,
+        after: int = 0,
+        since: datetime | None = None,
+        limit: int = 100,
+        tenant: str | None = None,
+    ) -> FeedReply:
+        """The tenant's stored receipts or dead letters (of the grant's libraries, or one),
+        oldest first: after a stream sequence (a reply's ``last``), or from a time."""
+        asked = FeedRequest(
+            tenant=self.tenant_for(tenant),
+            kind=FeedKind(kind),
+            library=library,
+            after=after,
+            since=since,
+            limit=limit,
+        )
+        return await self._ask_feed(asked)
