@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install demo up up-cluster stop test unit lint docs bench bench-fairness bench-context chaos chaos-cluster
+.PHONY: install demo up up-cluster stop test unit lint docs bench bench-fairness bench-context bench-access chaos chaos-cluster
 
 install:
 	./scripts/install.sh
@@ -55,6 +55,10 @@ bench-fairness: install
 # once (CI runs it at 40 made-up documents).
 bench-context: install
 	$(RUN) python -m bench.context --split test $(CONTEXT_ARGS)
+
+# Search time with per-document access filtering against without, on one library.
+bench-access: install
+	$(RUN) python -m bench.access $(ACCESS_ARGS)
 
 # The chaos test at full size (CI runs it at 200 documents inside `make test`).
 chaos: install

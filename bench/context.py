@@ -24,11 +24,8 @@ import argparse
 import asyncio
 import json
 import random
-import shutil
 import statistics
-import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +34,8 @@ from kbus_cli.evaluation import Dataset
 from kbus_cli.metrics import ndcg_at
 from kbus_client import KbClient
 from kbus_contract import Expand, SearchReply
-from kbus_dev.servers import ensure_installed, start_nats, start_weaviate
-from kbus_dev.services import service_env, start_all
+
+from bench.stack import bench_stack
 
 TENANT = "context"
 LIBRARY = "long"
@@ -263,32 +260,12 @@ async def run(args: argparse.Namespace) -> str:
     data = Dataset.load(args.dataset, args.split, max_queries=args.queries)
     corpus = build_corpus(data, args.abstracts, args.group, args.seed)
     runs = modes([int(b) for b in args.budgets.split(",")], args.fixed_k)
-    ensure_installed()
-    root = Path(tempfile.mkdtemp(prefix="kbus-context-"))
-    nats_server, weaviate_server = start_nats(root / "nats"), start_weaviate(root / "weaviate")
-    url = f"nats://127.0.0.1:{nats_server.ports['client']}"
-    tag = f"ctx{uuid.uuid4().hex[:6]}"
-    env = service_env(
-        url,
-        weaviate_server.ports["http"],
-        weaviate_server.ports["grpc"],
-        prefix=tag,
-        collection=f"Bench{tag.capitalize()}",
-        extra=dict(s.partition("=")[::2] for s in args.set),
-    )
-    services = start_all(env, root / "logs")
-    try:
-        kb = await KbClient.connect(url, prefix=tag, tenant=TENANT)
-        async with kb:
+    settings = dict(item.partition("=")[::2] for item in args.set)
+    with bench_stack("context", settings) as stack:
+        async with await KbClient.connect(stack.nats_url, prefix=stack.prefix, tenant=TENANT) as kb:
             print(f"{len(corpus.documents)} documents, {len(data.qrels)} queries", flush=True)
             indexed_s = await _index(kb, corpus)
             scores = await measure(kb, data, corpus, runs)
-    finally:
-        for service in services:
-            service.stop()
-        nats_server.stop()
-        weaviate_server.stop()
-        shutil.rmtree(root, ignore_errors=True)
     rows = summary(scores)
     about = {
         "split": args.split,

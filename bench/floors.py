@@ -178,6 +178,7 @@ class QueryFloor:
                 search_type=SearchType.HYBRID,
                 alpha=self.alpha,
                 limit=_fetch_size(),
+                readers=("*",),
             )
         )
         t2 = time.perf_counter()

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from kbus_client import KbClient, Retry
+from kbus_contract import SyncEntry
 from kbus_contract.topology import Topology
 from nats.js import JetStreamContext
 
 from tests.chaos.checker import Findings, check_all, check_index
 from tests.chaos.cluster import replicas_missing
-from tests.chaos.ledger import Event, LedgerDoc, build_ledger
+from tests.chaos.ledger import LIBRARY, SOURCE, Event, LedgerDoc, build_ledger
 from tests.chaos.load import Published, SearchStats, SteadySearches, receipt_delays, searches_for
 from tests.chaos.monkey import Monkey, RollingRestart
 from tests.chaos.processes import Cluster
@@ -206,8 +207,13 @@ async def _publish(
 
 async def _send(kb: KbClient, event: Event, published: Published) -> None:
     doc = event.doc
+    if doc is None:
+        entries = [SyncEntry(document_id=i, version=v) for i, v in event.listed]
+        # A short wait: the check reads the store, not the receipt's counts.
+        await kb.publish_sync(LIBRARY, entries, source=SOURCE, tenant=event.tenant, settle_s=5)
+        return
     if event.version < 0:
-        await kb.delete_document(library="chaos", document_id=doc.document_id, tenant=doc.tenant)
+        await kb.delete_document(library=LIBRARY, document_id=doc.document_id, tenant=doc.tenant)
         return
     added = doc.added(event.version)
     published.mark(added.tenant, added.document_id, added.version or "")
@@ -218,6 +224,7 @@ async def _send(kb: KbClient, event: Event, published: Published) -> None:
         text=added.text,
         tenant=added.tenant,
         version=added.version,
+        source=added.source,
     )
 
 

@@ -2,7 +2,9 @@
 
 Every document carries a token of its own in its title, so a keyword search for that token
 must find exactly that document's chunks. Some documents get a second version with fewer
-chunks (a stale chunk would show), and some are deleted after their last publish.
+chunks (a stale chunk would show), some are deleted after their last publish, and some are
+dropped by their source: every tenant's source syncs twice (midway and after the last publish),
+listing what it holds then, so a dropped document published before a sync is removed by it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from kbus_ingestor.ingesting import chunk_document
 from kbus_ingestor.profiling import Cutter
 
 LIBRARY = "chaos"
+#: The source every document belongs to (what the syncs list).
+SOURCE = "feed"
+#: When each tenant's source syncs, as a share of the publishing time.
+SYNCS_AT = (0.5, 1.01)
 TENANTS = tuple(f"tenant{i}" for i in range(5))
 
 _VOCABULARY = (
@@ -38,6 +44,8 @@ class LedgerDoc:
     token: str
     versions: list[str] = field(default_factory=list)
     deleted: bool = False
+    #: The source no longer lists it (it is never in a sync's list).
+    dropped: bool = False
 
     @property
     def title(self) -> str:
@@ -51,6 +59,7 @@ class LedgerDoc:
             title=self.title,
             text=self.versions[version],
             version=f"v{version + 1}",
+            source=SOURCE,
         )
 
     def expected_chunk_ids(self) -> set[str]:
@@ -65,10 +74,13 @@ class LedgerDoc:
 
 @dataclass(frozen=True)
 class Event:
-    """Publish one version of a document (``version`` >= 0) or delete it (``version`` -1)."""
+    """Publish one version of a document (``version`` >= 0) or delete it (``version`` -1); or,
+    without a document, sync ``tenant``'s source: ``listed`` (id, version) is all it holds."""
 
-    doc: LedgerDoc
+    doc: LedgerDoc | None
     version: int
+    tenant: str = ""
+    listed: tuple[tuple[str, str], ...] = ()
 
 
 def _text(rng: random.Random, chunks: int) -> str:
@@ -97,8 +109,31 @@ def build_ledger(documents: int, seed: int) -> tuple[list[LedgerDoc], list[Event
             at += rng.uniform(0.005, 0.2)
             timed.append((at, Event(doc, 1)))
         if rng.random() < 0.05:
-            doc.deleted = True
             timed.append((at + rng.uniform(0.005, 0.1), Event(doc, -1)))
+        doc.dropped = rng.random() < 0.05
         docs.append(doc)
+    timed += [(at, Event(None, -2, tenant)) for tenant in TENANTS for at in SYNCS_AT]
     timed.sort(key=lambda pair: pair[0])
-    return docs, [event for _, event in timed]
+    return docs, _replay([event for _, event in timed])
+
+
+def _replay(events: list[Event]) -> list[Event]:
+    """The events with each sync's list, and each document marked deleted if it ends gone."""
+    alive: dict[str, tuple[LedgerDoc, int]] = {}
+    replayed = []
+    for event in events:
+        if event.doc is None:
+            held = [(d, v) for d, v in alive.values() if d.tenant == event.tenant]
+            listed = tuple(sorted((d.document_id, f"v{v + 1}") for d, v in held if not d.dropped))
+            for d, _ in held:
+                if d.dropped:
+                    del alive[d.document_id]
+            event = Event(None, -2, event.tenant, listed)
+        elif event.version < 0:
+            alive.pop(event.doc.document_id, None)
+        else:
+            alive[event.doc.document_id] = (event.doc, event.version)
+        replayed.append(event)
+    for doc in {e.doc.document_id: e.doc for e in events if e.doc is not None}.values():
+        doc.deleted = doc.document_id not in alive
+    return replayed

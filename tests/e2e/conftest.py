@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import nats
 import pytest
 from kbus_contract.topology import Topology
@@ -49,6 +53,9 @@ def stack(servers: Servers, llm: str, tmp_path_factory: pytest.TempPathFactory) 
             # The pages of tests/webserver.py are served on loopback.
             "KBUS_INGESTOR_FETCH_ALLOW": '["127.0.0.1/32"]',
             "KBUS_INGESTOR_MAX_UNPACKED_BYTES": str(32 * 1024**2),
+            # One sync at a time: test_sync holds the syncer with a waiting sync to apply
+            # another only after what was published behind it.
+            "KBUS_SEARCHER_SYNC_CONCURRENCY": "1",
             # The generator writes matching texts with the real local model.
             "KBUS_LLM_URL": llm,
             "KBUS_LLM_TIMEOUT_S": "300",
@@ -70,3 +77,25 @@ async def nc(stack: Stack) -> AsyncIterator[Client]:
     client = await nats.connect(stack.nats_url)
     yield client
     await client.close()
+
+
+def kbus(stack: Stack, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "KBUS_NATS_URL": stack.nats_url,
+        "KBUS_BUS_PREFIX": stack.topology.prefix,
+        "KBUS_TENANT": "cli-co",
+        "COLUMNS": "200",
+    }
+    result = subprocess.run(["kbus", *args], env=env, capture_output=True, text=True, timeout=300)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kbus {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+async def embedded_chunks(stack: Stack) -> float:
+    """Chunks the embedder computed vectors for (not those it took from its cache)."""
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"http://127.0.0.1:{stack.http_ports['embedder']}/metrics")).text
+    found = re.search(r'kbus_embedder_chunks_total\{model="[^"]+"\} ([0-9.]+)', text)
+    return float(found.group(1)) if found else 0.0

@@ -10,22 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests import samples
-from tests.e2e.conftest import Stack
+from tests.e2e.conftest import Stack, kbus
 from tests.webserver import Site, serve
-
-
-def kbus(stack: Stack, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "KBUS_NATS_URL": stack.nats_url,
-        "KBUS_BUS_PREFIX": stack.topology.prefix,
-        "KBUS_TENANT": "cli-co",
-        "COLUMNS": "200",
-    }
-    result = subprocess.run(["kbus", *args], env=env, capture_output=True, text=True, timeout=300)
-    if check and result.returncode != 0:
-        raise AssertionError(f"kbus {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-    return result
 
 
 @pytest.fixture(scope="module")

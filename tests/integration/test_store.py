@@ -32,6 +32,7 @@ async def _search(
             search_type=search_type,
             alpha=0.5,
             limit=20,
+            readers=("*",),
             filters=filters,  # type: ignore[arg-type]
         )
     )
@@ -60,6 +61,7 @@ async def test_hybrid_candidates_carry_every_score(store: ChunkStore) -> None:
             search_type=SearchType.HYBRID,
             alpha=0.5,
             limit=5,
+            readers=("*",),
         )
     )
     assert top.keyword is not None
@@ -90,6 +92,7 @@ async def test_a_redelivery_overwrites_and_a_new_version_replaces(store: ChunkSt
             search_type=SearchType.KEYWORD,
             alpha=0.5,
             limit=20,
+            readers=("*",),
         )
     )
     assert [(c.properties["version"], c.properties["text"]) for c in found] == [("v2", "uno")]
@@ -341,4 +344,5 @@ def _query(
         search_type=search_type,
         alpha=0.5,
         limit=20,
+        readers=("*",),
     )

@@ -4,7 +4,8 @@ Weaviate API key.
 The four services run with only the permissions the generated nats-server configuration grants
 them, streams are created by the setup job's admin user, and Weaviate accepts only its key.
 Five tenants each hold four credentials: every library (read and write), one library (read and
-write), every library read-only, and one library read-only. Tenant t4 may search twice a second.
+write), every library read-only, and one library read-only; t0 also holds two read-only ones
+that may act for people (ten groups; anyone). Tenant t4 may search twice a second.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ CREDENTIALS = [
         Credential(f"{tenant}-ro", tenant, write=False),
         Credential(f"{tenant}-ro-b", tenant, ("lib-b",), write=False),
     )
+]
+#: Whom a search may claim to act for (tests/security/test_access.py): a support bot bound to
+#: ten of the hundred groups, and an operator's tool that may act for anyone.
+GROUPS = [f"g{i:02d}" for i in range(100)]
+BOT_GROUPS = tuple(GROUPS[:10])
+CREDENTIALS += [
+    Credential("t0-bot", "t0", write=False, acts_for=BOT_GROUPS),
+    Credential("t0-ops", "t0", write=False, acts_for=None),
 ]
 
 
@@ -167,6 +176,7 @@ async def client_for(locked: Locked, name: str) -> KbClient:
         locked.nats_url,
         tenant=held.tenant,
         granted=held.libraries,
+        acts_for=held.acts_for,
         user=name,
         password=locked.passwords[name],
         inbox_prefix=inbox(name),

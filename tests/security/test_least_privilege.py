@@ -10,12 +10,20 @@ import sys
 import pytest
 import weaviate
 from kbus_client import KbClient
-from kbus_contract import Chunker, ChunkerKind, LibraryProfile
+from kbus_contract import Chunker, ChunkerKind, LibraryProfile, LibraryReconciled, SyncEntry
 from kbus_contract.lanes import Lane
 from kbus_dev.natsauth import inbox
 from kbus_dev.services import SERVICES
+from nats.aio.msg import Msg
 
-from tests.security.conftest import TOPOLOGY, WEAVIATE_KEY, Locked, connect, service_env
+from tests.security.conftest import (
+    TOPOLOGY,
+    WEAVIATE_KEY,
+    Locked,
+    connect,
+    credential,
+    service_env,
+)
 
 
 @pytest.fixture
@@ -55,6 +63,53 @@ async def test_a_claim_checked_document_needs_no_more_than_the_granted_permissio
     assert result.receipt is not None
     reply = await client.search("how long are audit logs kept?", libraries=["vault"])
     assert reply.results[0].document_id == "large"
+
+
+async def test_a_sync_by_claim_check_needs_no_more_than_the_granted_permissions(
+    client: KbClient,
+) -> None:
+    """The versions asked, the list published (in the tenant's store when long), read and
+    removed by the searcher, what it does not list deleted, the receipt heard."""
+    await client.publish_document(
+        library="synced", document_id="old", text="The old badge office.", source="src", wait=True
+    )
+    kept = [{"document_id": "kept", "text": "The archive room is on floor two."}]
+    first = await client.sync_library("synced", kept, source="src", settle_s=60)
+    assert (first.receipt.added, first.receipt.deleted) == (1, 1)
+    version = (await client.versions("synced", source="src"))["kept"]
+    entries = [SyncEntry(document_id="kept", version=version)]
+    entries += [SyncEntry(document_id=f"absent-{i}", version="v1") for i in range(1_000)]
+    heard: asyncio.Queue[LibraryReconciled] = asyncio.Queue()
+
+    async def on_receipt(msg: Msg) -> None:
+        heard.put_nowait(LibraryReconciled.model_validate_json(msg.data))
+
+    sub = await client.nc.subscribe(TOPOLOGY.reconciled("t0", "synced"), cb=on_receipt)
+    sequence = await client.publish_sync("synced", entries, source="src", settle_s=1)
+    receipt = await asyncio.wait_for(heard.get(), 60)
+    await sub.unsubscribe()
+    assert receipt.sequence == sequence
+    assert (receipt.unchanged, receipt.failed) == (1, 1_000)
+
+
+async def test_a_read_only_credential_may_neither_sync_nor_list_versions(
+    locked: Locked, violations: list[str]
+) -> None:
+    nc = await connect(locked, "t0-ro", violations)
+    try:
+        sync = {"tenant": "t0", "library": "lib-a", "documents": []}
+        await nc.publish(TOPOLOGY.synced("t0", "lib-a"), json.dumps(sync).encode())
+        synced = await _violation(violations)
+        violations.clear()
+        asked = TOPOLOGY.asked("kb.versions", "t0", credential("t0-ro").grant)
+        await nc.publish(asked, json.dumps({"tenant": "t0", "library": "lib-a"}).encode())
+        versions = await _violation(violations)
+    finally:
+        await nc.close()
+    assert "permissions violation" in synced.lower()
+    assert TOPOLOGY.synced("t0", "lib-a").lower() in synced.lower()
+    assert "permissions violation" in versions.lower()
+    assert asked.lower() in versions.lower()
 
 
 async def _violation(errors: list[str]) -> str:

@@ -111,11 +111,12 @@ class Attempt:
             "profile-read-subject",
             "feed-subject",
         ):
-            return self.tenant == c.tenant and c.libraries is None  # the whole tenant's grant
+            # The whole tenant's plain grant (a credential that acts for people has another).
+            return self.tenant == c.tenant and c.grant == GRANT_ALL
         if self.operation == "profile":
             return c.write and self.readable
         if self.operation == "profile-subject":
-            return c.write and self.tenant == c.tenant and c.libraries is None
+            return c.write and self.tenant == c.tenant and c.grant == GRANT_ALL
         return self.readable
 
 

@@ -8,6 +8,7 @@ from kbus_contract.tenancy import (
     GRANT_ALL,
     Identity,
     grant_token,
+    require_acts_for,
     require_granted,
     require_library,
     require_tenant,
@@ -87,3 +88,31 @@ def test_credentials_are_read_from_the_command_line() -> None:
     for bad in ("a.b", "x=acme:lib.one", "searcher=acme"):
         with pytest.raises(ValueError, match="not a valid"):
             Credential.parse(bad)
+
+
+def test_whom_a_credential_may_act_for_is_part_of_its_grant() -> None:
+    bot = Credential.parse("bot=acme:faq:read:as=support+sales")
+    assert bot.acts_for == ("sales", "support")
+    assert bot.grant == "faq~sales+support"
+    sent = T.identity(T.asked("kb.search", "acme", bot.grant))
+    assert sent.libraries() == frozenset({"faq"})
+    assert sent.acts_for() == frozenset({"sales", "support"})
+    require_acts_for(sent, ["support"])
+    with pytest.raises(PermanentError) as refused:
+        require_acts_for(sent, ["support", "finance"])
+    assert refused.value.code == "principal_not_granted"
+    assert "'finance'" in refused.value.reason
+    assert "sales, support" in refused.value.reason
+    ops = Credential.parse("ops=acme:read:as=*")
+    assert ops.acts_for is None
+    assert ops.grant == "_all~_any"
+    require_acts_for(T.identity(T.asked("kb.search", "acme", ops.grant)), ["anyone:at.all"])
+    # Without a bound a credential claims no one, and its grant is the plain one.
+    plain = T.identity("kb.search.acme._all")
+    assert plain.acts_for() == frozenset()
+    require_acts_for(plain, [])
+    with pytest.raises(PermanentError, match="no one"):
+        require_acts_for(plain, ["support"])
+    for bad in (["has.dot"], ["sp ace"], [f"g{i}" for i in range(17)]):
+        with pytest.raises(ValueError, match="acts for 1 to 16"):
+            grant_token(None, bad)

@@ -78,6 +78,7 @@ async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
             prefix=held.get("bus_prefix", prefix),
             tenant=held.get("tenant", tenant),
             granted=held.get("libraries"),
+            acts_for=held.get("acts_for", ()),
             max_reconnect_attempts=2,
             connect_timeout=5,
             **access.options(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 from collections.abc import Iterator
@@ -101,6 +102,9 @@ def _first_heading(text: str) -> str:
 
 
 _LOC = re.compile(r"<loc>\s*([^<\s]+)\s*</loc>", re.IGNORECASE)
+_URL = re.compile(r"<url>(.*?)</url>", re.IGNORECASE | re.DOTALL)
+_LASTMOD = re.compile(r"<lastmod>\s*([^<\s]+)\s*</lastmod>", re.IGNORECASE)
+_WEB = ("http://", "https://")
 
 
 def sitemap(url: str, *, max_bytes: int = 10 * 1024**2, depth: int = 1) -> list[str]:
@@ -111,6 +115,33 @@ def sitemap(url: str, *, max_bytes: int = 10 * 1024**2, depth: int = 1) -> list[
     Raises:
         UnsupportedFileError: the sitemap cannot be read.
     """
+    return [loc for loc, _ in sitemap_pages(url, max_bytes=max_bytes, depth=depth)]
+
+
+def sitemap_pages(
+    url: str, *, max_bytes: int = 10 * 1024**2, depth: int = 1
+) -> list[tuple[str, str | None]]:
+    """:func:`sitemap`'s pages, each with its ``<lastmod>`` when the sitemap gives one."""
+    text = _read(url, max_bytes, "the sitemap").decode("utf-8", "replace")
+    if "<sitemapindex" in text and depth > 0:
+        inner = [html.unescape(loc) for loc in _LOC.findall(text)]
+        return [
+            p for one in inner for p in sitemap_pages(one, max_bytes=max_bytes, depth=depth - 1)
+        ]
+    pages: list[tuple[str, str | None]] = []
+    for block in _URL.findall(text):
+        loc, lastmod = _LOC.search(block), _LASTMOD.search(block)
+        if loc is not None and html.unescape(loc.group(1)).startswith(_WEB):
+            pages.append((html.unescape(loc.group(1)), lastmod.group(1) if lastmod else None))
+    return pages
+
+
+def page_version(url: str, *, max_bytes: int = 50 * 1024**2) -> str:
+    """A page's version when its sitemap gives no date: the hash of what it serves now."""
+    return "sha256:" + hashlib.sha256(_read(url, max_bytes, "the page")).hexdigest()[:32]
+
+
+def _read(url: str, max_bytes: int, what: str) -> bytes:
     try:
         with httpx.stream("GET", url, follow_redirects=True, timeout=30.0) as response:
             response.raise_for_status()
@@ -118,11 +149,7 @@ def sitemap(url: str, *, max_bytes: int = 10 * 1024**2, depth: int = 1) -> list[
             for piece in response.iter_bytes():
                 body += piece
                 if len(body) > max_bytes:
-                    raise UnsupportedFileError(f"the sitemap is over {max_bytes} bytes")
+                    raise UnsupportedFileError(f"{what} is over {max_bytes} bytes")
     except httpx.HTTPError as exc:
-        raise UnsupportedFileError(f"the sitemap could not be read: {exc}") from exc
-    text = body.decode("utf-8", "replace")
-    found = [html.unescape(loc) for loc in _LOC.findall(text)]
-    if "<sitemapindex" in text and depth > 0:
-        return [page for inner in found for page in sitemap(inner, depth=depth - 1)]
-    return [loc for loc in found if loc.startswith(("http://", "https://"))]
+        raise UnsupportedFileError(f"{what} could not be read: {exc}") from exc
+    return body

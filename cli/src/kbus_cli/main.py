@@ -1,4 +1,5 @@
-"""The ``kbus`` command: ingest, search, delete, status, dead letters, libraries, MCP, eval."""
+"""The ``kbus`` command: ingest, search, delete, sync, status, dead letters, libraries, MCP,
+eval."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kbus_cli.eval_command import eval_command
 from kbus_cli.library_commands import libraries, profile
 from kbus_cli.mcp_command import mcp
 from kbus_cli.operation_commands import dlq_list, dlq_replay, status
+from kbus_cli.sync_command import sync
 
 app = typer.Typer(
     help="kbus: an event-driven knowledge base on NATS and Weaviate.",
@@ -48,7 +50,7 @@ def main(
     configure(credential, tls_ca, tls_cert, tls_key)
 
 
-for command in (ingest, search, delete, status, mcp):
+for command in (ingest, search, delete, sync, status, mcp):
     app.command()(command)
 dlq.command("list")(dlq_list)
 dlq.command("replay")(dlq_replay)

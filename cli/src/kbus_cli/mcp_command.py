@@ -48,6 +48,7 @@ def mcp(
             ),
             prefix=held.get("bus_prefix", prefix),
             granted=tuple(granted) if granted else None,
+            acts_for=_acts_for(held.get("acts_for", ())),
             nats_options=access.options(),
             memory_library=memory_library,
             conversation=conversation,
@@ -62,3 +63,7 @@ def mcp(
     else:
         err.print("[red]--transport is stdio or http[/]")
         raise typer.Exit(2)
+
+
+def _acts_for(held: list[str] | None) -> tuple[str, ...] | None:
+    return None if held is None else tuple(held)

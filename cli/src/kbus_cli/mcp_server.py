@@ -33,6 +33,8 @@ class McpConfig:
     default_k: int = 5
     #: The libraries the credential may reach (None: every library of the tenant).
     granted: tuple[str, ...] | None = None
+    #: The principals the credential may claim (None: anyone; the MCP tools claim none).
+    acts_for: tuple[str, ...] | None = ()
     nats_options: dict[str, Any] = field(default_factory=dict)
     #: Where remember keeps what the agent learned (None: the server only searches).
     memory_library: str | None = None
@@ -56,6 +58,7 @@ def build_server(config: McpConfig) -> MCPServer[Any]:
                     prefix=config.prefix,
                     tenant=config.tenant,
                     granted=config.granted,
+                    acts_for=config.acts_for,
                     **config.nats_options,
                 )
             return holder["client"]

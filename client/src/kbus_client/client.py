@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import nats
 from kbus_contract import (
     ContentType,
+    DocumentAdded,
     DocumentDeleted,
     DocumentRemoved,
     Expand,
@@ -37,8 +38,8 @@ from nats.aio.client import Client
 from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
+from kbus_client.agents import AgentTools
 from kbus_client.bodies import ClaimChecks
-from kbus_client.memory import Memory
 from kbus_client.msgids import MessageIds
 from kbus_client.publishing import Publisher, new_document
 from kbus_client.reads import LibraryReads
@@ -46,14 +47,14 @@ from kbus_client.receipts import ReceiptWatcher, removal_of
 from kbus_client.results import PublishResult
 from kbus_client.retrying import ASK_AGAIN, Retry, with_retries
 from kbus_client.spans import reply_attributes, search_attributes
-from kbus_client.tool import KbTool, scoped_tool
+from kbus_client.syncing import LibrarySyncs
 
 R = TypeVar("R", bound=BaseModel)
 
 _tracer = trace.get_tracer("kbus.client")
 
 
-class KbClient(LibraryReads):
+class KbClient(LibraryReads, LibrarySyncs, AgentTools):
     """A connection to one kbus installation (one bus prefix), optionally for one tenant.
 
     ``granted`` names the libraries the credential may reach when it may reach only some of its
@@ -69,6 +70,7 @@ class KbClient(LibraryReads):
         prefix: str = "",
         tenant: str | None = None,
         granted: Sequence[str] | None = None,
+        acts_for: Sequence[str] | None = (),
         timeout_s: float = DEFAULT_WAIT_S,
         claim_check_bytes: int | None = None,
         retry: Retry | None = ASK_AGAIN,
@@ -77,7 +79,7 @@ class KbClient(LibraryReads):
         self.topology = Topology(prefix)
         self.tenant = tenant
         self.granted = tuple(sorted(granted)) if granted is not None else None
-        self.grant = grant_token(self.granted)
+        self.grant = grant_token(self.granted, acts_for)
         self.timeout_s = timeout_s
         self.retry = retry
         self._bodies = ClaimChecks(nc, self.topology, claim_check_bytes)
@@ -103,16 +105,25 @@ class KbClient(LibraryReads):
         prefix: str = "",
         tenant: str | None = None,
         granted: Sequence[str] | None = None,
+        acts_for: Sequence[str] | None = (),
         timeout_s: float = DEFAULT_WAIT_S,
         retry: Retry | None = ASK_AGAIN,
         **nats_options: Any,
     ) -> KbClient:
         """Connect to NATS; ``nats_options`` go to ``nats.connect`` (the credential's user and
-        password and its inbox prefix, TLS, ...). ``retry=None`` sends every request once."""
+        password and its inbox prefix, TLS, ...). ``retry=None`` sends every request once.
+        ``acts_for``: the principals the credential may claim (None: anyone), as its operator
+        issued it."""
         # Several servers (a cluster's) may be given, separated by commas.
         nc = await nats.connect([u.strip() for u in url.split(",")], **nats_options)
         return cls(
-            nc, prefix=prefix, tenant=tenant, granted=granted, timeout_s=timeout_s, retry=retry
+            nc,
+            prefix=prefix,
+            tenant=tenant,
+            granted=granted,
+            acts_for=acts_for,
+            timeout_s=timeout_s,
+            retry=retry,
         )
 
     async def close(self) -> None:
@@ -154,6 +165,8 @@ class KbClient(LibraryReads):
         version: str | None = None,
         chunks: Sequence[str] | None = None,
         matching: Sequence[Sequence[str]] | None = None,
+        source: str | None = None,
+        access: Sequence[str] | None = None,
         wait: bool = False,
         timeout_s: float = 300.0,
         interactive: bool = False,
@@ -167,7 +180,9 @@ class KbClient(LibraryReads):
         named by ``content_type``; it travels by claim check and the ingestor parses it), or a
         web page's ``url`` that the ingestor fetches. CSV and JSON records need a ``template``.
         Or it is the publisher's own ``chunks`` (indexed as given), each with the texts in
-        ``matching`` that find it besides its own (questions, a description).
+        ``matching`` that find it besides its own (questions, a description). ``source``: the
+        source that owns it (:meth:`sync_library`); ``access``: who may read it (users and
+        groups; unset: everyone who may read the library).
 
         An identical publish of the same document right after this client's last one is
         dropped by JetStream and comes back with ``duplicate=True`` and no receipt; not after
@@ -178,25 +193,65 @@ class KbClient(LibraryReads):
             DocumentRejectedError: kbus dead-lettered it (``wait`` only).
             TimeoutError: no receipt within ``timeout_s`` (``wait`` only).
         """
-        chosen = self.tenant_for(tenant)
-        doc = new_document(
-            tenant=chosen,
+        doc = self.new_document(
+            tenant=tenant,
             library=library,
             document_id=document_id,
             title=title,
             text=text,
-            body=self._bodies.file_ref(chosen, library, document_id, data),
+            data=data,
             url=url,
             template=template,
             source_uri=source_uri,
             content_type=content_type,
-            metadata=metadata or {},
+            metadata=metadata,
             version=version,
-            chunks=tuple(chunks) if chunks is not None else None,
-            matching=tuple(tuple(m) for m in matching) if matching is not None else None,
+            chunks=chunks,
+            matching=matching,
+            source=source,
+            access=access,
         )
+        return await self.publish(
+            doc, data, wait=wait, timeout_s=timeout_s, interactive=interactive
+        )
+
+    async def publish(
+        self,
+        doc: DocumentAdded,
+        data: bytes | None = None,
+        *,
+        wait: bool = False,
+        timeout_s: float = 300.0,
+        interactive: bool = False,
+    ) -> PublishResult:
+        """Publish a document :meth:`new_document` made (``data``: its file's bytes)."""
         lane = Lane.INTERACTIVE if interactive else Lane.BULK
         return await self._publisher.publish(doc, wait, timeout_s, data, lane)
+
+    def new_document(
+        self,
+        *,
+        tenant: str | None = None,
+        data: bytes | None = None,
+        chunks: Sequence[str] | None = None,
+        matching: Sequence[Sequence[str]] | None = None,
+        access: Sequence[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> DocumentAdded:
+        """The document :meth:`publish_document` would send (a file's ``data`` named by its
+        claim check, not yet stored), or ``ValueError`` saying what is wrong with it."""
+        chosen = self.tenant_for(tenant)
+        fields = {"title": "", "text": "", **fields}
+        return new_document(
+            tenant=chosen,
+            body=self._bodies.file_ref(chosen, fields["library"], fields["document_id"], data),
+            metadata=metadata or {},
+            chunks=tuple(chunks) if chunks is not None else None,
+            matching=tuple(tuple(m) for m in matching) if matching is not None else None,
+            access=tuple(access) if access is not None else None,
+            **fields,
+        )
 
     async def delete_document(
         self,
@@ -247,6 +302,7 @@ class KbClient(LibraryReads):
         filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
         group_by_document: bool = False,
         exclude_documents: tuple[str, ...] = (),
+        principals: Sequence[str] = (),
         timeout_s: float | None = None,
         budget_tokens: int | None = None,
         expand: Expand | str = Expand.NONE,
@@ -258,7 +314,9 @@ class KbClient(LibraryReads):
         ``k`` and the other unset choices are the server's defaults. With ``budget_tokens``
         the reply's ``context`` holds passages that fill it (``expand``: what each holds around
         its hit; ``adaptive``: as many as score well; ``cursor``: the next page of the same
-        search). The search is given
+        search). ``principals``: the user and groups of the person the caller acts for (within
+        what its credential may claim): documents with access show only to them. The search
+        is given
         ``timeout_s`` (the client's default wait if unset) less the time its reply takes to
         come back: the searcher stops, or answers degraded, within it.
         """
@@ -281,6 +339,7 @@ class KbClient(LibraryReads):
                 filters=filters or {},
                 group_by_document=group_by_document,
                 exclude_documents=exclude_documents,
+                principals=tuple(principals),
                 budget_ms=budget_ms(wait_s),
                 budget_tokens=budget_tokens,
                 expand=Expand(expand),
@@ -320,15 +379,3 @@ class KbClient(LibraryReads):
         if "tries" in reply.model_fields:
             answer = answer.model_copy(update={"tries": tries})
         return answer
-
-    def memory(
-        self, library: str, *, conversation: str, source: str = "agent", tenant: str | None = None
-    ) -> Memory:
-        """What an agent learns, kept as documents of ``library`` (one its credential may
-        write), marked with the conversation, the time and the source."""
-        return Memory(self, library, conversation, source, self.tenant_for(tenant))
-
-    def as_tool(self, *, libraries: list[str] | tuple[str, ...], **options: Any) -> KbTool:
-        """Retrieval as a tool for function calling, scoped to these libraries; ``options`` are
-        :func:`kbus_client.tool.scoped_tool`'s (name, tenant, k, description, write, ...)."""
-        return scoped_tool(self, libraries=libraries, **options)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ class Documents(Protocol):
         text: str = "",
         tenant: str | None = None,
         metadata: dict[str, Any] | None = None,
+        access: Sequence[str] | None = None,
         wait: bool = False,
     ) -> object: ...
 
@@ -39,6 +41,7 @@ class Documents(Protocol):
         filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
         limit: int = 100,
         tenant: str | None = None,
+        principals: Sequence[str] = (),
     ) -> tuple[DocumentEntry, ...]: ...
 
     async def delete_document(
@@ -60,6 +63,8 @@ class Memory:
     conversation: str
     source: str
     tenant: str
+    #: Whom the agent acts for: its memories are readable by them only, and listed for them.
+    principals: tuple[str, ...] = ()
 
     async def remember(self, text: str, *, title: str = "") -> str:
         """Keep ``text``; returns its id once it is searchable."""
@@ -77,6 +82,7 @@ class Memory:
                 "time": now,
                 "source": self.source,
             },
+            access=self.principals or None,
             wait=True,
         )
         return memory_id
@@ -87,7 +93,11 @@ class Memory:
         if not every_conversation:
             wanted["conversation"] = self.conversation
         return await self.client.documents(
-            self.library, filters=dict(wanted), limit=1_000, tenant=self.tenant
+            self.library,
+            filters=dict(wanted),
+            limit=1_000,
+            tenant=self.tenant,
+            principals=self.principals,
         )
 
     async def forget(self, memory_id: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -41,9 +42,11 @@ class LibraryReads:
     async def _ask_feed(self, asked: FeedRequest) -> FeedReply:
         return await self._ask("kb.feed", asked, FeedReply)
 
-    async def stats(self, *, tenant: str | None = None) -> StatsReply:
-        """Documents and chunks per library of a tenant."""
-        asked = StatsRequest(tenant=self.tenant_for(tenant))
+    async def stats(
+        self, *, tenant: str | None = None, principals: Sequence[str] = ()
+    ) -> StatsReply:
+        """Documents and chunks per library of a tenant (those ``principals`` may read)."""
+        asked = StatsRequest(tenant=self.tenant_for(tenant), principals=tuple(principals))
         return await self._ask("kb.stats", asked, StatsReply)
 
     async def profile(
@@ -72,10 +75,16 @@ class LibraryReads:
         filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
         limit: int = 100,
         tenant: str | None = None,
+        principals: Sequence[str] = (),
     ) -> tuple[DocumentEntry, ...]:
-        """The documents of a library (those whose metadata matches ``filters``)."""
+        """The documents of a library (those whose metadata matches ``filters``, and that
+        ``principals`` may read)."""
         asked = StatsRequest(
-            tenant=self.tenant_for(tenant), library=library, filters=filters or {}, limit=limit
+            tenant=self.tenant_for(tenant),
+            library=library,
+            filters=filters or {},
+            limit=limit,
+            principals=tuple(principals),
         )
         return (await self._ask("kb.stats", asked, StatsReply)).documents
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,7 +32,13 @@ class Searching(Protocol):
     def tenant_for(self, tenant: str | None = None) -> str: ...
 
     def memory(
-        self, library: str, *, conversation: str, source: str = "agent", tenant: str | None = None
+        self,
+        library: str,
+        *,
+        conversation: str,
+        source: str = "agent",
+        tenant: str | None = None,
+        principals: Sequence[str] = (),
     ) -> Memory: ...
 
     async def search(
@@ -45,6 +51,7 @@ class Searching(Protocol):
         budget_tokens: int | None = None,
         expand: Expand | str = Expand.NONE,
         cursor: str | None = None,
+        principals: Sequence[str] = (),
     ) -> SearchReply: ...
 
 
@@ -288,16 +295,21 @@ def scoped_tool(
     write: bool = False,
     memory_library: str | None = None,
     conversation: str = "default",
+    principals: Sequence[str] = (),
 ) -> KbTool:
     """Retrieval as a tool for function calling, scoped to these libraries. With ``write``, the
     tool also remembers, lists and forgets what the agent learned, in ``memory_library`` (the
     first library by default), which it searches too. With ``budget_tokens`` a call returns
-    numbered passages that fill it (``expand`` around each hit), each with its citation."""
+    numbered passages that fill it (``expand`` around each hit), each with its citation.
+    ``principals``: whom the agent acts for (its searches read what they may; its memories are
+    theirs only); the model cannot change them."""
     chosen = client.tenant_for(tenant)
     memory = None
     if write:
         kept = memory_library or libraries[0]
-        memory = client.memory(kept, conversation=conversation, source=name, tenant=chosen)
+        memory = client.memory(
+            kept, conversation=conversation, source=name, tenant=chosen, principals=principals
+        )
         libraries = tuple(dict.fromkeys((*libraries, kept)))
 
     async def run(query: str, ask: Ask) -> SearchReply:
@@ -309,6 +321,7 @@ def scoped_tool(
             budget_tokens=ask.budget_tokens,
             expand=ask.expand,
             cursor=ask.cursor,
+            principals=principals,
         )
 
     return KbTool(

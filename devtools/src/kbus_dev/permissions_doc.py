@@ -30,6 +30,8 @@ EXAMPLE = [
     Credential.parse("acme"),
     Credential.parse("acme-hr=acme:hr"),
     Credential.parse("acme-bot=acme:faq+hr:read"),
+    Credential.parse("acme-support=acme:faq:read:as=support+sales"),
+    Credential.parse("acme-ops=acme:read:as=*"),
 ]
 
 
@@ -48,7 +50,9 @@ def _user(name: str, held: Permissions, what: str) -> list[str]:
 def _describe(credential: Credential) -> str:
     libraries = "every library" if credential.libraries is None else "+".join(credential.libraries)
     rights = "read and write" if credential.write else "read only"
-    return f"tenant {credential.tenant}, {libraries}, {rights}"
+    acts = credential.acts_for
+    acting = "" if acts == () else ", acts for " + ("anyone" if acts is None else "+".join(acts))
+    return f"tenant {credential.tenant}, {libraries}, {rights}{acting}"
 
 
 def listing(t: Topology | None = None) -> str:

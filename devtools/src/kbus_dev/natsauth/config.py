@@ -93,6 +93,8 @@ def credential_file(credential: Credential, password: str, prefix: str) -> dict[
         "tenant": credential.tenant,
         "libraries": list(credential.libraries) if credential.libraries else None,
         "rights": "write" if credential.write else "read",
+        # None: it may act for anyone; a list: only for these; empty: for no one.
+        "acts_for": list(credential.acts_for) if credential.acts_for is not None else None,
         "bus_prefix": prefix,
     }
 

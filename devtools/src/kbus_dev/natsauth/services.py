@@ -177,7 +177,15 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
                 t.document_failed,
             ],
         ),
-        "searcher": _answering(t, "searcher", _searcher(t)),
+        "searcher": _answering(
+            t,
+            "searcher",
+            [
+                *_searcher(t),
+                # A sync's list by claim check: read, and removed once applied.
+                *(right for tenant in tenants for right in _bodies_reader(t, tenant)),
+            ],
+        ),
         "reranker": _answering(t, "reranker", _kv_reads(t.token_states_bucket)),
     }
 
@@ -186,12 +194,16 @@ def _searcher(t: Topology) -> list[str]:
     return [
         *_stage(t, "indexer"),
         *_consumer(t.documents_stream.name, t.deleter_durable, t.document_deleted),
+        *_consumer(t.documents_stream.name, t.syncer_durable, t.document_synced),
         *_kv(t.tombstones_bucket),
         *_kv(t.versions_bucket),
-        # Searchers follow the versions and tombstones buckets with key-value watches
+        *_kv(t.sync_marks_bucket),
+        *_kv(t.sync_lists_bucket),
+        # Searchers follow the versions, tombstones and sync marks buckets with key-value watches
         # (nats-py finds a bucket's stream by subject).
         *_reader(f"KV_{t.versions_bucket}"),
         *_reader(f"KV_{t.tombstones_bucket}"),
+        *_reader(f"KV_{t.sync_marks_bucket}"),
         # ... and the profiles bucket, which only the ingestor writes.
         *_kv_reads(t.profiles_bucket),
         *_reader(f"KV_{t.profiles_bucket}"),
@@ -199,6 +211,7 @@ def _searcher(t: Topology) -> list[str]:
         t.document_indexed,
         t.document_removed,
         t.document_failed,
+        t.document_reconciled,
         # kb.feed reads a tenant's stored receipts and dead letters.
         *_puller(t.receipts_stream.name),
         *_puller(t.dead_letter_stream.name),

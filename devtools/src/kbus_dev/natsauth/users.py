@@ -16,36 +16,42 @@ _RESERVED = {*SERVICES, KBUS_ACCOUNT}
 
 @dataclass(frozen=True)
 class Credential:
-    """A tenant's credential: which tenant, which of its libraries (None: all), and whether it
-    may write (publish and delete documents) or only read (search, statistics, receipts)."""
+    """A tenant's credential: which tenant, which of its libraries (None: all), whether it
+    may write (publish and delete documents) or only read (search, statistics, receipts), and
+    for whom it may act (the principals a search may claim; None: anyone; empty: no one)."""
 
     name: str
     tenant: str
     libraries: tuple[str, ...] | None = None
     write: bool = True
+    acts_for: tuple[str, ...] | None = ()
 
     @classmethod
     def parse(cls, text: str) -> Credential:
-        """``NAME=TENANT[:LIB+LIB...][:read|write]``, or just ``TENANT`` (named as it, every
-        library, read and write)."""
+        """``NAME=TENANT[:LIB+LIB...][:read|write][:as=P+P...|as=*]``, or just ``TENANT``
+        (named as it, every library, read and write, acting for no one)."""
         name, _, rest = text.partition("=") if "=" in text else (text, "", text)
         tenant, *more = rest.split(":")
         libraries: tuple[str, ...] | None = None
         write = True
+        acts_for: tuple[str, ...] | None = ()
         for part in more:
             if part in ("read", "write"):
                 write = part == "write"
+            elif part.startswith("as="):
+                bound = part.removeprefix("as=")
+                acts_for = None if bound == "*" else tuple(sorted(set(bound.split("+"))))
             elif part and part != "*":
                 libraries = tuple(sorted(set(part.split("+"))))
         for token in (name, tenant, *(libraries or ())):
             if not _NAME.match(token) or token in _RESERVED:
                 raise ValueError(f"{token!r} is not a valid credential, tenant or library name")
-        grant_token(libraries)  # the grant fits in a subject
-        return cls(name, tenant, libraries, write)
+        grant_token(libraries, acts_for)  # the grant fits in a subject
+        return cls(name, tenant, libraries, write, acts_for)
 
     @property
     def grant(self) -> str:
-        return grant_token(self.libraries)
+        return grant_token(self.libraries, self.acts_for)
 
 
 @dataclass

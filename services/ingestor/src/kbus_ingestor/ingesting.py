@@ -18,7 +18,7 @@ from kbus_contract import (
     DocumentRef,
 )
 from kbus_contract.base import Metadata
-from kbus_contract.claimcheck import fetch_body, open_bodies
+from kbus_contract.claimcheck import fetch_body, provisioned_bodies
 from kbus_contract.documents import CHUNK_SEPARATOR
 from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.identifiers import chunk_id, content_version
@@ -26,7 +26,6 @@ from kbus_contract.lanes import Lane
 from kbus_contract.tenancy import require_library
 from kbus_runtime.analysis import TermIndex, analyze_terms, window_span
 from kbus_runtime.stage import Stage, stream_sequence
-from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.object_store import ObjectStore
 from prometheus_client import CollectorRegistry, Counter
 
@@ -95,6 +94,8 @@ def chunk_document(
         source_uri=doc.source_uri,
         content_type=doc.content_type,
         metadata=doc.metadata,
+        source=doc.source or "",
+        access=doc.readers(),
         sequence=sequence,
     )
     return ChunksReady(document=ref, total_chunks=len(chunks), chunks=chunks)
@@ -301,16 +302,7 @@ class Ingestor:
     async def _store(self, tenant: str) -> ObjectStore:
         if tenant not in self._bodies:
             js = self.stage.broker.connection.jetstream()
-            try:
-                self._bodies[tenant] = await open_bodies(
-                    js, self.stage.topology, tenant, create=False
-                )
-            except (BucketNotFoundError, NotFoundError) as exc:
-                raise PermanentError(
-                    f"tenant {tenant!r} has no store of large texts: the claim check names "
-                    "nothing that exists",
-                    code=ErrorCode.BODY_MISSING,
-                ) from exc
+            self._bodies[tenant] = await provisioned_bodies(js, self.stage.topology, tenant)
         return self._bodies[tenant]
 
     async def _discard(self, tenant: str, ref: BodyRef) -> None:

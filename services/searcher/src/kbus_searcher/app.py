@@ -13,6 +13,8 @@ from kbus_runtime.store import WeaviateNodes
 
 from kbus_searcher.handlers import register
 from kbus_searcher.index.indexer import Indexer
+from kbus_searcher.index.reconciling import Reconciler
+from kbus_searcher.index.syncmarks import SyncMarks
 from kbus_searcher.index.tombstones import Tombstones
 from kbus_searcher.index.versions import Versions
 from kbus_searcher.search.chains import LibraryProfiles
@@ -36,10 +38,12 @@ class _Parts:
     tombstones: Tombstones
     versions: Versions
     profiles: LibraryProfiles
+    syncs: SyncMarks
 
 
-def _indexing(parts: _Parts) -> tuple[Indexer, MaxDeliveries] | None:
-    """The indexing consumer and the dead-letterer of what it gave up on (``INDEX``)."""
+def _indexing(parts: _Parts) -> tuple[Indexer, Reconciler, MaxDeliveries] | None:
+    """The indexing consumer, the syncs, and the dead-letterer of what they gave up on
+    (``INDEX``)."""
     if not parts.settings.index:
         return None
     service, settings = parts.service, parts.settings
@@ -52,8 +56,17 @@ def _indexing(parts: _Parts) -> tuple[Indexer, MaxDeliveries] | None:
         max_batch=settings.index_concurrency,
         linger_s=settings.index_linger_ms / 1000,
         quotas=parts.quotas,
+        syncs=parts.syncs,
     )
-    return indexer, MaxDeliveries(service.stage("deadletterer"))
+    reconciler = Reconciler(
+        service.stage("syncer"),
+        parts.store,
+        indexer,
+        parts.versions,
+        parts.syncs,
+        settings.sync_settle_max_s,
+    )
+    return indexer, reconciler, MaxDeliveries(service.stage("deadletterer"))
 
 
 def _searcher(parts: _Parts) -> Searcher | None:
@@ -86,6 +99,9 @@ def _lifespan(parts: _Parts) -> StartUp:
             await parts.tombstones.open(js, create=topology.declare)
             await parts.versions.open(js, create=topology.declare)
             await parts.tombstones.follow()
+            if settings.index:
+                await parts.syncs.open(js, create=topology.declare)
+                await parts.syncs.follow()
             if settings.serve:
                 await parts.profiles.open(js, create=topology.declare)
                 await parts.versions.follow()
@@ -93,6 +109,7 @@ def _lifespan(parts: _Parts) -> StartUp:
             yield
         finally:
             await parts.profiles.stop()
+            await parts.syncs.stop()
             await parts.versions.stop()
             await parts.tombstones.stop()
             await parts.client.close()
@@ -116,6 +133,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         Tombstones(topology.tombstones_kv),
         Versions(topology.versions_kv),
         LibraryProfiles(topology.profiles_kv),
+        SyncMarks(topology.sync_marks_kv, topology.sync_lists_kv),
     )
     searcher = _searcher(parts)
     feed = Feed(service.stage()) if searcher else None

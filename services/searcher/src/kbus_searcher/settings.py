@@ -142,6 +142,19 @@ class SearcherSettings(ServiceSettings):
         description="embeddings.ready messages the indexer holds at once: the most it writes in "
         "one batch. Why 16: docs/tuning.md#kbus_searcher_index_concurrency.",
     )
+    sync_concurrency: int = Field(
+        default=8,
+        ge=1,
+        description="Syncs (document.synced) applied at once. Each takes effect at its own "
+        "stream sequence, so their order of processing changes nothing; a sync waiting for its "
+        "listed documents holds one of these.",
+    )
+    sync_settle_max_s: float = Field(
+        default=600.0,
+        ge=0.0,
+        description="The longest a sync waits for its listed documents, whatever it asks "
+        "(settle_s): a tenant's syncs cannot hold the syncer longer.",
+    )
     index_linger_ms: float = Field(
         default=5.0,
         ge=0.0,

@@ -83,6 +83,13 @@ from kbus_contract.search import (
     SearchType,
     StageTimings,
 )
+from kbus_contract.syncing import (
+    LibraryReconciled,
+    LibrarySync,
+    SyncEntry,
+    VersionsReply,
+    VersionsRequest,
+)
 
 __all__ = [
     "MAX_BUDGET_MS",
@@ -125,7 +132,9 @@ __all__ = [
     "Highlight",
     "InputType",
     "LibraryProfile",
+    "LibraryReconciled",
     "LibraryStats",
+    "LibrarySync",
     "Matching",
     "MatchingKind",
     "MaxDeliveriesAdvisory",
@@ -152,6 +161,9 @@ __all__ = [
     "StageTimings",
     "StatsReply",
     "StatsRequest",
+    "SyncEntry",
     "Transformer",
     "TransformerKind",
+    "VersionsReply",
+    "VersionsRequest",
 ]

@@ -50,6 +50,16 @@ class Buckets:
         """KV bucket of each document's searchable version (the newest complete one)."""
         return self._name("versions")
 
+    @property
+    def sync_marks_bucket(self) -> str:
+        """KV bucket of each source's latest sync: its key to the sync's stream sequence."""
+        return self._name("syncmarks")
+
+    @property
+    def sync_lists_bucket(self) -> str:
+        """KV bucket of the latest sync's list of each source, in parts (document ids)."""
+        return self._name("synclists")
+
     def bodies_bucket(self, tenant: str) -> str:
         """Object store of a tenant's large documents' text (the claim check): one per tenant,
         so a tenant's credential reaches its own texts only."""
@@ -80,6 +90,14 @@ class Buckets:
     @property
     def versions_kv(self) -> KeyValueConfig:
         return self.bucket(self.versions_bucket, "kbus searchable version of each document")
+
+    @property
+    def sync_marks_kv(self) -> KeyValueConfig:
+        return self.bucket(self.sync_marks_bucket, "kbus latest sync of each source")
+
+    @property
+    def sync_lists_kv(self) -> KeyValueConfig:
+        return self.bucket(self.sync_lists_bucket, "kbus document ids of each source's sync")
 
     @property
     def embed_cache_kv(self) -> KeyValueConfig:
@@ -114,6 +132,8 @@ class Buckets:
         return (
             self.tombstones_kv,
             self.versions_kv,
+            self.sync_marks_kv,
+            self.sync_lists_kv,
             self.embed_cache_kv,
             self.token_states_kv,
             self.profiles_kv,

@@ -175,6 +175,16 @@ CHANNELS: tuple[Channel, ...] = (
         use=Use.WRITE,
     ),
     Channel(
+        "document.synced",
+        ("document.synced.{tenant}.{library}",),
+        c.LibrarySync,
+        description="The complete list of a library's documents, or of one source's part of "
+        "it: what was indexed before it and is not listed is deleted; one receipt on "
+        "document.reconciled says what the sync did (stream DOCUMENTS).",
+        senders=("client",),
+        use=Use.WRITE,
+    ),
+    Channel(
         "chunks.generate",
         ("chunks.generate.{tenant}", "chunks.generate.{tenant}.interactive"),
         c.ChunksReady,
@@ -214,6 +224,15 @@ CHANNELS: tuple[Channel, ...] = (
         c.DocumentRemoved,
         description="Receipt: what a deletion removed, on the deletion's own tenant and library "
         "tokens (stream RECEIPTS).",
+        senders=("indexer",),
+        use=Use.RECEIVE,
+    ),
+    Channel(
+        "document.reconciled",
+        ("document.reconciled.{tenant}.{library}",),
+        c.LibraryReconciled,
+        description="Receipt: what a sync did (added, changed, unchanged, deleted, failed), on "
+        "document.reconciled.{tenant}.{library} (stream RECEIPTS).",
         senders=("indexer",),
         use=Use.RECEIVE,
     ),
@@ -281,6 +300,19 @@ CHANNELS: tuple[Channel, ...] = (
         receiver="searcher",
         micro="kbus-search",
         use=Use.READ,
+    ),
+    Channel(
+        "kb.versions",
+        ("kb.versions.{tenant}.{grant}",),
+        c.VersionsRequest,
+        c.VersionsReply,
+        description="The indexed version of each document of a library (or of one source), "
+        "paged by document id (request-reply), on kb.versions.{tenant}.{grant}: what a "
+        "publisher compares with its source before a sync; writing credentials only.",
+        senders=("client",),
+        receiver="searcher",
+        micro="kbus-search",
+        use=Use.WRITE,
     ),
     Channel(
         "kb.profile",

@@ -46,6 +46,21 @@ async def open_bodies(
     return await js.create_object_store(bucket, config=topology.bodies_store(tenant))
 
 
+async def provisioned_bodies(
+    js: JetStreamContext, topology: Topology, tenant: str
+) -> ObjectStore:
+    """The tenant's store of large texts, which a claim check names: ``body_missing`` where
+    the operator never provisioned it."""
+    try:
+        return await open_bodies(js, topology, tenant, create=False)
+    except (BucketNotFoundError, NotFoundError) as exc:
+        raise PermanentError(
+            f"tenant {tenant!r} has no store of large texts: the claim check names nothing "
+            "that exists",
+            code=ErrorCode.BODY_MISSING,
+        ) from exc
+
+
 def body_ref(bucket: str, key: str, data: bytes) -> BodyRef:
     """The reference ``data`` has once stored under ``key`` (known before it is stored)."""
     name = hashlib.sha256(key.encode()).hexdigest()

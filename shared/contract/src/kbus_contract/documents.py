@@ -19,7 +19,15 @@ from pydantic import (
 )
 
 from kbus_contract.base import Contract, Metadata
-from kbus_contract.identifiers import DocumentId, LibraryId, TenantId, content_version
+from kbus_contract.identifiers import (
+    EVERYONE,
+    DocumentId,
+    LibraryId,
+    Principal,
+    SourceName,
+    TenantId,
+    content_version,
+)
 
 MAX_METADATA_KEYS = 256
 #: The most chunks a publisher may supply with one document.
@@ -32,6 +40,8 @@ MAX_MATCHING_TEXTS = 8
 MAX_MATCHING_CHARS = 2_000
 MatchingText = Annotated[str, Field(min_length=1, max_length=MAX_MATCHING_CHARS)]
 MAX_METADATA_BYTES = 16 * 1024
+#: The most principals one document's ``access`` names.
+MAX_ACCESS = 256
 
 
 def _count_keys(value: JsonValue) -> int:
@@ -158,6 +168,19 @@ class DocumentAdded(Contract):
         "library's chunker is not used. text is then their concatenation with a blank line "
         "between (left empty, it is filled in).",
     )
+    source: SourceName | None = Field(
+        default=None,
+        description="The source that owns this document within its library: a sync of that "
+        "source (document.synced) removes it when the source no longer lists it.",
+    )
+    access: tuple[Principal, ...] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_ACCESS,
+        description="Who may read this document: users and groups as the source names them. A "
+        "search returns its chunks only to a caller acting for one of them; absent, everyone "
+        "who may read the library may read it.",
+    )
     recut_of: int | None = Field(
         default=None,
         ge=1,
@@ -248,6 +271,9 @@ class DocumentAdded(Contract):
             json.dumps(self.metadata, sort_keys=True),
         )
         described += (self.template.model_dump_json(),) if self.template else ()
+        # Who owns and who reads a document is indexed with it (vectors come from the cache).
+        described += (f"source:{self.source}",) if self.source else ()
+        described += (json.dumps(sorted(set(self.access))),) if self.access else ()
         # The same text cut elsewhere, or matched by other texts, is another version.
         described += (json.dumps([len(c) for c in self.chunks]),) if self.chunks else ()
         return described + ((json.dumps(self.matching),) if self.matching else ())
@@ -255,6 +281,10 @@ class DocumentAdded(Contract):
     def effective_version(self) -> str:
         """The publisher's version, or one derived from everything that is indexed."""
         return self.version or content_version(self.title, self._content(), *self._described())
+
+    def readers(self) -> tuple[str, ...]:
+        """What its chunks store as ``access``: its principals, or everyone."""
+        return tuple(sorted(set(self.access))) if self.access else (EVERYONE,)
 
     def message_id(self) -> str:
         """The ``Nats-Msg-Id`` of this publish: tenant, library, id and a hash of the content.

@@ -17,6 +17,7 @@ class ErrorCode(StrEnum):
     TENANT_MISMATCH = "tenant_mismatch"
     LIBRARY_MISMATCH = "library_mismatch"
     LIBRARY_NOT_GRANTED = "library_not_granted"
+    PRINCIPAL_NOT_GRANTED = "principal_not_granted"
     READ_ONLY = "read_only"
     QUOTA_EXCEEDED = "quota_exceeded"
     TOO_LARGE = "too_large"
@@ -27,6 +28,7 @@ class ErrorCode(StrEnum):
     # Documents: bodies, parsing, fetching
     BODY_MISSING = "body_missing"
     BODY_MISMATCH = "body_mismatch"
+    BAD_LISTING = "bad_listing"
     EMPTY_DOCUMENT = "empty_document"
     UNREADABLE = "unreadable"
     ENCRYPTED = "encrypted"

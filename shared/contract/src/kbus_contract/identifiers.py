@@ -18,6 +18,16 @@ DOCUMENT_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/@~+=#-]{0,255}$"
 TenantId = Annotated[str, StringConstraints(pattern=TENANT_PATTERN)]
 LibraryId = Annotated[str, StringConstraints(pattern=LIBRARY_PATTERN)]
 DocumentId = Annotated[str, StringConstraints(pattern=DOCUMENT_ID_PATTERN)]
+#: A source's name within a library (the part of it one publisher keeps in step).
+SourceName = Annotated[str, StringConstraints(pattern=TENANT_PATTERN)]
+# Principals (users and groups) are named as the publisher's source names them: any text but
+# whitespace, commas, and a leading `*` (which marks a document everyone may read).
+PRINCIPAL_PATTERN = r"^[^\s,*][^\s,]{0,255}$"
+Principal = Annotated[str, StringConstraints(pattern=PRINCIPAL_PATTERN)]
+#: The most principals one search claims to act for.
+MAX_CLAIMED = 64
+#: What a document without ``access`` stores: every reader of its library may read it.
+EVERYONE = "*"
 
 # A fixed namespace: chunk ids must be the same on every machine and in every release.
 CHUNK_NAMESPACE = uuid.UUID("6f0d3c1e-6a55-4d4e-9a51-5b1f0c2a9e10")

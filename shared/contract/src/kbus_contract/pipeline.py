@@ -56,6 +56,10 @@ class DocumentRef(Contract):
     source_uri: str
     content_type: ContentType
     metadata: Metadata
+    source: str = Field(default="", description="The source that owns it (document.synced).")
+    access: tuple[str, ...] = Field(
+        default=("*",), description="Who may read it: its principals, or * for everyone."
+    )
     lane: Lane = Field(
         default=Lane.BULK,
         description="The tenant's queue the document waits in at every stage (the lane of "

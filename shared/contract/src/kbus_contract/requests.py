@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from kbus_contract.base import MAX_QUERY_CHARS, Contract, Metadata, MetadataScalar, budget_field
-from kbus_contract.identifiers import LibraryId, TenantId
+from kbus_contract.identifiers import MAX_CLAIMED, LibraryId, Principal, TenantId
 from kbus_contract.profiles import MAX_PROMPT_CHARS
 from kbus_contract.vectors import MAX_PACKED_BYTES, PackedStates, Vector
 
@@ -124,6 +124,12 @@ class StatsRequest(Contract):
         description="Only documents whose metadata has these values (a list: any of them).",
     )
     limit: int = Field(default=100, ge=1, le=1_000, description="Documents listed at most.")
+    principals: tuple[Principal, ...] = Field(
+        default=(),
+        max_length=MAX_CLAIMED,
+        description="Whom the caller acts for: the listing and counts hold only the documents "
+        "they may read (as kb.search).",
+    )
 
 
 class DocumentEntry(Contract):

@@ -14,7 +14,7 @@ from kbus_contract.base import (
     MetadataScalar,
     budget_field,
 )
-from kbus_contract.identifiers import DocumentId, LibraryId, TenantId
+from kbus_contract.identifiers import MAX_CLAIMED, DocumentId, LibraryId, Principal, TenantId
 from kbus_contract.passages import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, Context, Expand
 from kbus_contract.profiles import TransformerKind
 
@@ -93,6 +93,13 @@ class SearchRequest(Contract):
     )
     exclude_documents: tuple[DocumentId, ...] = Field(
         default=(), max_length=100, description="Document ids that must not be returned."
+    )
+    principals: tuple[Principal, ...] = Field(
+        default=(),
+        max_length=MAX_CLAIMED,
+        description="Whom the caller acts for (a person's user and groups, as the sources name "
+        "them): documents with access are returned only when it names one of these. The "
+        "credential bounds what it may claim (principal_not_granted).",
     )
     filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] = Field(
         default_factory=dict,

@@ -9,6 +9,7 @@ reach is refused naming it (``library_not_granted``), never silently narrowed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -19,6 +20,14 @@ from kbus_contract.errors import ErrorCode, PermanentError
 GRANT_ALL = "_all"
 #: The most libraries a grant names (a longer list would make a very long subject).
 MAX_GRANT_LIBRARIES = 32
+#: Between a grant's libraries and whom its credential may act for (``docs~support+sales``).
+ACTS_FOR = "~"
+#: The bound of a credential that may act for anyone (an operator's tool).
+ANYONE = "_any"
+#: The most principals a credential's bound names.
+MAX_BOUND_PRINCIPALS = 16
+#: A principal a bound names must fit in a subject token.
+BOUND_PRINCIPAL = re.compile(r"^[A-Za-z0-9_@=:-]{1,64}$")
 #: The token of a tenant or library a dead letter's message did not name.
 UNKNOWN = "_"
 #: The channels whose subjects carry a tenant (kbus_contract.catalog).
@@ -40,9 +49,18 @@ class Identity:
 
     def libraries(self) -> frozenset[str] | None:
         """The libraries the grant reaches (None: all of the tenant's)."""
-        if self.grant is None or self.grant == GRANT_ALL:
+        libraries = (self.grant or GRANT_ALL).partition(ACTS_FOR)[0]
+        if libraries == GRANT_ALL:
             return None
-        return frozenset(self.grant.split("+"))
+        return frozenset(libraries.split("+"))
+
+    def acts_for(self) -> frozenset[str] | None:
+        """The principals the credential may claim to act for (None: anyone; empty: none, so
+        it reads only the documents everyone may read)."""
+        bound = (self.grant or "").partition(ACTS_FOR)[2]
+        if bound == ANYONE:
+            return None
+        return frozenset(bound.split("+")) if bound else frozenset()
 
 
 def names_tenant(tokens: list[str]) -> bool:
@@ -66,14 +84,27 @@ def _known(token: str | None) -> str | None:
     return None if token == UNKNOWN else token
 
 
-def grant_token(libraries: Iterable[str] | None) -> str:
-    """The subject token of a grant: ``_all``, or the libraries sorted and joined by ``+``."""
-    if libraries is None:
-        return GRANT_ALL
-    names = sorted(set(libraries))
-    if not names or len(names) > MAX_GRANT_LIBRARIES:
-        raise ValueError(f"a grant names 1 to {MAX_GRANT_LIBRARIES} libraries")
-    return "+".join(names)
+def grant_token(libraries: Iterable[str] | None, acts_for: Iterable[str] | None = ()) -> str:
+    """The subject token of a grant: ``_all``, or the libraries sorted and joined by ``+``;
+    then, for a credential that may act for people, ``~`` and ``_any`` (``acts_for=None``) or
+    the principals it may claim, sorted and joined by ``+``."""
+    token = GRANT_ALL
+    if libraries is not None:
+        names = sorted(set(libraries))
+        if not names or len(names) > MAX_GRANT_LIBRARIES:
+            raise ValueError(f"a grant names 1 to {MAX_GRANT_LIBRARIES} libraries")
+        token = "+".join(names)
+    if acts_for is None:
+        return f"{token}{ACTS_FOR}{ANYONE}"
+    bound = sorted(set(acts_for))
+    if not bound:
+        return token
+    if len(bound) > MAX_BOUND_PRINCIPALS or not all(BOUND_PRINCIPAL.match(p) for p in bound):
+        raise ValueError(
+            f"a credential acts for 1 to {MAX_BOUND_PRINCIPALS} principals of letters, digits "
+            "and _@=:- (or for anyone)"
+        )
+    return f"{token}{ACTS_FOR}{'+'.join(bound)}"
 
 
 def require_tenant(identity: Identity, tenant: str) -> None:
@@ -103,6 +134,21 @@ def require_library(identity: Identity, tenant: str, library: str | None) -> Non
         named = "the whole tenant" if library is None else f"library {library!r}"
         raise PermanentError(
             f"the message names {named} but was sent on {sent}", code=ErrorCode.LIBRARY_MISMATCH
+        )
+
+
+def require_acts_for(identity: Identity, principals: Iterable[str]) -> None:
+    """Every principal claimed is one the subject's credential may act for."""
+    bound = identity.acts_for()
+    if bound is None:
+        return
+    outside = sorted(set(principals) - bound)
+    if outside:
+        may = ", ".join(sorted(bound)) if bound else "no one (it reads public documents only)"
+        raise PermanentError(
+            f"this credential may not act for {', '.join(repr(p) for p in outside)} "
+            f"(it may act for {may})",
+            code=ErrorCode.PRINCIPAL_NOT_GRANTED,
         )
 
 

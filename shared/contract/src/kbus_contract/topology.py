@@ -134,6 +134,14 @@ class Topology(Buckets):
         """Receipt: what a deletion removed."""
         return self.subject("document.removed", tenant=tenant, library=library)
 
+    def synced(self, tenant: str, library: str) -> str:
+        """Where a library's (or one source's) complete list is published."""
+        return self.subject("document.synced", tenant=tenant, library=library)
+
+    def reconciled(self, tenant: str, library: str) -> str:
+        """Receipt: what a sync did."""
+        return self.subject("document.reconciled", tenant=tenant, library=library)
+
     def failed(self, tenant: str, library: str) -> str:
         """Receipt: a document will not be indexed."""
         return self.subject("document.failed", tenant=tenant, library=library)
@@ -167,6 +175,14 @@ class Topology(Buckets):
     @property
     def document_deleted(self) -> str:
         return self.every("document.deleted")
+
+    @property
+    def document_synced(self) -> str:
+        return self.every("document.synced")
+
+    @property
+    def document_reconciled(self) -> str:
+        return self.every("document.reconciled")
 
     @property
     def document_removed(self) -> str:
@@ -226,6 +242,7 @@ class Topology(Buckets):
     embedder_durable = "embedder"
     generator_durable = "generator"
     indexer_durable = "indexer"
+    syncer_durable = "syncer"
     #: Dead-letters what the server gave up on (the max-deliveries advisories).
     advisory_durable = "deadletterer"
 
@@ -253,6 +270,14 @@ class Topology(Buckets):
                 "document.deleted",
                 fair=False,
             ),
+            # Syncs of a source apply in the order they were published: one queue.
+            StageConsumer(
+                "syncer",
+                self.documents_stream.name,
+                self.syncer_durable,
+                "document.synced",
+                fair=False,
+            ),
         )
 
     def stage(self, name: str) -> StageConsumer:
@@ -264,7 +289,9 @@ class Topology(Buckets):
 
     @cached_property
     def documents_stream(self) -> Stream:
-        return self._work_stream("documents", [self.document_added, self.document_deleted])
+        return self._work_stream(
+            "documents", [self.document_added, self.document_deleted, self.document_synced]
+        )
 
     @cached_property
     def chunks_stream(self) -> Stream:
@@ -276,7 +303,12 @@ class Topology(Buckets):
 
     @cached_property
     def receipts_stream(self) -> Stream:
-        subjects = [self.document_indexed, self.document_removed, self.document_failed]
+        subjects = [
+            self.document_indexed,
+            self.document_removed,
+            self.document_failed,
+            self.document_reconciled,
+        ]
         return storage.receipts_stream(self._name("receipts"), subjects, **self._sized)
 
     @cached_property

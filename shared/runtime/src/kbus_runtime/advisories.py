@@ -24,9 +24,10 @@ log = logging.getLogger("kbus")
 
 def stage_of(topology: Topology, consumer: str) -> str:
     """The stage that owns a consumer: a stage's durable or one of its tenants' lanes (the
-    deleter is part of the indexer)."""
+    deleter and the syncer are part of the indexer)."""
     durable = consumer.split("_", 1)[0]
-    return "indexer" if durable == topology.deleter_durable else durable
+    indexing = (topology.deleter_durable, topology.syncer_durable)
+    return "indexer" if durable in indexing else durable
 
 
 class MaxDeliveries:

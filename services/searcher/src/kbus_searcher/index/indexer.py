@@ -14,6 +14,7 @@ from kbus_runtime.stage import Stage, stream_sequence
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
+from kbus_searcher.index.syncmarks import SyncMarks
 from kbus_searcher.index.tombstones import Tombstones
 from kbus_searcher.index.versions import Versions
 from kbus_searcher.search.quotas import Quotas
@@ -42,11 +43,13 @@ class Indexer:
         max_batch: int = 16,
         linger_s: float = 0.0,
         quotas: Quotas | None = None,
+        syncs: SyncMarks | None = None,
     ) -> None:
         self.stage = stage
         self.store = store
         self.tombstones = tombstones
         self.versions = versions
+        self.syncs = syncs
         self.quotas = quotas or Quotas({})
         self.chunks_indexed = Counter(
             "kbus_indexer_chunks",
@@ -175,6 +178,8 @@ class Indexer:
             )
             if barrier > doc.sequence:
                 self.skipped.labels("deleted").inc()
+            elif await self._unlisted(ready, fresh=False):
+                self.skipped.labels("unlisted").inc()
             else:
                 kept.append(i)
                 key = doc_key(ready)
@@ -266,9 +271,22 @@ class Indexer:
             if barrier > readies[i].document.sequence:
                 await self.store.delete_publish(readies[i])
                 self.skipped.labels("deleted").inc()
+            elif await self._unlisted(readies[i], fresh=True):
+                await self.store.delete_publish(readies[i])
+                self.skipped.labels("unlisted").inc()
             else:
                 kept.append(i)
         return kept
+
+    async def _unlisted(self, ready: EmbeddingsReady, *, fresh: bool) -> bool:
+        """Whether a sync of its source published after this publish did not list it (the
+        source no longer holds it: :mod:`kbus_searcher.index.syncmarks`)."""
+        if self.syncs is None:
+            return False
+        doc = ready.document
+        return await self.syncs.unlisted(
+            doc.tenant, doc.library, doc.source, doc.document_id, doc.sequence, fresh=fresh
+        )
 
     async def _receipt(self, ready: EmbeddingsReady) -> None:
         doc = ready.document
@@ -291,8 +309,11 @@ class Indexer:
             f"{doc.version}",
         )
 
-    async def delete(self, deletion: DocumentDeleted, sequence: int) -> None:
-        """Apply a deletion to everything published before it, and remember it."""
+    async def delete(
+        self, deletion: DocumentDeleted, sequence: int, receipt_id: str | None = None
+    ) -> None:
+        """Apply a deletion to everything published before it, and remember it; its receipt's
+        message id is ``receipt_id`` (a sync deletes several documents at one sequence)."""
         await self.tombstones.record(deletion, sequence)
         try:
             removed = await self.store.delete_scope(deletion, sequence)
@@ -308,5 +329,5 @@ class Indexer:
             ),
             topology.removed(deletion.tenant, deletion.library),
             stream=topology.receipts_stream.name,
-            msg_id=f"removed:{sequence}",
+            msg_id=receipt_id or f"removed:{sequence}",
         )

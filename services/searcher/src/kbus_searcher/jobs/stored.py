@@ -85,6 +85,8 @@ def _ref(tenant: str, row: dict[str, object]) -> DocumentRef:
         source_uri=str(row["source_uri"] or ""),
         content_type=ContentType.PLAIN,
         metadata=json.loads(str(row["metadata_json"] or "{}")),
+        source=str(row.get("source") or ""),
+        access=tuple(row.get("access") or ("*",)),  # type: ignore[arg-type]
         sequence=int(str(row["sequence"])),
     )
 

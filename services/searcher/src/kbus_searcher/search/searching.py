@@ -23,6 +23,8 @@ from kbus_contract import (
     StatsReply,
     StatsRequest,
     TransformerKind,
+    VersionsReply,
+    VersionsRequest,
 )
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.tenancy import Identity, require_granted, require_tenant
@@ -40,11 +42,12 @@ from kbus_searcher.search.chains import LibraryProfiles, chain_of
 from kbus_searcher.search.context import ContextBuilder
 from kbus_searcher.search.quotas import Quotas
 from kbus_searcher.search.ranking import final_hits, first_order, ranked_hits, reranker_name
+from kbus_searcher.search.readers import readers_of
 from kbus_searcher.search.relevance import Relevance, Verdict
 from kbus_searcher.search.rewriting import QueryRewriter, rewrite_or_none
 from kbus_searcher.search.runs import SearchRun
 from kbus_searcher.search.second_stage import SecondStage
-from kbus_searcher.search.statistics import library_stats
+from kbus_searcher.search.statistics import library_stats, versions
 from kbus_searcher.search.tokens import TokenCounter
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import Candidate, ChunkStore, DocumentKey, Query
@@ -159,6 +162,13 @@ class Searcher:
             sent.tenant,
         )
 
+    async def answer_versions(self, inbound: Inbound) -> VersionsReply | ErrorReply:
+        """Answer one ``kb.versions.{tenant}.{grant}`` request."""
+        sent = self.stage.topology.identity(inbound.subject)
+        return await self.stage.answer(
+            inbound.body, VersionsRequest, lambda req: versions(self.store, req, sent), sent.tenant
+        )
+
     async def search(
         self, req: SearchRequest, sent: Identity, deadline: Deadline | None = None
     ) -> SearchReply:
@@ -166,10 +176,12 @@ class Searcher:
         and stop when its caller's ``deadline`` (by default, the server's budget) comes."""
         require_tenant(sent, req.tenant)
         require_granted(sent, req.libraries)
+        readers = readers_of(sent, req.principals)
         self.quotas.take_search(req.tenant)
         self.searches.labels(req.tenant).inc()
         deadline = deadline or Deadline.after(self.settings.budget_ms, time.monotonic())
         run = SearchRun.start(req, self.settings, deadline)
+        run.readers = readers
         if not req.libraries:
             return self._reply(run, searched=False)
         # What is cut short inside still leaves half the reserve to send the error reply.
@@ -314,6 +326,7 @@ class Searcher:
                     search_type=req.search_type,
                     alpha=run.alpha,
                     limit=self._fetch_size(run.k, req.group_by_document),
+                    readers=run.readers,
                     filters=dict(req.filters),
                     exclude_documents=req.exclude_documents,
                 )

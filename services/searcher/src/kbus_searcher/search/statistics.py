@@ -1,13 +1,23 @@
-"""Answering ``kb.stats``: documents and chunks per library, or one library's documents."""
+"""Answering ``kb.stats`` (documents and chunks per library, or one library's documents) and
+``kb.versions`` (the indexed version of each document, for a publisher about to sync)."""
 
 from __future__ import annotations
 
 import json
 
-from kbus_contract import DocumentEntry, LibraryStats, StatsReply, StatsRequest
+from kbus_contract import (
+    DocumentEntry,
+    LibraryStats,
+    StatsReply,
+    StatsRequest,
+    SyncEntry,
+    VersionsReply,
+    VersionsRequest,
+)
 from kbus_contract.tenancy import Identity, require_granted, require_tenant
 from weaviate.exceptions import WeaviateBaseError
 
+from kbus_searcher.search.readers import readers_of
 from kbus_searcher.store import ChunkStore
 from kbus_searcher.store.errors import unavailable
 
@@ -19,9 +29,10 @@ async def library_stats(store: ChunkStore, req: StatsRequest, sent: Identity) ->
     granted = sent.libraries()
     if req.library is not None:
         require_granted(sent, (req.library,))
+    readers = readers_of(sent, req.principals)
     try:
-        rows = await store.queries.library_stats(req.tenant)
-        listed = await _documents(store, req)
+        rows = await store.queries.library_stats(req.tenant, readers)
+        listed = await _documents(store, req, readers)
     except WeaviateBaseError as exc:
         raise unavailable(exc, "count") from exc
     return StatsReply(
@@ -35,10 +46,12 @@ async def library_stats(store: ChunkStore, req: StatsRequest, sent: Identity) ->
     )
 
 
-async def _documents(store: ChunkStore, req: StatsRequest) -> tuple[DocumentEntry, ...]:
+async def _documents(
+    store: ChunkStore, req: StatsRequest, readers: tuple[str, ...]
+) -> tuple[DocumentEntry, ...]:
     if req.library is None:
         return ()
-    rows = await store.queries.documents(req.tenant, req.library, req.filters, req.limit)
+    rows = await store.queries.documents(req.tenant, req.library, req.filters, req.limit, readers)
     return tuple(
         DocumentEntry(
             document_id=row["document_id"],
@@ -48,4 +61,22 @@ async def _documents(store: ChunkStore, req: StatsRequest) -> tuple[DocumentEntr
             metadata=json.loads(row.get("metadata_json") or "{}"),
         )
         for row in rows
+    )
+
+
+async def versions(store: ChunkStore, req: VersionsRequest, sent: Identity) -> VersionsReply:
+    """One page of the indexed versions of a library's (or one source's) documents. Every
+    document's, whatever its access: only a credential that may write the library asks (ids
+    and versions, never text)."""
+    require_tenant(sent, req.tenant)
+    require_granted(sent, (req.library,))
+    try:
+        found, after = await store.queries.versions(
+            req.tenant, req.library, req.source, req.after, req.limit
+        )
+    except WeaviateBaseError as exc:
+        raise unavailable(exc, "list versions") from exc
+    return VersionsReply(
+        documents=tuple(SyncEntry(document_id=i, version=v) for i, (v, _) in found.items()),
+        after=after,
     )

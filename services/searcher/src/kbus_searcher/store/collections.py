@@ -17,6 +17,7 @@ from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.store.schema import (
     Replication,
+    add_missing_properties,
     apply_flat_search_cutoff,
     create_collection,
     slug,
@@ -56,9 +57,9 @@ class Collections:
     async def ensure(self) -> None:
         """Start-up: apply this searcher's settings to the index's existing collections."""
         for name in await self.all_physical():
-            await apply_flat_search_cutoff(
-                self.client.collections.use(name), self.flat_search_cutoff
-            )
+            collection = self.client.collections.use(name)
+            await apply_flat_search_cutoff(collection, self.flat_search_cutoff)
+            await add_missing_properties(collection)
             self._known.add(name)
 
     async def _create(self, name: str) -> None:

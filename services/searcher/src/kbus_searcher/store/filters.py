@@ -32,10 +32,18 @@ def _scalar_term(value: MetadataScalar) -> str:
 
 
 def scope(
-    libraries: tuple[str, ...], filters: Filters, exclude_documents: tuple[str, ...] = ()
+    libraries: tuple[str, ...],
+    filters: Filters,
+    exclude_documents: tuple[str, ...] = (),
+    *,
+    readers: tuple[str, ...] | None,
 ) -> _Filters:
-    """Chunks of these libraries whose metadata matches every filter, but those excluded."""
+    """Chunks of these libraries whose metadata matches every filter, but those excluded, that
+    one of ``readers`` may read (:func:`readable`; None: any chunk, for what only the service
+    itself reads)."""
     where: _Filters = Filter.by_property("library").contains_any(list(libraries))
+    if readers is not None:
+        where = where & readable(readers)
     for key, wanted in filters.items():
         values = wanted if isinstance(wanted, tuple) else (wanted,)
         where = where & Filter.by_property("metadata_kv").contains_any(
@@ -44,6 +52,12 @@ def scope(
     for document_id in exclude_documents:
         where = where & Filter.by_property("document_id").not_equal(document_id)
     return where
+
+
+def readable(readers: tuple[str, ...]) -> _Filters:
+    """Chunks whose document's access names one of ``readers`` (always "*", everyone, and the
+    principals the caller acts for)."""
+    return Filter.by_property("access").contains_any(list(readers))
 
 
 def document(library: str, document_id: str) -> _Filters:

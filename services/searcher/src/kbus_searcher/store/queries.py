@@ -13,7 +13,7 @@ from kbus_contract.identifiers import chunk_id
 from kbus_runtime.analysis import analyze
 from kbus_runtime.tracing import store_span
 from weaviate.classes.aggregate import GroupByAggregate
-from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
+from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.collections.classes.filters import _Filters
 
 from kbus_searcher.store import filters
@@ -55,6 +55,8 @@ class Query:
     search_type: SearchType
     alpha: float
     limit: int
+    #: Who the caller may read as: "*" and the principals it acts for (filters.readable).
+    readers: tuple[str, ...]
     filters: filters.Filters = field(default_factory=dict)
     exclude_documents: tuple[str, ...] = ()
 
@@ -187,7 +189,9 @@ class ChunkQueries:
         name = await self.collections.active()
         if name is None or not await self.collections.tenant_exists(query.tenant, name):
             return []
-        where = filters.scope(query.libraries, query.filters, query.exclude_documents)
+        where = filters.scope(
+            query.libraries, query.filters, query.exclude_documents, readers=query.readers
+        )
         run = _KINDS[query.search_type]
         with store_span(query.search_type.value, name, query.tenant) as span:
             found = await run(self.collections.use(name, query.tenant), query, where)
@@ -198,7 +202,8 @@ class ChunkQueries:
     async def best_cosine(
         self, tenant: str, libraries: tuple[str, ...], vector: list[float]
     ) -> float | None:
-        """The highest cosine of ``vector`` among the chunks of a tenant's libraries."""
+        """The highest cosine of ``vector`` among the chunks of a tenant's libraries (all of
+        them: a library's noise floor, never returned to a caller)."""
         name = await self.collections.active()
         if name is None or not await self.collections.tenant_exists(tenant, name):
             return None
@@ -207,7 +212,7 @@ class ChunkQueries:
                 near_vector=vector,
                 target_vector=CHUNK_VECTOR,
                 limit=1,
-                filters=filters.scope(libraries, {}),
+                filters=filters.scope(libraries, {}, readers=None),
                 return_metadata=MetadataQuery(distance=True),
                 return_properties=[],
             )
@@ -257,15 +262,21 @@ class ChunkQueries:
         return int(result.total_count or 0)
 
     async def documents(
-        self, tenant: str, library: str, where: filters.Filters, limit: int
+        self,
+        tenant: str,
+        library: str,
+        where: filters.Filters,
+        limit: int,
+        readers: tuple[str, ...],
     ) -> list[dict[str, Any]]:
         """The first chunk's properties of each document of a library whose metadata matches
-        (every document has exactly one chunk at position 0)."""
+        and that one of ``readers`` may read (every document has exactly one chunk at
+        position 0)."""
         name = await self.collections.active()
         if name is None or not await self.collections.tenant_exists(tenant, name):
             return []
         res = await self.collections.use(name, tenant).query.fetch_objects(
-            filters=filters.scope((library,), where)
+            filters=filters.scope((library,), where, readers=readers)
             & Filter.by_property("position").equal(0)
             & filters.own_objects(),
             limit=limit,
@@ -273,21 +284,55 @@ class ChunkQueries:
         )
         return [dict(o.properties) for o in res.objects]
 
-    async def library_stats(self, tenant: str) -> list[tuple[str, int, int]]:
-        """(library, documents, chunks) for every library of a tenant."""
+    async def versions(
+        self, tenant: str, library: str, source: str | None, after: str | None, limit: int
+    ) -> tuple[dict[str, tuple[str, int]], str | None]:
+        """One page of a library's (one source's) documents in id order after ``after``: each
+        one's latest stored version and its publish sequence (a document being replaced has
+        two), and the id to ask after for the next page (None: this was the last)."""
+        name = await self.collections.active()
+        if name is None or not await self.collections.tenant_exists(tenant, name):
+            return {}, None
+        where = (
+            Filter.by_property("library").equal(library)
+            & Filter.by_property("position").equal(0)
+            & filters.own_objects()
+        )
+        if source is not None:
+            where = where & Filter.by_property("source").equal(source)
+        if after is not None:
+            where = where & Filter.by_property("document_id").greater_than(after)
+        res = await self.collections.use(name, tenant).query.fetch_objects(
+            filters=where,
+            limit=limit,
+            sort=Sort.by_property("document_id"),
+            return_properties=["document_id", "version", "sequence"],
+        )
+        rows = [
+            (str(p["document_id"]), str(p["version"]), int(str(p["sequence"])))
+            for p in (o.properties for o in res.objects)
+        ]
+        return _newest(rows, full=len(rows) == limit)
+
+    async def library_stats(
+        self, tenant: str, readers: tuple[str, ...]
+    ) -> list[tuple[str, int, int]]:
+        """(library, documents, chunks) for every library of a tenant, of the documents one of
+        ``readers`` may read."""
         name = await self.collections.active()
         if name is None or not await self.collections.tenant_exists(tenant, name):
             return []
         handle = self.collections.use(name, tenant)
         by_library = GroupByAggregate(prop="library")
+        mine = filters.own_objects() & filters.readable(readers)
         chunks = await handle.aggregate.over_all(
-            group_by=by_library, total_count=True, filters=filters.own_objects()
+            group_by=by_library, total_count=True, filters=mine
         )
         # Every document has exactly one chunk at position 0.
         firsts = await handle.aggregate.over_all(
             group_by=by_library,
             total_count=True,
-            filters=Filter.by_property("position").equal(0) & filters.own_objects(),
+            filters=Filter.by_property("position").equal(0) & mine,
         )
         documents = {str(g.grouped_by.value): int(g.total_count or 0) for g in firsts.groups}
         return sorted(
@@ -298,3 +343,17 @@ class ChunkQueries:
             )
             for g in chunks.groups
         )
+
+
+def _newest(
+    rows: list[tuple[str, str, int]], *, full: bool
+) -> tuple[dict[str, tuple[str, int]], str | None]:
+    """Each document's latest (version, sequence); a full page leaves out its last document
+    (more of its versions may follow) unless that is all it holds."""
+    last = rows[-1][0] if full else None
+    whole = [row for row in rows if row[0] != last] or rows
+    found: dict[str, tuple[str, int]] = {}
+    for document_id, version, sequence in whole:
+        if sequence >= found.get(document_id, ("", -1))[1]:
+            found[document_id] = (version, sequence)
+    return found, (whole[-1][0] if full else None)

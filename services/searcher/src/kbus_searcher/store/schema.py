@@ -78,6 +78,16 @@ SCHEMA_PROPERTIES = [
     _text("document_id"),
     _text("version"),
     _text("model"),
+    _text("source"),
+    # Who may read the chunk: its document's principals, or "*" for everyone (kbus_contract
+    # EVERYONE); every search filters on it in the store query.
+    Property(
+        name="access",
+        data_type=DataType.TEXT_ARRAY,
+        tokenization=Tokenization.FIELD,
+        index_filterable=True,
+        index_searchable=False,
+    ),
     _text("source_uri", filterable=False),
     _text("metadata_json", filterable=False),
     Property(
@@ -184,3 +194,15 @@ async def apply_flat_search_cutoff(collection: Any, cutoff: int) -> None:
         log.info(
             "collection %s: flat search below %d chunks (was %d)", config.name, cutoff, current
         )
+
+
+async def add_missing_properties(collection: Any) -> None:
+    """Add the schema's properties a collection made by an earlier kbus lacks (its chunks read
+    as null there: a chunk with no ``access`` is found by no search until it is reprocessed,
+    ``python -m kbus_searcher.jobs.reprocess``)."""
+    config = await collection.config.get()
+    present = {p.name for p in config.properties}
+    for prop in SCHEMA_PROPERTIES:
+        if prop.name not in present:
+            await collection.config.add_property(prop)
+            log.info("collection %s: added property %s", config.name, prop.name)

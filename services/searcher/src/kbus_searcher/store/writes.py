@@ -285,6 +285,8 @@ def _objects(ready: EmbeddingsReady) -> list[DataObject[dict[str, Any], None]]:
         "sequence": doc.sequence,
         "model": ready.model,
         "source_uri": doc.source_uri,
+        "source": doc.source,
+        "access": list(doc.access),
     }
     objects = []
     for chunk in ready.chunks:

@@ -1,0 +1,50 @@
+"""One NATS, one Weaviate and every service, started for one bench run and stopped after it."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbus_dev.servers import ensure_installed, start_nats, start_weaviate
+from kbus_dev.services import service_env, start_all
+
+
+@dataclass(frozen=True)
+class BenchStack:
+    """Where a bench's client connects: the NATS address and the run's bus prefix."""
+
+    nats_url: str
+    prefix: str
+
+
+@contextlib.contextmanager
+def bench_stack(name: str, settings: dict[str, str] | None = None) -> Iterator[BenchStack]:
+    """The servers and services on their own prefix and collection (``settings``: the
+    services' environment besides), in a temporary folder removed at the end."""
+    ensure_installed()
+    root = Path(tempfile.mkdtemp(prefix=f"kbus-{name}-"))
+    nats_server, weaviate_server = start_nats(root / "nats"), start_weaviate(root / "weaviate")
+    url = f"nats://127.0.0.1:{nats_server.ports['client']}"
+    tag = f"{name[:3]}{uuid.uuid4().hex[:6]}"
+    env = service_env(
+        url,
+        weaviate_server.ports["http"],
+        weaviate_server.ports["grpc"],
+        prefix=tag,
+        collection=f"Bench{tag.capitalize()}",
+        extra=settings or {},
+    )
+    services = start_all(env, root / "logs")
+    try:
+        yield BenchStack(url, tag)
+    finally:
+        for service in services:
+            service.stop()
+        nats_server.stop()
+        weaviate_server.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,273 @@
+"""Syncs: a library (or one source's part of it) brought in step with its source's list.
+
+A sync at stream sequence S lists every document the source holds now. The documents of that
+source indexed from a publish before S and not listed are deleted as a deletion at S would be
+(so a publish after the sync still wins, and a late part of an older publish stays out). The
+listed documents already searchable at their listed version are unchanged; the others are
+waited for (they may still be in the pipeline, or be published just after the list) until
+``settle_s``, and those that never arrive are named in the receipt as failed.
+
+Two syncs of a source may even run at once: each deletes only what was published before it,
+so the later one's list decides what a document published between them becomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from faststream.nats.message import NatsMessage
+from kbus_contract import DocumentDeleted, LibraryReconciled, LibrarySync, SyncEntry
+from kbus_contract.claimcheck import fetch_body, provisioned_bodies
+from kbus_contract.errors import ErrorCode, PermanentError
+from kbus_contract.syncing import MAX_LISTED, MAX_NAMED
+from kbus_contract.tenancy import require_library
+from kbus_runtime.stage import Stage, stream_sequence
+from nats.js.object_store import ObjectStore
+from pydantic import ValidationError
+from weaviate.exceptions import WeaviateBaseError
+
+from kbus_searcher.index.indexer import Indexer
+from kbus_searcher.index.syncmarks import SyncMarks
+from kbus_searcher.index.versions import Versions
+from kbus_searcher.store import ChunkStore
+from kbus_searcher.store.errors import unavailable
+
+log = logging.getLogger("kbus.searcher")
+T = TypeVar("T")
+
+#: Documents read from the store per page, deleted at once, and asked about at once.
+PAGE = 1_000
+AT_ONCE = 32
+#: Seconds between two looks at the listed documents still waited for (it grows to the cap).
+POLL_S, POLL_CAP_S = 0.5, 5.0
+
+
+@dataclass
+class Plan:
+    """What a sync does, from the list and what was indexed when it started."""
+
+    delete: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    #: Listed documents not yet searchable at their listed version: id to (version, indexed).
+    pending: dict[str, tuple[str, bool]] = field(default_factory=dict)
+
+
+def plan_sync(listed: dict[str, str], indexed: dict[str, tuple[str, int]], sequence: int) -> Plan:
+    """Compare a sync's list with the indexed documents (version and publish sequence)."""
+    plan = Plan()
+    for document_id, (_, published) in indexed.items():
+        if document_id not in listed and published < sequence:
+            plan.delete.append(document_id)
+    for document_id, version in listed.items():
+        current = indexed.get(document_id)
+        if current is not None and current[0] == version:
+            plan.unchanged += 1
+        else:
+            plan.pending[document_id] = (version, current is not None)
+    return plan
+
+
+def parse_listing(data: bytes) -> dict[str, str]:
+    """A claim-checked list (JSON lines of SyncEntry), refusing a malformed or ambiguous one."""
+    listed: dict[str, str] = {}
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = SyncEntry.model_validate_json(line)
+        except ValidationError as exc:
+            raise PermanentError(
+                f"line {number} of the list is not a document id and version: "
+                f"{exc.errors()[0]['msg']}",
+                code=ErrorCode.BAD_LISTING,
+            ) from exc
+        _add(listed, entry)
+    return listed
+
+
+def _add(listed: dict[str, str], entry: SyncEntry) -> None:
+    known = listed.setdefault(entry.document_id, entry.version)
+    if known != entry.version:
+        raise PermanentError(
+            f"the list names {entry.document_id!r} twice, at versions {known!r} and "
+            f"{entry.version!r}",
+            code=ErrorCode.BAD_LISTING,
+        )
+    if len(listed) > MAX_LISTED:
+        raise PermanentError(
+            f"the list names more than {MAX_LISTED} documents", code=ErrorCode.BAD_LISTING
+        )
+
+
+class Reconciler:
+    """Applies ``document.synced`` messages, one receipt each on ``document.reconciled``."""
+
+    def __init__(
+        self,
+        stage: Stage,
+        store: ChunkStore,
+        indexer: Indexer,
+        versions: Versions,
+        syncs: SyncMarks,
+        settle_max_s: float = 600.0,
+    ) -> None:
+        self.stage = stage
+        self.store = store
+        self.indexer = indexer
+        self.versions = versions
+        self.syncs = syncs
+        self.settle_max_s = settle_max_s
+
+    async def handle(self, message: NatsMessage) -> None:
+        """Settle one ``document.synced`` message, for the tenant and library of its subject."""
+        sequence = stream_sequence(message) or 0
+        sent = self.stage.topology.identity(message.raw_message.subject)
+
+        async def work(sync: LibrarySync) -> None:
+            require_library(sent, sync.tenant, sync.library)
+            await self.reconcile(sync, sequence)
+
+        await self.stage.settle(message, LibrarySync, work)
+
+    async def reconcile(self, sync: LibrarySync, sequence: int) -> LibraryReconciled:
+        """Apply one sync published at ``sequence``, and publish its receipt."""
+        listed = await self._listed(sync)
+        # Before the store is read: a publish it does not list, written after that read, is
+        # then removed by the indexer's check after its write (as a deletion's tombstone is).
+        await self.syncs.record(sync.tenant, sync.library, sync.source, sequence, listed)
+        plan = plan_sync(listed, await self._indexed(sync), sequence)
+        await _each(plan.delete, lambda i: self._delete(sync, i, sequence))
+        settled, superseded, unsettled = await self._settle(sync, plan.pending, sequence)
+        added = sum(1 for i in settled if not plan.pending[i][1])
+        receipt = LibraryReconciled(
+            tenant=sync.tenant,
+            library=sync.library,
+            source=sync.source,
+            sequence=sequence,
+            added=added,
+            changed=len(settled) - added,
+            unchanged=plan.unchanged,
+            deleted=len(plan.delete),
+            superseded=len(superseded),
+            failed=len(unsettled),
+            unsettled=tuple(sorted(unsettled)[:MAX_NAMED]),
+        )
+        topology = self.stage.topology
+        await self.stage.publish(
+            receipt,
+            topology.reconciled(sync.tenant, sync.library),
+            stream=topology.receipts_stream.name,
+            msg_id=f"reconciled:{sequence}",
+        )
+        await self._discard(sync)
+        return receipt
+
+    async def _listed(self, sync: LibrarySync) -> dict[str, str]:
+        if sync.documents is not None:
+            listed: dict[str, str] = {}
+            for entry in sync.documents:
+                _add(listed, entry)
+            return listed
+        assert sync.listing is not None
+        data = await fetch_body(
+            await self._bodies(sync.tenant),
+            self.stage.topology.bodies_bucket(sync.tenant),
+            sync.listing,
+        )
+        return parse_listing(data)
+
+    async def _bodies(self, tenant: str) -> ObjectStore:
+        js = self.stage.broker.connection.jetstream()
+        return await provisioned_bodies(js, self.stage.topology, tenant)
+
+    async def _indexed(self, sync: LibrarySync) -> dict[str, tuple[str, int]]:
+        """Every document of the sync's library (and source) in the store: its latest
+        version and that version's publish sequence."""
+        found: dict[str, tuple[str, int]] = {}
+        after: str | None = None
+        while True:
+            try:
+                page, after = await self.store.queries.versions(
+                    sync.tenant, sync.library, sync.source, after, PAGE
+                )
+            except WeaviateBaseError as exc:
+                raise unavailable(exc, "list versions") from exc
+            found.update(page)
+            if after is None:
+                return found
+
+    async def _delete(self, sync: LibrarySync, document_id: str, sequence: int) -> None:
+        deletion = DocumentDeleted(
+            tenant=sync.tenant, library=sync.library, document_id=document_id
+        )
+        await self.indexer.delete(deletion, sequence, f"removed:{sequence}:{document_id}")
+
+    async def _settle(
+        self, sync: LibrarySync, pending: dict[str, tuple[str, bool]], sequence: int
+    ) -> tuple[set[str], set[str], set[str]]:
+        """The pending documents that became searchable at their listed version (or at one
+        published after the sync) within ``settle_s``; those a deletion published after the
+        sync removed; and the others."""
+        waiting = set(pending)
+        settled: set[str] = set()
+        superseded: set[str] = set()
+        settle_s = min(sync.settle_s, self.settle_max_s)
+        deadline = time.monotonic() + settle_s
+        pause = POLL_S
+        while waiting:
+            ids = sorted(waiting)
+            entries = await _gather(
+                ids, lambda i: self.versions.entry(sync.tenant, sync.library, i)
+            )
+            for document_id, entry in zip(ids, entries, strict=True):
+                if entry is not None and (
+                    entry[1] == pending[document_id][0] or entry[0] > sequence
+                ):
+                    settled.add(document_id)
+            marks = await self.indexer.tombstones.barriers(
+                [(sync.tenant, sync.library, i) for i in ids]
+            )
+            superseded |= {i for i, mark in zip(ids, marks, strict=True) if mark > sequence}
+            waiting -= settled | superseded
+            if not waiting or time.monotonic() + pause > deadline:
+                break
+            await asyncio.sleep(pause)
+            pause = min(POLL_CAP_S, pause * 2)
+        if waiting:
+            log.warning(
+                "sync %s/%s at %d: %d listed documents not searchable within %.0f s",
+                sync.tenant,
+                sync.library,
+                sequence,
+                len(waiting),
+                settle_s,
+            )
+        return settled - superseded, superseded, waiting
+
+    async def _discard(self, sync: LibrarySync) -> None:
+        """Remove the claim-checked list once its receipt is out (best effort: the store's
+        age limit removes what this misses)."""
+        if sync.listing is None:
+            return
+        try:
+            store = await self._bodies(sync.tenant)
+            await store.delete(sync.listing.name)
+        except Exception as exc:
+            log.warning("could not remove the sync list %s: %s", sync.listing.name, exc)
+
+
+async def _each(ids: list[str], act: Callable[[str], Awaitable[None]]) -> None:
+    await _gather(ids, act)
+
+
+async def _gather(ids: list[str], ask: Callable[[str], Awaitable[T]]) -> list[T]:
+    """``ask`` of every id, ``AT_ONCE`` at a time, in order."""
+    results: list[T] = []
+    for start in range(0, len(ids), AT_ONCE):
+        results += await asyncio.gather(*(ask(i) for i in ids[start : start + AT_ONCE]))
+    return results

@@ -1,0 +1,176 @@
+"""Per-document access under hostile callers: a credential claims only the principals its
+operator bound it to, and a search returns only what the claimed principals may read.
+
+Tenant t0's library lib-b holds 200 documents: 5 everyone may read, the others readable by
+one of 100 groups each. 1,000 random searches by four credentials (a bot bound to ten groups,
+an operator's tool bound to no one's limit, and two plain ones that may claim no one) claim
+random groups, on their own subjects and on the operator's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+from kbus_contract.tenancy import GRANT_ALL, grant_token
+from nats.aio.client import Client
+
+from tests.security.conftest import (
+    BOT_GROUPS,
+    GROUPS,
+    TOPOLOGY,
+    Locked,
+    client_for,
+    connect,
+    credential,
+)
+
+LIBRARY = "lib-b"
+WORD = "accessmark"
+K = 10
+ASKERS = ["t0-bot", "t0-ops", "t0-all", "t0-ro"]
+#: The subject of a credential that may act for anyone (only t0-ops holds it).
+ANYONE = TOPOLOGY.asked("kb.search", "t0", grant_token(None, None))
+
+
+def readers() -> dict[str, frozenset[str] | None]:
+    """Each document's access (None: everyone), the same on every run."""
+    rng = random.Random(46)
+    access: dict[str, frozenset[str] | None] = {f"public-{i}": None for i in range(5)}
+    access.update({f"held-{i}": frozenset({rng.choice(GROUPS)}) for i in range(195)})
+    return access
+
+
+ACCESS = readers()
+
+
+@pytest.fixture(scope="module")
+async def shared(locked: Locked) -> Locked:
+    async with await client_for(locked, "t0-all") as kb:
+        for number, (document_id, held) in enumerate(ACCESS.items()):
+            await kb.publish_document(
+                library=LIBRARY,
+                document_id=document_id,
+                text=f"The {WORD} note {number} is filed under {document_id}.",
+                access=sorted(held) if held else None,
+                wait=number == len(ACCESS) - 1,
+                timeout_s=300,
+            )
+        for _ in range(120):  # every document searchable (the last one's receipt came first)
+            if len(await kb.documents(LIBRARY, limit=1_000, principals=())) >= 5:
+                break
+            await asyncio.sleep(0.5)
+    return locked
+
+
+@dataclass(frozen=True)
+class Ask:
+    asker: str
+    claims: tuple[str, ...]
+    subject: str
+
+    @property
+    def allowed(self) -> bool:
+        bound = credential(self.asker).acts_for
+        if self.subject == ANYONE and self.asker != "t0-ops":
+            return False  # NATS refuses the subject itself
+        return bound is None or set(self.claims) <= set(bound)
+
+
+def _random_asks(n: int) -> list[Ask]:
+    rng = random.Random(7)
+    asks = []
+    for _ in range(n):
+        asker = rng.choice(ASKERS)
+        pool = BOT_GROUPS if rng.random() < 0.5 else GROUPS
+        claims = tuple(rng.sample(pool, rng.randint(0, 3)))
+        own = TOPOLOGY.asked("kb.search", "t0", credential(asker).grant)
+        asks.append(Ask(asker, claims, ANYONE if rng.random() < 0.1 else own))
+    return asks
+
+
+def _visible(claims: tuple[str, ...]) -> set[str]:
+    return {d for d, held in ACCESS.items() if held is None or held & set(claims)}
+
+
+async def _ask(nc: Client, ask: Ask) -> tuple[str, list[str]]:
+    """The error code (empty: answered) and the documents returned."""
+    body = {
+        "tenant": "t0",
+        "libraries": [LIBRARY],
+        "query": WORD,
+        "search_type": "keyword",
+        "rerank": False,
+        "k": K,
+        "principals": list(ask.claims),
+    }
+    try:
+        reply = json.loads(
+            (await nc.request(ask.subject, json.dumps(body).encode(), timeout=5)).data
+        )
+    except Exception as exc:  # a refused subject: no responder ever answers
+        return f"refused: {type(exc).__name__}", []
+    if reply["kind"] == "error":
+        return reply["error"]["code"], []
+    return "", [hit["document_id"] for hit in reply["results"]]
+
+
+async def test_a_thousand_random_claims_return_nothing_outside_the_claimed_principals(
+    shared: Locked,
+) -> None:
+    asks = _random_asks(1_000)
+    clients = {name: await connect(shared, name) for name in ASKERS}
+    limit = asyncio.Semaphore(16)
+
+    async def one(ask: Ask) -> tuple[str, list[str]]:
+        async with limit:
+            return await _ask(clients[ask.asker], ask)
+
+    try:
+        outcomes = await asyncio.gather(*(one(a) for a in asks))
+    finally:
+        for nc in clients.values():
+            await nc.close()
+    tally: Counter[str] = Counter()
+    outside = wrong_k = 0
+    for ask, (code, found) in zip(asks, outcomes, strict=True):
+        if not ask.allowed:
+            tally["refused" if code else "ACCEPTED BEYOND BOUND"] += 1
+            if ask.subject != ANYONE:
+                assert code == "principal_not_granted", (ask, code)
+            continue
+        assert code == "", (ask, code)
+        tally["answered"] += 1
+        visible = _visible(ask.claims)
+        outside += len(set(found) - visible)
+        wrong_k += len(found) != min(K, len(visible))
+        tally["restricted hits"] += sum(1 for d in found if ACCESS[d] is not None)
+    print(f"\n1,000 searches: {dict(tally)}")
+    assert outside == 0
+    assert tally["ACCEPTED BEYOND BOUND"] == 0
+    assert wrong_k == 0  # the filter is in the store query: k is filled from what may be read
+    assert tally["refused"] > 200  # both kinds were tried
+    assert tally["answered"] > 300
+    assert tally["restricted hits"] > 300  # the claims did open restricted documents
+
+
+async def test_a_bound_credential_may_not_ask_on_the_subject_of_one_that_acts_for_anyone(
+    shared: Locked,
+) -> None:
+    errors: list[str] = []
+    nc = await connect(shared, "t0-bot", errors)
+    try:
+        code, _ = await _ask(nc, Ask("t0-bot", ("g50",), ANYONE))
+        await asyncio.sleep(0.3)
+    finally:
+        await nc.close()
+    assert code.startswith("refused")
+    assert any("permissions violation" in e.lower() and ANYONE.lower() in e.lower() for e in errors)
+    # Nor on the plain grant's (where claims are refused, but it may not even ask).
+    assert TOPOLOGY.asked("kb.search", "t0", GRANT_ALL) != TOPOLOGY.asked(
+        "kb.search", "t0", credential("t0-bot").grant
+    )
