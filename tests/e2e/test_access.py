@@ -3,10 +3,12 @@ never sees it, and a change of access takes effect without embedding anything ag
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from kbus_client import KbClient, KbError
 
-from tests.e2e.conftest import Stack, embedded_chunks
+from tests.e2e.conftest import Stack, embedded_chunks, kbus
 
 TENANT = "accessco"
 SALARIES = "The salary bands for 2027 are frozen at the 2026 levels."
@@ -84,3 +86,20 @@ async def test_an_agent_s_memories_are_readable_by_whom_it_acts_for_only(stack: 
         assert "window seat" not in await tool.call_json({"query": "window seat flight"})
         tool = kb.as_tool(libraries=["notes"], principals=("user:ann",))
         assert "window seat" in await tool.call_json({"query": "window seat flight"})
+
+
+async def test_kbus_search_acts_for_the_principals_it_is_given(stack: Stack) -> None:
+    async with await _client(stack) as kb:
+        await kb.publish_document(
+            library="payroll",
+            document_id="bonus",
+            text="The bonus pool is paid out in March.",
+            access=["group:pay"],
+            wait=True,
+        )
+    asked = ["search", "bonus pool paid", "--library", "payroll", "--tenant", TENANT]
+    asked += ["--search-type", "keyword", "--json"]
+    held = json.loads(kbus(stack, *asked, "--principal", "group:pay").stdout)
+    assert [h["document_id"] for h in held["results"]] == ["bonus"]
+    public = json.loads(kbus(stack, *asked).stdout)
+    assert public["results"] == []

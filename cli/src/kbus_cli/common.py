@@ -78,7 +78,8 @@ async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
             prefix=held.get("bus_prefix", prefix),
             tenant=held.get("tenant", tenant),
             granted=held.get("libraries"),
-            acts_for=held.get("acts_for", ()),
+            # Without a credential (an open bus, which enforces nothing) it may claim anyone.
+            acts_for=held.get("acts_for", ()) if held else None,
             max_reconnect_attempts=2,
             connect_timeout=5,
             **access.options(),

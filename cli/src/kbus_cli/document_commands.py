@@ -173,6 +173,10 @@ def search(
     cursor: Annotated[
         str | None, typer.Option(help="The cursor a --budget-tokens search printed: what follows.")
     ] = None,
+    principal: Annotated[
+        list[str] | None,
+        typer.Option(help="Whom the search acts for (repeat): documents with access they hold."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
@@ -192,6 +196,7 @@ def search(
                 expand=expand,
                 adaptive=adaptive,
                 cursor=cursor,
+                principals=principal or (),
             )
 
     try:
