@@ -186,7 +186,7 @@ async def test_a_deletion_larger_than_one_delete_request_removes_everything(
         assert not any(await store.writes.write(docs[begin : begin + 40]))
     removed = await store.writes.delete_scope(DocumentDeleted(tenant="t1", library="big"), 10)
     assert removed == 404 * 25
-    assert await store.queries.library_stats("t1") == []
+    assert await store.queries.library_stats("t1", ("*",)) == []
 
 
 async def test_unknown_tenant(store: ChunkStore) -> None:
@@ -320,8 +320,8 @@ async def test_a_matching_text_finds_its_chunk_once_and_says_which(store: ChunkS
 
     # Counted as what they are: two chunks of one document.
     assert await store.writes.count_stored(sheet) == 2
-    assert await store.queries.library_stats("t1") == [("shop", 1, 2)]
-    assert len(await store.queries.documents("t1", "shop", {}, 10)) == 1
+    assert await store.queries.library_stats("t1", ("*",)) == [("shop", 1, 2)]
+    assert len(await store.queries.documents("t1", "shop", {}, 10, ("*",))) == 1
 
     newer = ready("t1", "shop", "sheet", "v2", ["Trail runner 3."], sequence=2)
     await store.writes.upsert(newer)

@@ -55,7 +55,7 @@ async def _store(node: Server, factor: int, read: str = "QUORUM") -> AsyncIterat
 
 
 async def _documents(store: ChunkStore, tenant: str) -> set[str]:
-    rows = await store.queries.documents(tenant, "ledger", {}, 1_000)
+    rows = await store.queries.documents(tenant, "ledger", {}, 1_000, ("*",))
     return {row["document_id"] for row in rows}
 
 

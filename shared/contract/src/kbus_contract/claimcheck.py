@@ -46,9 +46,7 @@ async def open_bodies(
     return await js.create_object_store(bucket, config=topology.bodies_store(tenant))
 
 
-async def provisioned_bodies(
-    js: JetStreamContext, topology: Topology, tenant: str
-) -> ObjectStore:
+async def provisioned_bodies(js: JetStreamContext, topology: Topology, tenant: str) -> ObjectStore:
     """The tenant's store of large texts, which a claim check names: ``body_missing`` where
     the operator never provisioned it."""
     try:
