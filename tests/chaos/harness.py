@@ -67,6 +67,8 @@ class ChaosConfig:
     #: client connections; then as long again with nothing failing, for reference.
     searches_per_s: float = 0.0
     search_clients: int = 3
+    #: The no-retry control's own rate (0: one retrying client's share of ``searches_per_s``).
+    control_searches_per_s: float = 0.0
     idle_search_s: float = 20.0
     #: Stages the monkey kills (comma-separated; empty: every stage documents pass through).
     kill_stages: str = ""
@@ -327,7 +329,7 @@ def _search(
     if config.searches_per_s <= 0:
         return []
     retrying, control = clients[:-1], clients[-1:]
-    per_client = config.searches_per_s / len(retrying)
+    per_client = config.control_searches_per_s or config.searches_per_s / len(retrying)
     return [
         asyncio.create_task(
             SteadySearches(retrying, docs, config.seed).run(config.searches_per_s, report.searches)

@@ -169,16 +169,17 @@ class Indexer:
         """The publishes no deletion and no later publish of the same document overtook."""
         newest: dict[DocumentKey, int] = {}
         kept = []
+        unlisted = await self._unlisted(readies, fresh=False)
         for i, ready in enumerate(readies):
             doc = ready.document
-            # The copy in memory may miss a deletion of the last moment: the check after the
-            # write reads the bucket and removes what this one let through.
+            # The copies in memory may miss a deletion or a sync of the last moment: the check
+            # after the write reads the buckets and removes what this one let through.
             barrier = await self.tombstones.barrier(
                 doc.tenant, doc.library, doc.document_id, fresh=False
             )
             if barrier > doc.sequence:
                 self.skipped.labels("deleted").inc()
-            elif await self._unlisted(ready, fresh=False):
+            elif unlisted[i]:
                 self.skipped.labels("unlisted").inc()
             else:
                 kept.append(i)
@@ -266,26 +267,36 @@ class Indexer:
         barriers = await self.tombstones.barriers(
             [(d.tenant, d.library, d.document_id) for d in (readies[i].document for i in complete)]
         )
+        unlisted = await self._unlisted([readies[i] for i in complete], fresh=True)
         kept = []
-        for i, barrier in zip(complete, barriers, strict=True):
+        for i, barrier, gone in zip(complete, barriers, unlisted, strict=True):
             if barrier > readies[i].document.sequence:
                 await self.store.delete_publish(readies[i])
                 self.skipped.labels("deleted").inc()
-            elif await self._unlisted(readies[i], fresh=True):
+            elif gone:
                 await self.store.delete_publish(readies[i])
                 self.skipped.labels("unlisted").inc()
             else:
                 kept.append(i)
         return kept
 
-    async def _unlisted(self, ready: EmbeddingsReady, *, fresh: bool) -> bool:
-        """Whether a sync of its source published after this publish did not list it (the
+    async def _unlisted(self, readies: list[EmbeddingsReady], *, fresh: bool) -> list[bool]:
+        """Whether a sync of each publish's source, published after it, did not list it (the
         source no longer holds it: :mod:`kbus_searcher.index.syncmarks`)."""
         if self.syncs is None:
-            return False
-        doc = ready.document
+            return [False] * len(readies)
         return await self.syncs.unlisted(
-            doc.tenant, doc.library, doc.source, doc.document_id, doc.sequence, fresh=fresh
+            [
+                (
+                    r.document.tenant,
+                    r.document.library,
+                    r.document.source,
+                    r.document.document_id,
+                    r.document.sequence,
+                )
+                for r in readies
+            ],
+            fresh=fresh,
         )
 
     async def _receipt(self, ready: EmbeddingsReady) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from kbus_runtime.declaring import open_bucket
 from nats.js import JetStreamContext
@@ -35,6 +35,16 @@ CACHED_LISTS = 16
 def mark_key(tenant: str, library: str, source: str | None) -> str:
     """The key of a source's (or a whole library's) sync."""
     return f"{scope_key(tenant, library)}.s.{source or WHOLE_LIBRARY}"
+
+
+#: A publish as a sync checks it: tenant, library, source ("" for none), document id, sequence.
+Publish = tuple[str, str, str, str, int]
+
+
+def _keys(tenant: str, library: str, source: str) -> tuple[str, ...]:
+    """The marks that cover a publish: its library's whole-library sync and its source's."""
+    whole = mark_key(tenant, library, None)
+    return (whole, mark_key(tenant, library, source)) if source else (whole,)
 
 
 def parts(ids: Iterable[str]) -> list[bytes]:
@@ -86,7 +96,9 @@ class SyncMarks(FollowedBucket[int]):
             except KeyNotFoundError:
                 entry = None
             before = int(entry.value or b"0") if entry is not None else 0
-            if before >= sequence:
+            if before == sequence:
+                return  # this sync again (a redelivery): its list is the one kept
+            if before > sequence:
                 await self._forget(key, sequence)  # a later sync's list is the one kept
                 return
             try:
@@ -100,38 +112,41 @@ class SyncMarks(FollowedBucket[int]):
         if before:
             await self._forget(key, before)
 
-    async def unlisted(
-        self,
-        tenant: str,
-        library: str,
-        source: str,
-        document_id: str,
-        sequence: int,
-        *,
-        fresh: bool,
-    ) -> bool:
-        """Whether a sync of the document's library or source, published after this publish
-        (at ``sequence``), did not list it.
+    async def unlisted(self, publishes: Sequence[Publish], *, fresh: bool) -> list[bool]:
+        """For each publish (tenant, library, source, document id, sequence): whether a sync of
+        its library or its source, published after it, did not list it. Each source's mark is
+        read once.
 
         Args:
             fresh: Read the marks bucket; otherwise the in-memory copy answers when following
                 (it may miss a sync of a moment ago: a later fresh check catches it).
         """
-        sources = (None, source) if source else (None,)
-        for key in (mark_key(tenant, library, s) for s in sources):
-            copy = not fresh and self.following
-            mark = (self.copied(key) or 0) if copy else await self._mark(key)
-            if mark <= sequence:
-                continue
-            try:
-                listed = await self._listed(key, mark)
-            except KeyNotFoundError:
-                if copy:
-                    continue  # a later sync replaced this list: the fresh check reads it
-                listed = await self._listed(key, await self._mark(key))
-            if document_id not in listed:
+        keyed = [_keys(tenant, library, source) for tenant, library, source, _, _ in publishes]
+        keys = list(dict.fromkeys(key for keys in keyed for key in keys))
+        copy = not fresh and self.following
+        if copy:
+            marks = {key: self.copied(key) or 0 for key in keys}
+        else:
+            marks = dict(
+                zip(keys, await asyncio.gather(*(self._mark(k) for k in keys)), strict=True)
+            )
+        found = []
+        for (_, _, _, document_id, sequence), keys_of in zip(publishes, keyed, strict=True):
+            later = [key for key in keys_of if marks[key] > sequence]
+            found.append(
+                any([not await self._names(key, marks[key], document_id, copy) for key in later])
+            )
+        return found
+
+    async def _names(self, key: str, mark: int, document_id: str, copy: bool) -> bool:
+        """Whether the sync at ``mark`` listed the document (a list a later sync replaced
+        meanwhile counts as listing it when read from the copy: the fresh check decides)."""
+        try:
+            return document_id in await self._listed(key, mark)
+        except KeyNotFoundError:
+            if copy:
                 return True
-        return False
+            return document_id in await self._listed(key, await self._mark(key))
 
     async def _mark(self, key: str) -> int:
         try:
