@@ -141,7 +141,7 @@ class Reconciler:
         # then removed by the indexer's check after its write (as a deletion's tombstone is).
         await self.syncs.record(sync.tenant, sync.library, sync.source, sequence, listed)
         plan = plan_sync(listed, await self._indexed(sync), sequence)
-        await _each(plan.delete, lambda i: self._delete(sync, i, sequence))
+        await _gather(plan.delete, lambda i: self._delete(sync, i, sequence))
         settled, superseded, unsettled = await self._settle(sync, plan.pending, sequence)
         added = sum(1 for i in settled if not plan.pending[i][1])
         receipt = LibraryReconciled(
@@ -259,10 +259,6 @@ class Reconciler:
             await store.delete(sync.listing.name)
         except Exception as exc:
             log.warning("could not remove the sync list %s: %s", sync.listing.name, exc)
-
-
-async def _each(ids: list[str], act: Callable[[str], Awaitable[None]]) -> None:
-    await _gather(ids, act)
 
 
 async def _gather(ids: list[str], ask: Callable[[str], Awaitable[T]]) -> list[T]:
