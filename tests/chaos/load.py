@@ -13,9 +13,14 @@ from dataclasses import dataclass, field
 
 from kbus_client import KbClient, KbError
 from kbus_contract.topology import Topology
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.errors import ServiceUnavailableError
 
 from tests.chaos.ledger import LIBRARY, LedgerDoc
+
+#: Seconds the receipts are read for while their consumer answers 503 (no leader yet).
+LEADERLESS_BOUND_S = 30.0
 
 #: The wait each search is given: the client asks again within it after a retryable error.
 SEARCH_WAIT_S = 10.0
@@ -156,11 +161,7 @@ async def receipt_delays(
     sub = await js.pull_subscribe(topology.document_indexed, stream=topology.receipts_stream.name)
     first: dict[tuple[str, str, str], float] = {}
     try:
-        while True:
-            try:
-                batch = await sub.fetch(500, timeout=2.0)
-            except TimeoutError:
-                break
+        while batch := await _next_receipts(sub):
             for msg in batch:
                 body = json.loads(msg.data)
                 key = (body["tenant"], body["document_id"], body["version"])
@@ -174,3 +175,19 @@ async def receipt_delays(
         "p99_s": round(percentile(delays, 0.99), 2),
         "max_s": round(max(delays, default=0.0), 2),
     }
+
+
+async def _next_receipts(sub: JetStreamContext.PullSubscription) -> list[Msg]:
+    """The next batch of receipts, or none once the stream is read. A fresh consumer on a
+    cluster that was just rolled may have no leader for a moment (each fetch answers 503
+    at once): asked again until it has one, for up to ``LEADERLESS_BOUND_S``."""
+    deadline = time.monotonic() + LEADERLESS_BOUND_S
+    while True:
+        try:
+            return await sub.fetch(500, timeout=2.0)
+        except TimeoutError:
+            return []
+        except ServiceUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)

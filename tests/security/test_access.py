@@ -14,10 +14,13 @@ import json
 import random
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from kbus_client import KbClient, KbError
 from kbus_contract.tenancy import GRANT_ALL, grant_token
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 
 from tests.security.conftest import (
     BOT_GROUPS,
@@ -175,3 +178,91 @@ async def test_a_bound_credential_may_not_ask_on_another_credential_s_subject(
         assert any(
             "permissions violation" in e.lower() and subject.lower() in e.lower() for e in errors
         ), (subject, errors)
+
+
+#: What only the restricted document and its dead letter hold.
+HIDDEN = "hiddenmark"
+
+
+async def _listen(nc: Client, subjects: list[str], heard: list[tuple[str, bytes]]) -> None:
+    async def on(msg: Msg) -> None:
+        heard.append((msg.subject, msg.data))
+
+    for subject in subjects:
+        await nc.subscribe(subject, cb=on)
+    await nc.flush()
+
+
+def _records(restricted: bool) -> list[str]:
+    """Every receipt and dead-letter subject of t0's libraries, of one kind of form."""
+    names = ("document.indexed", "document.failed", "document.removed")
+    subjects = [TOPOLOGY.subject(n, restricted, tenant="t0", library="*") for n in names]
+    return [*subjects, TOPOLOGY.dead_letters_of("t0", None, restricted)]
+
+
+async def _publish_records(kb: KbClient) -> None:
+    """An everyone's and a restricted document: each indexed, then a broken copy of each
+    dead-lettered (its title in the letter), then each deleted."""
+    for document_id, access in (("open-doc", None), ("held-doc", ["g50"])):
+        word = HIDDEN if access else "openmark"
+        await kb.publish_document(
+            library=LIBRARY,
+            document_id=document_id,
+            text=f"The {word} note.",
+            access=access,
+            wait=True,
+            timeout_s=120,
+        )
+        broken: dict[str, Any] = {"tenant": "t0", "library": LIBRARY, "title": word, "text": " "}
+        broken |= {"document_id": f"{document_id}-bad", "access": access}
+        await kb.nc.jetstream().publish(TOPOLOGY.added("t0", LIBRARY), json.dumps(broken).encode())
+        await kb.delete_document(library=LIBRARY, document_id=document_id, wait=True)
+
+
+async def _until(heard: list[tuple[str, bytes]], count: int) -> None:
+    for _ in range(240):
+        if len(heard) >= count:
+            return
+        await asyncio.sleep(0.25)
+
+
+async def test_what_names_a_restricted_document_reaches_only_those_who_may_name_it(
+    shared: Locked,
+) -> None:
+    """Receipts, removals and dead letters (which hold the text) of a document the bot may not
+    read go on the forms ending in .restricted: the bot hears only the everyone's document's,
+    is refused the restricted forms and the feed's, and reads neither back from its feed; the
+    publisher and the operator's tool hear both."""
+    heard: dict[str, list[tuple[str, bytes]]] = {"t0-bot": [], "t0-ops": []}
+    errors: list[str] = []
+    bot = await connect(shared, "t0-bot", errors)
+    ops = await connect(shared, "t0-ops")
+    try:
+        await _listen(bot, _records(False), heard["t0-bot"])
+        await _listen(ops, _records(False) + _records(True), heard["t0-ops"])
+        await _listen(bot, _records(True), [])  # each refused by the server
+        async with await client_for(shared, "t0-all") as kb:
+            await _publish_records(kb)
+            await _until(heard["t0-ops"], 8)  # indexed, dead letter, failed, removed: twice
+            await asyncio.sleep(0.5)
+            written = await kb.feed("dead_letters", restricted=True, limit=500)
+    finally:
+        await bot.close()
+        await ops.close()
+    kinds = {name: Counter(TOPOLOGY.channel_of(s) for s, _ in got) for name, got in heard.items()}
+    print(f"\nheard: {kinds}")
+    assert not [s for s, data in heard["t0-bot"] if b"held-doc" in data or HIDDEN.encode() in data]
+    assert kinds["t0-bot"] == Counter(
+        {"document.indexed": 1, "deadletter": 1, "document.failed": 1, "document.removed": 1}
+    )
+    assert kinds["t0-ops"] == Counter({k: 2 * n for k, n in kinds["t0-bot"].items()})
+    refused = [e for e in errors if "permissions violation" in e.lower()]
+    assert len(refused) == len(_records(True)), errors  # each restricted form
+    assert "held-doc-bad" in json.dumps([e.message for e in written.entries])
+    async with await client_for(shared, "t0-bot") as reader:
+        read = json.dumps([e.message for e in (await reader.feed("dead_letters")).entries])
+        assert HIDDEN not in read
+        assert "open-doc-bad" in read
+        reader.timeout_s = 3.0  # the server drops the request: nothing ever answers
+        with pytest.raises(KbError):
+            await reader.feed("dead_letters", restricted=True)

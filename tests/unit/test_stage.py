@@ -156,9 +156,42 @@ async def test_a_dead_letter_goes_to_the_tenant_its_subject_names_not_its_body()
 async def test_a_message_between_the_services_is_dead_lettered_under_its_body_s_tenant() -> None:
     bus = Bus()
     stage, _ = _stage(bus)
-    body = json.dumps({"document": {**DOCUMENT, "tenant": "globex", "library": "hr"}}).encode()
+    named = {**DOCUMENT, "tenant": "globex", "library": "hr", "access": ["*"]}
+    body = json.dumps({"document": named}).encode()
     await _settle(stage, Message(body, subject="chunks.ready"), PermanentError("bad"))
     assert bus.published[0][0] == "deadletter.ingestor.globex.hr"
+
+
+@pytest.mark.parametrize(
+    ("subject", "body", "restricted"),
+    [
+        ("document.added.acme.handbook", _body(), False),
+        ("document.added.acme.handbook", _body(access=["sales"]), True),
+        ("chunks.ready", json.dumps({"document": {**DOCUMENT, "access": ["*"]}}).encode(), False),
+        ("chunks.ready", json.dumps({"document": {**DOCUMENT, "access": ["hr"]}}).encode(), True),
+        ("chunks.ready", json.dumps({"document": DOCUMENT}).encode(), True),
+        ("document.deleted.acme.handbook", b'{"tenant": "acme", "library": "handbook"}', False),
+        (
+            "document.deleted.acme.handbook",
+            b'{"tenant": "acme", "library": "handbook", "document_id": "d1"}',
+            True,
+        ),
+        ("document.synced.acme.handbook", b'{"tenant": "acme", "library": "handbook"}', True),
+        ("document.added.acme.handbook", b"not json", True),
+    ],
+)
+async def test_a_dead_letter_of_what_may_name_a_restricted_document_goes_on_its_restricted_form(
+    subject: str, body: bytes, restricted: bool
+) -> None:
+    """A credential bound to some principals listens to the plain forms only: what it must not
+    read (a restricted document's text, id or version; a sync's list; what cannot be read)
+    goes on the form ending in .restricted, with its document.failed receipt."""
+    bus = Bus()
+    stage, _ = _stage(bus)
+    await _settle(stage, Message(body, subject=subject), PermanentError("bad"))
+    suffix = ".restricted" if restricted else ""
+    assert bus.published[0][0] == "deadletter.ingestor.acme.handbook" + suffix
+    assert all(published.endswith(suffix) for published, _, _ in bus.published)
 
 
 async def test_a_message_that_is_not_its_contract_is_dead_lettered_saying_what_is_wrong() -> None:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from kbus_client import KbClient
+from kbus_contract.restricted import may_name_restricted
 from rich.console import Console
 
 T = TypeVar("T")
@@ -45,6 +46,14 @@ class Access:
         if self.tls is not None:
             found["tls"] = self.tls
         return found
+
+    def names_restricted(self) -> bool:
+        """Whether the credential reaches the records of restricted documents (a development
+        bus, without one, enforces nothing)."""
+        held = self.credential
+        if not held:
+            return True
+        return may_name_restricted(held.get("rights") == "write", held.get("acts_for", ()))
 
 
 access = Access()

@@ -103,7 +103,8 @@ def dlq_list(
         client = await connect(nats_url, prefix, None)
         async with client:
             # A tenant's credential reads its tenant's dead letters; an operator, everyone's.
-            return await list_dead_letters(client, _credential_tenant())
+            tenant = _credential_tenant()
+            return await list_dead_letters(client, tenant, restricted=access.names_restricted())
 
     letters = run(go())
     if as_json:
@@ -145,7 +146,8 @@ def dlq_replay(
         replayed = 0
         async with client:
             tenant = _credential_tenant()
-            for stored in await list_dead_letters(client, tenant):
+            held = await list_dead_letters(client, tenant, restricted=access.names_restricted())
+            for stored in held:
                 if not everything and stored.sequence not in (sequence or []):
                     continue
                 try:

@@ -58,20 +58,23 @@ class StoredLetter:
 
 
 async def list_dead_letters(
-    client: KbClient, tenant: str | None = None, limit: int = 1_000
+    client: KbClient, tenant: str | None = None, limit: int = 1_000, *, restricted: bool = True
 ) -> list[StoredLetter]:
     """The dead letters in the stream, oldest first: every tenant's (an operator's view, read
-    from the stream), or one tenant's (what its credential may read: ``kb.feed``)."""
+    from the stream), or one tenant's (what its credential may read: ``kb.feed``, with those of
+    restricted documents if ``restricted``)."""
     if tenant is not None:
-        return await _tenant_letters(client, limit)
+        return await _tenant_letters(client, limit, restricted)
     return await _stream_letters(client.nc, client.topology, limit)
 
 
-async def _tenant_letters(client: KbClient, limit: int) -> list[StoredLetter]:
+async def _tenant_letters(client: KbClient, limit: int, restricted: bool) -> list[StoredLetter]:
     out: list[StoredLetter] = []
     after, more = 0, True
     while more and len(out) < limit:
-        page = await client.feed(FeedKind.DEAD_LETTERS, after=after, limit=MAX_FEED_ENTRIES)
+        page = await client.feed(
+            FeedKind.DEAD_LETTERS, after=after, limit=MAX_FEED_ENTRIES, restricted=restricted
+        )
         for entry in page.entries:
             with contextlib.suppress(ValidationError):
                 out.append(StoredLetter(entry.sequence, DeadLetter.model_validate(entry.message)))

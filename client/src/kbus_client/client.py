@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -83,7 +84,10 @@ class KbClient(LibraryReads, LibrarySyncs, AgentTools):
         self.timeout_s = timeout_s
         self.retry = retry
         self._bodies = ClaimChecks(nc, self.topology, claim_check_bytes)
-        self._receipts = ReceiptWatcher(nc, self.topology, self.granted, self._ask_feed)
+        # Only a publisher waits for receipts: it may hear those of restricted documents.
+        self._receipts = ReceiptWatcher(
+            nc, self.topology, self.granted, partial(self._ask_feed, restricted=True)
+        )
         self._ids = MessageIds()
         self._publisher = Publisher(nc, self.topology, self._bodies, self._receipts, self._ids)
 
@@ -273,8 +277,7 @@ class KbClient(LibraryReads, LibrarySyncs, AgentTools):
             )
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
-        removed = self.topology.removed(deletion.tenant, deletion.library)
-        async with removal_of(self.nc, removed, deletion, listen=wait) as done:
+        async with removal_of(self.nc, self.topology, deletion, listen=wait) as done:
             await self.nc.jetstream().publish(
                 self.topology.deleted(deletion.tenant, deletion.library),
                 deletion.model_dump_json().encode(),
@@ -361,12 +364,14 @@ class KbClient(LibraryReads, LibrarySyncs, AgentTools):
         asked: SearchRequest | StatsRequest | ProfileRequest | FeedRequest,
         reply: type[R],
         timeout_s: float | None = None,
+        restricted: bool = False,
     ) -> R:
         """A request on catalog channel ``name``, the asked tenant's subject within this
-        client's grant; its errors name the service that answers it. Asked again after a
-        retryable error while ``timeout_s`` allows (:mod:`kbus_client.retrying`), each try with
-        what is left of the budget; a reply with a ``tries`` field says how many it took."""
-        subject = self.topology.asked(name, asked.tenant, self.grant)
+        client's grant (its form for restricted documents with ``restricted``); its errors name
+        the service that answers it. Asked again after a retryable error while ``timeout_s``
+        allows (:mod:`kbus_client.retrying`), each try with what is left of the budget; a reply
+        with a ``tries`` field says how many it took."""
+        subject = self.topology.asked(name, asked.tenant, self.grant, restricted)
         stage = channel(name).receiver
 
         async def attempt(left_s: float) -> R:

@@ -36,11 +36,12 @@ class LibraryReads:
         asked: SearchRequest | StatsRequest | ProfileRequest | FeedRequest,
         reply: type[R],
         timeout_s: float | None = None,
+        restricted: bool = False,
     ) -> R:
         raise NotImplementedError
 
-    async def _ask_feed(self, asked: FeedRequest) -> FeedReply:
-        return await self._ask("kb.feed", asked, FeedReply)
+    async def _ask_feed(self, asked: FeedRequest, restricted: bool = False) -> FeedReply:
+        return await self._ask("kb.feed", asked, FeedReply, restricted=restricted)
 
     async def stats(
         self, *, tenant: str | None = None, principals: Sequence[str] = ()
@@ -97,9 +98,12 @@ class LibraryReads:
         since: datetime | None = None,
         limit: int = 100,
         tenant: str | None = None,
+        restricted: bool = False,
     ) -> FeedReply:
         """The tenant's stored receipts or dead letters (of the grant's libraries, or one),
-        oldest first: after a stream sequence (a reply's ``last``), or from a time."""
+        oldest first: after a stream sequence (a reply's ``last``), or from a time. Those of
+        documents not everyone may read too with ``restricted``, which only a credential that
+        may write, or act for anyone, may ask."""
         asked = FeedRequest(
             tenant=self.tenant_for(tenant),
             kind=FeedKind(kind),
@@ -108,4 +112,4 @@ class LibraryReads:
             since=since,
             limit=limit,
         )
-        return await self._ask_feed(asked)
+        return await self._ask_feed(asked, restricted)

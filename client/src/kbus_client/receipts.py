@@ -41,11 +41,11 @@ _SLACK = timedelta(seconds=5)
 
 @contextlib.asynccontextmanager
 async def removal_of(
-    nc: Client, subject: str, deletion: DocumentDeleted, *, listen: bool
+    nc: Client, topology: Topology, deletion: DocumentDeleted, *, listen: bool
 ) -> AsyncIterator[asyncio.Future[DocumentRemoved]]:
-    """The receipt of a deletion, listened for on ``subject`` (from before the deletion is
-    published, so it cannot go by unseen) while the block runs; ``listen=False`` listens to
-    nothing."""
+    """The receipt of a deletion, listened for (from before the deletion is published, so it
+    cannot go by unseen) while the block runs; ``listen=False`` listens to nothing. A document's
+    removal may come on the form for restricted documents, which its publisher holds."""
     done: asyncio.Future[DocumentRemoved] = asyncio.get_running_loop().create_future()
     wanted = (deletion.tenant, deletion.library, deletion.document_id)
 
@@ -55,11 +55,13 @@ async def removal_of(
         if same and not done.done():
             done.set_result(receipt)
 
-    sub = await nc.subscribe(subject, cb=on_removed) if listen else None
+    forms = (False, True) if deletion.document_id is not None else (False,)
+    subjects = [topology.removed(deletion.tenant, deletion.library, r) for r in forms]
+    subs = [await nc.subscribe(s, cb=on_removed) for s in subjects] if listen else []
     try:
         yield done
     finally:
-        if sub is not None:
+        for sub in subs:
             await sub.unsubscribe()
 
 
@@ -88,8 +90,9 @@ class Waiting:
 class ReceiptWatcher:
     """Listens to a tenant's receipts and dead letters, shared by every waiting publish.
 
-    A credential listens on its own subjects only (each granted library's), which is all its
-    account imports. What went by while the connection was down is read back from kbus's store
+    A credential listens on its own subjects only (each granted library's, with their forms
+    for restricted documents, which a publisher's credential holds), which is all its account
+    imports. What went by while the connection was down is read back from kbus's store
     (``kb.feed``) once it is up again, and once more before a wait gives up, so no publish waits
     for a receipt that was sent while no one listened.
     """
@@ -114,9 +117,11 @@ class ReceiptWatcher:
             subs = []
             libraries: Sequence[str | None] = self._granted or [None]
             for library in libraries:
-                indexed, letters = t.indexed_of(tenant, library), t.dead_letters_of(tenant, library)
-                subs.append(await self._nc.subscribe(indexed, cb=self._on_indexed))
-                subs.append(await self._nc.subscribe(letters, cb=self._on_dead_letter))
+                for restricted in (False, True):
+                    indexed = t.indexed_of(tenant, library, restricted)
+                    letters = t.dead_letters_of(tenant, library, restricted)
+                    subs.append(await self._nc.subscribe(indexed, cb=self._on_indexed))
+                    subs.append(await self._nc.subscribe(letters, cb=self._on_dead_letter))
             await self._nc.flush()  # listening before anything is published
             self._subs[tenant] = subs
 

@@ -130,6 +130,11 @@ def _answering(t: Topology, user: str, publish: list[str]) -> Permissions:
     )
 
 
+def _dead_letters(t: Topology, stage: str) -> list[str]:
+    """Where a stage publishes its dead letters: both forms (a restricted document's apart)."""
+    return [t.dead_letter(stage, "*", "*", restricted) for restricted in (False, True)]
+
+
 def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, Permissions]:
     """The permissions of kbus's services in their account (``tenants``: whose large texts the
     ingestor reads)."""
@@ -150,7 +155,7 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
                 *(right for tenant in tenants for right in _bodies_reader(t, tenant)),
                 "$JS.API.STREAM.NAMES",  # nats-py finds an object's stream by subject
                 *_kv(t.profiles_bucket),
-                t.dead_letter("ingestor", "*", "*"),
+                *_dead_letters(t, "ingestor"),
                 t.document_failed,
             ],
         ),
@@ -161,7 +166,7 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
                 *_stage(t, "generator"),
                 t.chunks_ready,
                 *_kv(t.generated_bucket),
-                t.dead_letter("generator", "*", "*"),
+                *_dead_letters(t, "generator"),
                 t.document_failed,
             ],
         ),
@@ -173,7 +178,7 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
                 t.embeddings_ready,
                 *_kv(t.embed_cache_bucket),
                 *_kv(t.token_states_bucket),
-                t.dead_letter("embedder", "*", "*"),
+                *_dead_letters(t, "embedder"),
                 t.document_failed,
             ],
         ),
@@ -219,7 +224,7 @@ def _searcher(t: Topology) -> list[str]:
         *_consumer(t.advisories_stream.name, t.advisory_durable, t.max_deliveries_advisories),
         *(f"$JS.API.STREAM.MSG.GET.{s.name}" for s in t.work_streams),
         *(f"$JS.API.STREAM.MSG.DELETE.{s.name}" for s in t.work_streams),
-        t.dead_letter("*", "*", "*"),
+        *_dead_letters(t, "*"),
         t.every("kb.embed"),
         t.every("kb.rerank"),
     ]

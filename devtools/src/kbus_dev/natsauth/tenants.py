@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kbus_contract.catalog import Channel, Use, tenant_channels
+from kbus_contract.catalog import Channel, Use, is_restricted, tenant_channels
 from kbus_contract.topology import Topology
 
 from kbus_dev.natsauth.users import KBUS_ACCOUNT, Credential, Permissions, inbox
@@ -55,15 +55,17 @@ def _is_tenant_wide(form: str) -> bool:
 
 def _scoped(t: Topology, entry: Channel, credential: Credential) -> list[str]:
     """A channel's subjects as one credential may use them: its tenant, its grant, each of its
-    libraries (or every one), the tenant-wide forms only for a credential of every library."""
+    libraries (or every one), the tenant-wide forms only for a credential of every library, the
+    forms for restricted documents only for a credential that may name them."""
     subjects: list[str] = []
     for library in credential.libraries or ["*"]:
         filled = t.forms(
             entry.name, tenant=credential.tenant, grant=credential.grant, library=library
         )
         for form, subject in zip(entry.forms, filled, strict=True):
-            wide = _is_tenant_wide(form)
-            if subject not in subjects and not (wide and credential.libraries is not None):
+            wide = _is_tenant_wide(form) and credential.libraries is not None
+            hidden = is_restricted(form) and not credential.names_restricted
+            if subject not in subjects and not wide and not hidden:
                 subjects.append(subject)
     return subjects
 

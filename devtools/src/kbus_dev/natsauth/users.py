@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kbus_contract.restricted import may_name_restricted
 from kbus_contract.tenancy import grant_token
 
 SERVICES = ("admin", "ingestor", "generator", "embedder", "searcher", "reranker")
@@ -52,6 +53,12 @@ class Credential:
     @property
     def grant(self) -> str:
         return grant_token(self.libraries, self.acts_for)
+
+    @property
+    def names_restricted(self) -> bool:
+        """Whether it reaches what names restricted documents (their receipts, dead letters and
+        feed)."""
+        return may_name_restricted(self.write, self.acts_for)
 
 
 @dataclass

@@ -23,6 +23,16 @@ from kbus_contract.lanes import Lane, lane_of_form
 
 _TOKEN = re.compile(r"^\{(\w+)\}$")
 
+#: The last token of a form that carries what names restricted documents (those whose
+#: ``access`` is not everyone): their receipts, their dead letters, the feed that reads them
+#: back. Only a credential that may write the library, or act for anyone, reaches such a form.
+RESTRICTED = "restricted"
+
+
+def is_restricted(form: str) -> bool:
+    """Whether a form (or a subject) is one of those for restricted documents."""
+    return form.rsplit(".", 1)[-1] == RESTRICTED
+
 
 class Use(StrEnum):
     """What a tenant's credential may do with a subject (always its own tenant's forms)."""
@@ -60,7 +70,7 @@ class Channel:
         """Every subject of the channel as one subscription (without a bus prefix): each token
         a ``*`` for a request, everything after the fixed part (``>``) for the rest."""
         first = self.forms[0].split(".")
-        if self.reply is not None:
+        if self.reply is not None and len({len(f.split(".")) for f in self.forms}) == 1:
             return ".".join("*" if _TOKEN.match(t) else t for t in first)
         fixed: list[str] = []
         for token in first:
@@ -81,10 +91,13 @@ class Channel:
         """Whether a bus prefix applies (the server's own ``$`` subjects have none)."""
         return not self.forms[0].startswith("$")
 
-    def fill(self, **tokens: str | None) -> str:
-        """The subject of the first form whose every token is given (``None``: not given)."""
+    def fill(self, restricted: bool = False, **tokens: str | None) -> str:
+        """The subject of the first form whose every token is given (``None``: not given),
+        among the forms for restricted documents or among the others."""
         given = {name: value for name, value in tokens.items() if value is not None}
         for form in self.forms:
+            if is_restricted(form) != restricted:
+                continue
             names = [m.group(1) for t in form.split(".") if (m := _TOKEN.match(t))]
             if set(names) <= set(given):
                 return form.format(**given)
@@ -211,47 +224,58 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         "document.indexed",
-        ("document.indexed.{tenant}.{library}",),
+        ("document.indexed.{tenant}.{library}", "document.indexed.{tenant}.{library}.restricted"),
         c.DocumentIndexed,
         description="Receipt: a document's version is searchable, on "
-        "document.indexed.{tenant}.{library} (stream RECEIPTS).",
+        "document.indexed.{tenant}.{library}, or with .restricted after it for a document "
+        "not everyone may read (stream RECEIPTS).",
         senders=("indexer",),
         use=Use.RECEIVE,
     ),
     Channel(
         "document.removed",
-        ("document.removed.{tenant}.{library}", "document.removed.{tenant}"),
+        (
+            "document.removed.{tenant}.{library}",
+            "document.removed.{tenant}",
+            "document.removed.{tenant}.{library}.restricted",
+        ),
         c.DocumentRemoved,
         description="Receipt: what a deletion removed, on the deletion's own tenant and library "
-        "tokens (stream RECEIPTS).",
+        "tokens; a document's removal with .restricted after them unless every chunk it "
+        "removed was everyone's (stream RECEIPTS).",
         senders=("indexer",),
         use=Use.RECEIVE,
     ),
     Channel(
         "document.reconciled",
-        ("document.reconciled.{tenant}.{library}",),
+        ("document.reconciled.{tenant}.{library}.restricted",),
         c.LibraryReconciled,
         description="Receipt: what a sync did (added, changed, unchanged, deleted, failed), on "
-        "document.reconciled.{tenant}.{library} (stream RECEIPTS).",
+        "document.reconciled.{tenant}.{library}.restricted: it names documents of the source, "
+        "so it is for its publisher (stream RECEIPTS).",
         senders=("indexer",),
         use=Use.RECEIVE,
     ),
     Channel(
         "document.failed",
-        ("document.failed.{tenant}.{library}",),
+        ("document.failed.{tenant}.{library}", "document.failed.{tenant}.{library}.restricted"),
         c.DocumentFailed,
         description="Receipt: a document will not be indexed, with the stage and reason, on "
-        "document.failed.{tenant}.{library} (stream RECEIPTS; the dead letter holds the "
-        "original).",
+        "document.failed.{tenant}.{library} (.restricted after it unless the document is "
+        "everyone's) (stream RECEIPTS; the dead letter holds the original).",
         senders=("ingestor", "embedder", "indexer"),
         use=Use.RECEIVE,
     ),
     Channel(
         "deadletter",
-        ("deadletter.{stage}.{tenant}.{library}",),
+        (
+            "deadletter.{stage}.{tenant}.{library}",
+            "deadletter.{stage}.{tenant}.{library}.restricted",
+        ),
         c.DeadLetter,
         description="A message a stage could not process, with why, on "
-        "deadletter.{stage}.{tenant}.{library} (_ where not known) (stream DEADLETTER).",
+        "deadletter.{stage}.{tenant}.{library} (_ where not known); .restricted after it "
+        "unless the message is of a document everyone may read (stream DEADLETTER).",
         senders=("ingestor", "embedder", "indexer"),
         use=Use.RECEIVE,
     ),
@@ -290,12 +314,13 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         "kb.feed",
-        ("kb.feed.{tenant}.{grant}",),
+        ("kb.feed.{tenant}.{grant}", "kb.feed.{tenant}.{grant}.restricted"),
         c.FeedRequest,
         c.FeedReply,
         description="A tenant's receipts or dead letters as stored, oldest first, from a "
         "sequence or a time (request-reply), on kb.feed.{tenant}.{grant}: only the grant's "
-        "libraries'.",
+        "libraries', and those of restricted documents only on "
+        "kb.feed.{tenant}.{grant}.restricted.",
         senders=("client",),
         receiver="searcher",
         micro="kbus-search",

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kbus_contract.catalog import CHANNELS, Use
+from kbus_contract.catalog import CHANNELS, Use, is_restricted
 from kbus_contract.errors import ErrorCode, PermanentError
 
 #: The grant token of a credential that may read every library of its tenant.
@@ -46,6 +46,9 @@ class Identity:
     tenant: str | None = None
     library: str | None = None
     grant: str | None = None
+    #: Sent on a form for restricted documents (only a credential that may write the library,
+    #: or act for anyone, may publish there).
+    restricted: bool = False
 
     def libraries(self) -> frozenset[str] | None:
         """The libraries the grant reaches (None: all of the tenant's)."""
@@ -72,10 +75,14 @@ def names_tenant(tokens: list[str]) -> bool:
 def identity_of(tokens: list[str]) -> Identity:
     """The tenant, library and grant a subject (its tokens, without prefix) names."""
     for entry in _TENANTED:
-        found = entry.read(tokens)
-        if found is not None:
+        matched = entry.match(tokens)
+        if matched is not None:
+            form, found = matched
             return Identity(
-                _known(found["tenant"]), _known(found.get("library")), found.get("grant")
+                _known(found["tenant"]),
+                _known(found.get("library")),
+                found.get("grant"),
+                is_restricted(form),
             )
     return Identity()
 

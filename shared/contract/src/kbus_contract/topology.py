@@ -79,9 +79,10 @@ class Topology(Buckets):
     # services take the tenant from the subject the server let through (Identity), never from
     # the body alone.
 
-    def subject(self, name: str, **tokens: str | None) -> str:
-        """The subject of catalog channel ``name`` with these tokens (None: a form without it)."""
-        return self._placed(channel(name), channel(name).fill(**tokens))
+    def subject(self, name: str, restricted: bool = False, **tokens: str | None) -> str:
+        """The subject of catalog channel ``name`` with these tokens (None: a form without it);
+        with ``restricted``, its form for restricted documents (``catalog.RESTRICTED``)."""
+        return self._placed(channel(name), channel(name).fill(restricted, **tokens))
 
     def every(self, name: str) -> str:
         """Every subject of catalog channel ``name``, as one subscription."""
@@ -126,13 +127,13 @@ class Topology(Buckets):
         """Where a deletion in a library (or of a whole tenant, without one) is published."""
         return self.subject("document.deleted", tenant=tenant, library=library)
 
-    def indexed(self, tenant: str, library: str) -> str:
+    def indexed(self, tenant: str, library: str, restricted: bool = False) -> str:
         """Receipt: a document of this library is searchable."""
-        return self.subject("document.indexed", tenant=tenant, library=library)
+        return self.subject("document.indexed", restricted, tenant=tenant, library=library)
 
-    def removed(self, tenant: str, library: str | None = None) -> str:
+    def removed(self, tenant: str, library: str | None = None, restricted: bool = False) -> str:
         """Receipt: what a deletion removed."""
-        return self.subject("document.removed", tenant=tenant, library=library)
+        return self.subject("document.removed", restricted, tenant=tenant, library=library)
 
     def synced(self, tenant: str, library: str) -> str:
         """Where a library's (or one source's) complete list is published."""
@@ -140,31 +141,47 @@ class Topology(Buckets):
 
     def reconciled(self, tenant: str, library: str) -> str:
         """Receipt: what a sync did."""
-        return self.subject("document.reconciled", tenant=tenant, library=library)
+        return self.subject("document.reconciled", True, tenant=tenant, library=library)
 
-    def failed(self, tenant: str, library: str) -> str:
+    def failed(self, tenant: str, library: str, restricted: bool = False) -> str:
         """Receipt: a document will not be indexed."""
-        return self.subject("document.failed", tenant=tenant, library=library)
+        return self.subject("document.failed", restricted, tenant=tenant, library=library)
 
-    def dead_letter(self, stage: str, tenant: str | None = None, library: str | None = None) -> str:
+    def dead_letter(
+        self,
+        stage: str,
+        tenant: str | None = None,
+        library: str | None = None,
+        restricted: bool = False,
+    ) -> str:
         """A dead letter of a stage, under the tenant and library of its message (``_`` where
         they are not known)."""
         return self.subject(
-            "deadletter", stage=stage, tenant=tenant or UNKNOWN, library=library or UNKNOWN
+            "deadletter",
+            restricted,
+            stage=stage,
+            tenant=tenant or UNKNOWN,
+            library=library or UNKNOWN,
         )
 
-    def indexed_of(self, tenant: str, library: str | None = None) -> str:
+    def indexed_of(self, tenant: str, library: str | None = None, restricted: bool = False) -> str:
         """The receipts of a tenant's library (all its libraries without one)."""
-        return self.subject("document.indexed", tenant=tenant, library=library or "*")
+        return self.subject("document.indexed", restricted, tenant=tenant, library=library or "*")
 
-    def dead_letters_of(self, tenant: str, library: str | None = None) -> str:
+    def dead_letters_of(
+        self, tenant: str, library: str | None = None, restricted: bool = False
+    ) -> str:
         """The dead letters of a tenant's library (all its libraries without one), any stage."""
-        return self.subject("deadletter", stage="*", tenant=tenant, library=library or "*")
+        return self.subject(
+            "deadletter", restricted, stage="*", tenant=tenant, library=library or "*"
+        )
 
-    def asked(self, name: str, tenant: str, grant: str = GRANT_ALL) -> str:
+    def asked(
+        self, name: str, tenant: str, grant: str = GRANT_ALL, restricted: bool = False
+    ) -> str:
         """A tenant's request subject of catalog channel ``name`` (``kb.search``...), within a
         grant (:func:`grant_token`)."""
-        return self.subject(name, tenant=tenant, grant=grant)
+        return self.subject(name, restricted, tenant=tenant, grant=grant)
 
     # -- every tenant's (what streams capture and services subscribe to) -----------------------
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from kbus_contract import ORIGINAL_LIMIT, DeadLetter, DocumentFailed, ErrorInfo, ErrorReply
 from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.restricted import message_is_everyones
 from kbus_contract.topology import Topology
 from kbus_contract.wire import PUBLISH_BOUND_S, decode, request, until_acknowledged
 from nats.aio.client import Client
@@ -285,9 +286,10 @@ class Stage:
         self._count_refusal(letter.tenant, code)
         # Ids make a retry after a half-done attempt harmless: JetStream drops the repeat.
         msg_id = f"{stage}/{letter.subject}/{letter.stream_sequence}"
+        restricted = not message_is_everyones(self.topology.channel_of(subject), body)
         await self.publish(
             letter,
-            self.topology.dead_letter(stage, letter.tenant, letter.library),
+            self.topology.dead_letter(stage, letter.tenant, letter.library, restricted),
             stream=self.topology.dead_letter_stream.name,
             msg_id=msg_id,
         )
@@ -303,7 +305,7 @@ class Stage:
             )
             await self.publish(
                 failed,
-                self.topology.failed(failed.tenant, failed.library),
+                self.topology.failed(failed.tenant, failed.library, restricted),
                 stream=self.topology.receipts_stream.name,
                 msg_id=msg_id,
             )

@@ -8,6 +8,7 @@ import logging
 from faststream.nats.message import NatsMessage
 from kbus_contract import DocumentDeleted, DocumentIndexed, DocumentRemoved, EmbeddingsReady
 from kbus_contract.errors import ErrorCode, PermanentError
+from kbus_contract.restricted import is_everyones
 from kbus_contract.tenancy import require_library
 from kbus_runtime.batching import Batcher
 from kbus_runtime.stage import Stage, stream_sequence
@@ -314,7 +315,7 @@ class Indexer:
         # Parts finishing together may each see the document complete: one receipt is kept.
         await self.stage.publish(
             receipt,
-            topology.indexed(doc.tenant, doc.library),
+            topology.indexed(doc.tenant, doc.library, not is_everyones(doc.access)),
             stream=topology.receipts_stream.name,
             msg_id=f"indexed:{doc.tenant}:{doc.library}:{doc.document_id}:{doc.sequence}:"
             f"{doc.version}",
@@ -327,6 +328,9 @@ class Indexer:
         message id is ``receipt_id`` (a sync deletes several documents at one sequence)."""
         await self.tombstones.record(deletion, sequence)
         try:
+            # A library's or tenant's deletion names no document: everyone of it hears that.
+            named = deletion.document_id is not None
+            restricted = named and await self.store.deletes_restricted(deletion, sequence)
             removed = await self.store.delete_scope(deletion, sequence)
         except WeaviateBaseError as exc:
             raise unavailable(exc, "delete") from exc
@@ -338,7 +342,7 @@ class Indexer:
                 document_id=deletion.document_id,
                 chunks_deleted=removed,
             ),
-            topology.removed(deletion.tenant, deletion.library),
+            topology.removed(deletion.tenant, deletion.library, restricted),
             stream=topology.receipts_stream.name,
             msg_id=receipt_id or f"removed:{sequence}",
         )

@@ -2,7 +2,9 @@
 
 A tenant's credential holds no JetStream API (docs/security.md), so it cannot open a consumer
 on kbus's streams; the searcher reads them for it, on the subject whose tenant and grant NATS
-let the request through, and only the subjects of that tenant's granted libraries.
+let the request through, and only the subjects of that tenant's granted libraries; those of
+restricted documents only on the feed's form for them (``kb.feed.{tenant}.{grant}.restricted``,
+which only a credential that may write, or act for anyone, may ask on).
 """
 
 from __future__ import annotations
@@ -53,16 +55,20 @@ class Feed:
             ) from exc
 
     def _where(self, req: FeedRequest, sent: Identity) -> tuple[str, list[str]]:
-        """The stream and the filter subjects of what the request may read."""
+        """The stream and the filter subjects of what the request may read: those naming
+        restricted documents only when it came on the feed's form for them."""
         t = self.stage.topology
         granted = sorted(sent.libraries() or ())
         libraries: list[str] = [req.library] if req.library else granted or ["*"]
+        forms = (False, True) if sent.restricted else (False,)
         if req.kind is FeedKind.DEAD_LETTERS:
-            return t.dead_letter_stream.name, [t.dead_letters_of(req.tenant, x) for x in libraries]
+            letters = [t.dead_letters_of(req.tenant, x, r) for x in libraries for r in forms]
+            return t.dead_letter_stream.name, letters
         subjects = [
-            t.subject(name, tenant=req.tenant, library=library)
+            t.subject(name, restricted, tenant=req.tenant, library=library)
             for library in libraries
             for name in _RECEIPTS
+            for restricted in forms
         ]
         if libraries == ["*"]:
             subjects.append(t.removed(req.tenant))  # a whole tenant's deletion

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from kbus_contract import DocumentDeleted, EmbeddedChunk, EmbeddingsReady
 from kbus_contract.base import Metadata
+from kbus_contract.identifiers import EVERYONE
 from kbus_runtime.analysis import keyword_text
 from kbus_runtime.tracing import store_span
 from weaviate.classes.data import DataObject
@@ -118,9 +119,7 @@ class ChunkWriter:
             & Filter.by_property("sequence").equal(sequence)
             & filters.own_objects()
         )
-        handle = self.collections.use(name, tenant, write=True)
-        result = await handle.aggregate.over_all(filters=where, total_count=True)
-        return int(result.total_count or 0)
+        return await _count(self.collections.use(name, tenant, write=True), where)
 
     async def read_chunks(self, name: str, tenant: str) -> AsyncIterator[dict[str, Any]]:
         """Every chunk of a tenant in a collection, with its id (``uuid``) and properties."""
@@ -236,11 +235,7 @@ class ChunkWriter:
 
         Applies to the collection of every model, so a re-embedding in progress loses it too.
         """
-        where = Filter.by_property("sequence").less_than(before_sequence)
-        if deletion.library is not None:
-            where = where & Filter.by_property("library").equal(deletion.library)
-        if deletion.document_id is not None:
-            where = where & Filter.by_property("document_id").equal(deletion.document_id)
+        where = _deleted_by(deletion, before_sequence)
         removed = 0
         for name in await self.collections.all_physical():
             if await self.collections.tenant_exists(deletion.tenant, name):
@@ -248,6 +243,20 @@ class ChunkWriter:
                     self.collections.use(name, deletion.tenant, write=True), where
                 )
         return removed
+
+    async def deletes_restricted(self, deletion: DocumentDeleted, before_sequence: int) -> bool:
+        """Whether a deletion would remove a chunk not everyone may read, or nothing at all
+        (what it names may be a restricted document still on its way): its receipt then goes
+        to those who may name restricted documents only."""
+        where = _deleted_by(deletion, before_sequence)
+        everyone = where & filters.readable((EVERYONE,))
+        found = everyones = 0
+        for name in await self.collections.all_physical():
+            if await self.collections.tenant_exists(deletion.tenant, name):
+                handle = self.collections.use(name, deletion.tenant, write=True)
+                found += await _count(handle, where)
+                everyones += await _count(handle, everyone)
+        return found == 0 or everyones < found
 
     async def delete_publish(self, ready: EmbeddingsReady) -> int:
         """Delete the chunks written by this publish (a deletion or a later publish overtook
@@ -347,6 +356,22 @@ def _metadata(metadata: Metadata) -> dict[str, Any]:
         "metadata_json": json.dumps(metadata),
         "metadata_kv": filters.metadata_terms(metadata),
     }
+
+
+def _deleted_by(deletion: DocumentDeleted, before_sequence: int) -> _Filters:
+    """The chunks a deletion removes: its document's, library's or tenant's, published before
+    it."""
+    where = Filter.by_property("sequence").less_than(before_sequence)
+    if deletion.library is not None:
+        where = where & Filter.by_property("library").equal(deletion.library)
+    if deletion.document_id is not None:
+        where = where & Filter.by_property("document_id").equal(deletion.document_id)
+    return where
+
+
+async def _count(handle: Any, where: _Filters) -> int:
+    result = await handle.aggregate.over_all(filters=where, total_count=True)
+    return int(result.total_count or 0)
 
 
 async def _delete_all(handle: Any, where: _Filters) -> int:
