@@ -68,7 +68,8 @@ class Channel:
     @property
     def subject_template(self) -> str:
         """Every subject of the channel as one subscription (without a bus prefix): each token
-        a ``*`` for a request, everything after the fixed part (``>``) for the rest."""
+        a ``*`` for a request whose forms are all one length, everything after the fixed part
+        (``>``) for the rest."""
         first = self.forms[0].split(".")
         if self.reply is not None and len({len(f.split(".")) for f in self.forms}) == 1:
             return ".".join("*" if _TOKEN.match(t) else t for t in first)
