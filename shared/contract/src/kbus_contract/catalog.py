@@ -30,7 +30,8 @@ RESTRICTED = "restricted"
 
 
 def is_restricted(form: str) -> bool:
-    """Whether a form (or a subject) is one of those for restricted documents."""
+    """Whether a form is one of those for restricted documents. Forms only: a subject's last
+    token may be a library named "restricted" (match the subject to its form first)."""
     return form.rsplit(".", 1)[-1] == RESTRICTED
 
 
