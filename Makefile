@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install demo up up-cluster stop test unit lint docs bench bench-fairness bench-context bench-access chaos chaos-cluster
+.PHONY: install demo up up-cluster stop test unit lint docs bench bench-fairness bench-context bench-access bench-neighbour chaos chaos-cluster
 
 install:
 	./scripts/install.sh
@@ -59,6 +59,11 @@ bench-context: install
 # Search time with per-document access filtering against without, on one library.
 bench-access: install
 	$(RUN) python -m bench.access $(ACCESS_ARGS)
+
+# A noisy neighbour: one tenant's flood of 1 MB documents and heavy searches beside another's
+# small documents and searches, side by side with the quiet run (CI runs it at 20 s).
+bench-neighbour: install
+	$(RUN) python -m bench.neighbour $(NEIGHBOUR_ARGS)
 
 # The chaos test at full size (CI runs it at 200 documents inside `make test`).
 chaos: install

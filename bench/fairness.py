@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+from kbus_client.storing import until_stored
 from kbus_contract import DocumentAdded, DocumentIndexed
 from kbus_contract.lanes import Lane
 from kbus_contract.topology import Topology
@@ -83,7 +84,9 @@ async def _publish(
     headers = {"Nats-Msg-Id": doc.message_id()}
     subject = topology.added(doc.tenant, doc.library, lane)
     timings.published[(doc.tenant, doc.document_id)] = time.monotonic()
-    await nc.jetstream().publish(subject, doc.model_dump_json().encode(), headers=headers)
+    body = doc.model_dump_json().encode()
+    # Sent again while the gate holds the tenant to its budget of documents waiting.
+    await until_stored(lambda: nc.jetstream().publish(subject, body, headers=headers))
 
 
 def _probe(tenant: str, n: int) -> DocumentAdded:

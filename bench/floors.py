@@ -17,7 +17,7 @@ from kbus_runtime.passages import passage_text
 from kbus_runtime.settings import StoreSettings
 from kbus_runtime.store import weaviate_client
 from kbus_searcher.settings import SearcherSettings
-from kbus_searcher.store import ChunkStore, Query
+from kbus_searcher.store import ChunkStore, Query, Scope
 from weaviate import WeaviateAsyncClient
 
 from bench.corpus import Corpus
@@ -169,16 +169,14 @@ class QueryFloor:
         t0 = time.perf_counter()
         vector = self.encoder.embed([query])[0].tolist()
         t1 = time.perf_counter()
-        found = await self._chunks.queries.search(
+        found = await self._chunks.view(Scope.of_caller(self.tenant, None, ("*",))).search(
             Query(
-                tenant=self.tenant,
                 libraries=(self.library,),
                 text=query,
                 vector=vector,
                 search_type=SearchType.HYBRID,
                 alpha=self.alpha,
                 limit=_fetch_size(),
-                readers=("*",),
             )
         )
         t2 = time.perf_counter()

@@ -316,7 +316,9 @@ async def measure(
                 await declare_streams(js, topology)
                 for body in bodies["added"]:
                     await js.publish(
-                        topology.added("bench", "bench"), body, headers=dict(JSON_HEADERS)
+                        topology.accepted(topology.added("bench", "bench")),
+                        body,
+                        headers=dict(JSON_HEADERS),
                     )
                 run = _stage(variant, url, js, topology)
                 meter = Meter(server)

@@ -33,7 +33,7 @@ async def _round(servers: list[Server], messages: int, parallel: int, prefix: st
         topology = Topology(prefix, replicas=3)
         js = nc.jetstream(timeout=10.0)
         await declare_streams(js, topology)
-        subject = topology.added("bench", "fsync")
+        subject = topology.accepted(topology.added("bench", "fsync"))  # the stream itself
         body = b"x" * MESSAGE_BYTES
         gate = asyncio.Semaphore(parallel)
 

@@ -67,7 +67,7 @@ async def candidates(
         async with limit:
             embedded = await request(
                 kb.nc,
-                Topology().every("kb.embed"),
+                Topology().subject("kb.embed", tenant="_"),
                 EmbedRequest(texts=(text,), input_type=InputType.QUERY),
                 EmbedReply,
                 stage="embedder",

@@ -48,6 +48,14 @@ TEST_STORAGE = {
 }
 
 
+#: Budgets a test that drains one stage alone sets (no next stage runs to take what it makes).
+UNBOUNDED = {
+    "KBUS_DEFAULT_BUDGET": json.dumps(
+        {"chunk_messages": 1_000_000, "embedding_messages": 1_000_000}
+    )
+}
+
+
 @contextlib.contextmanager
 def own_services(
     nats_url: str,
@@ -126,12 +134,13 @@ async def publish_raw(
     tenant: str | None = None,
     library: str | None = None,
 ) -> None:
-    """Publish raw bytes to a tenant's library's ``document.added`` subject (by default the one
-    the payload names, where it is JSON that names them) and wait for the stream to store them."""
+    """Store raw bytes in the documents stream as the gate would have accepted them on a
+    tenant's library's ``document.added`` subject (by default the one the payload names, where
+    it is JSON that names them): what a stage must withstand whatever reaches its stream."""
     named = _named(payload)
     tenant = tenant or str(named.get("tenant") or "t")
     library = library or str(named.get("library") or "lib")
-    await nc.jetstream().publish(topology.added(tenant, library), payload)
+    await nc.jetstream().publish(topology.accepted(topology.added(tenant, library)), payload)
 
 
 def _named(payload: bytes) -> dict[str, Any]:

@@ -10,8 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from kbus_dev.services import STAGES
 
 from tests.chaos.harness import SEARCH_GAP_TARGET_S, ChaosConfig, run_chaos
+from tests.chaos.monkey import CARRIERS
 
 pytestmark = pytest.mark.chaos
 
@@ -24,7 +26,8 @@ async def test_nothing_is_lost_duplicated_stale_or_misplaced_under_chaos(tmp_pat
     assert findings.damage() == dict.fromkeys(findings.damage(), 0), findings.examples
     assert findings.chunks_checked > 300
     kills = [a for a in report.actions if "kill:" in a]
-    assert len(kills) == 15  # five stages (the searcher as indexer and query searcher), 3 each
+    # Every stage a document passes through (the searcher as indexer and query searcher), 3 each.
+    assert len(kills) == 3 * len(CARRIERS)
     assert any("restart:nats" in a for a in report.actions)
     assert any("outage:weaviate" in a for a in report.actions)
 
@@ -83,7 +86,7 @@ async def test_a_cluster_loses_nothing_and_answers_every_search_through_kills_an
     kinds = {a.split()[1].split(":")[0] for a in report.actions if ":" in a}
     assert {"kill", "leader", "node"} <= kinds
     assert any("(the Raft leader)" in a for a in report.actions), report.actions
-    assert len(report.rolling_restart.replaced) == 12
+    assert len(report.rolling_restart.replaced) == 2 * len(STAGES)
     searches = report.searches
     assert searches.not_retryable == 0, searches
     assert report.rolling_restart.failed == 0, (searches.failures, report.rolling_restart)

@@ -73,7 +73,7 @@ def test_prod_replicates_streams_and_every_stage_scales_on_its_backlog() -> None
         for r in resources
         if r["kind"] == "HorizontalPodAutoscaler"
     }
-    assert hpas == {"kbus-searcher-query", "kbus-reranker"}
+    assert hpas == {"kbus-gateway", "kbus-searcher-query", "kbus-reranker"}
     assert {
         v["minReplicaCount"] for v in (r["spec"] for r in resources if r["kind"] == "ScaledObject")
     } == {2}
@@ -114,17 +114,12 @@ def test_each_pod_uses_its_own_nats_user_and_inbox() -> None:
         assert env["KBUS_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == user
 
 
-def test_the_setup_job_provisions_the_tenants_nats_auth_lists(tmp_path: Path) -> None:
+def test_nothing_is_provisioned_per_tenant_but_its_account(tmp_path: Path) -> None:
+    """nats-auth writes the accounts and credentials; the setup job takes no tenant list."""
     from kbus_dev.natsauth import main as nats_auth
 
     nats_auth(["--out", str(tmp_path), "--credential", "acme", "--credential", "b=globex:x"])
-    written = yaml.safe_load((tmp_path / "tenants-configmap.yaml").read_text())
+    assert not list(tmp_path.glob("tenants*"))
     [job] = list(yaml.safe_load_all((ROOT / "deploy/k8s/base/setup-job.yaml").read_text()))
-    spec = job["spec"]["template"]["spec"]
-    [volume] = [v for v in spec["volumes"] if "configMap" in v]
-    assert volume["configMap"]["name"] == written["metadata"]["name"]
-    [mount] = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
-    command = spec["containers"][0]["command"]
-    path = command[command.index("--tenants-file") + 1]
-    assert path == f"{mount['mountPath']}/tenants.txt"
-    assert written["data"]["tenants.txt"] == "acme\nglobex\n"
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command == ["python", "-m", "kbus_searcher.jobs.setup"]

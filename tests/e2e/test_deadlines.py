@@ -106,7 +106,7 @@ async def test_a_rerank_whose_caller_has_gone_is_not_scored(stack: Stack) -> Non
             try:
                 return await request(
                     client.nc,
-                    stack.topology.every("kb.rerank"),
+                    stack.topology.subject("kb.rerank", tenant="_"),
                     payload,
                     RerankReply,
                     stage="reranker",

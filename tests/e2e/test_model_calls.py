@@ -22,7 +22,7 @@ from kbus_dev.services import service_env, start_service, wait_healthy
 from kbus_runtime.declaring import declare_streams
 
 from tests.conftest import Servers
-from tests.helpers import TEST_STORAGE, chunks_ready, unsettled
+from tests.helpers import TEST_STORAGE, UNBOUNDED, chunks_ready, unsettled
 
 DOCUMENTS = 96
 CHUNKS_PER_DOCUMENT = 4  # about SciFact's mean (19,979 chunks of 5,183 documents)
@@ -66,7 +66,7 @@ async def test_a_backlog_is_embedded_in_full_model_calls(servers: Servers, tmp_p
         # 64 held, 512 texts: enough for a model call running and the next full. The default
         # holds 32 (a newly fetched document waits behind fewer, docs/tuning.md), and made 7
         # of 10 calls short of 48 texts on these 8-chunk documents.
-        extra={**TEST_STORAGE, "KBUS_EMBEDDER_CONCURRENCY": "64"},
+        extra={**TEST_STORAGE, **UNBOUNDED, "KBUS_EMBEDDER_CONCURRENCY": "64"},
     )
     embedder = start_service("embedder", env, tmp_path)
     try:

@@ -21,7 +21,7 @@ from kbus_dev.services import service_env, start_service, wait_healthy
 from kbus_runtime.declaring import declare_streams
 
 from tests.conftest import Servers
-from tests.helpers import TEST_STORAGE, chunks_ready, unsettled
+from tests.helpers import TEST_STORAGE, UNBOUNDED, chunks_ready, unsettled
 
 DOCUMENTS = 36
 CHUNKS_PER_DOCUMENT = 8
@@ -56,6 +56,7 @@ async def _run(servers: Servers, processes: int, logs: Path) -> list[float]:
             "KBUS_EMBEDDER_THREADS": "1",
             "KBUS_EMBEDDER_CONCURRENCY": "4",
             **TEST_STORAGE,
+            **UNBOUNDED,
         },
     )
     embedders = [

@@ -35,7 +35,7 @@ async def _taken_order(
     published += [(tenant, lane, f"late-{tenant}-{lane.value}") for tenant, lane in late]
     for tenant, lane, doc_id in published:
         payload = json.dumps(document(tenant, "lib", doc_id, f"Text of {doc_id}.")).encode()
-        await js.publish(topology.added(tenant, "lib", lane), payload)
+        await js.publish(topology.accepted(topology.added(tenant, "lib", lane)), payload)
     async with TestApp(create_app(IngestorSettings(bus=bus, concurrency=1))):
         taken = await take_work(nc, topology.chunks_ready, "order", count=len(published))
     return [ChunksReady.model_validate(raw).document.document_id for raw in taken]
@@ -65,7 +65,7 @@ async def test_a_weight_gives_a_tenant_that_many_turns(
     for i in range(40):
         for tenant in ("gold", "plain"):
             payload = json.dumps(document(tenant, "lib", f"{tenant}{i}", f"Text {i}.")).encode()
-            await js.publish(topology.added(tenant, "lib"), payload)
+            await js.publish(topology.accepted(topology.added(tenant, "lib")), payload)
     weighted = bus.model_copy(update={"tenant_weights": {"gold": 3.0}})
     async with TestApp(create_app(IngestorSettings(bus=weighted, concurrency=1))):
         taken = await take_work(nc, topology.chunks_ready, "order", count=80)

@@ -168,7 +168,8 @@ def _sample(metrics: str, name: str) -> float:
 async def _delete(nc: Client, topology: Topology, **scope: str) -> int:
     """Publish a deletion; returns its stream sequence."""
     ack = await nc.jetstream().publish(
-        topology.deleted("t1", scope.get("library")), json.dumps({"tenant": "t1", **scope}).encode()
+        topology.accepted(topology.deleted("t1", scope.get("library"))),
+        json.dumps({"tenant": "t1", **scope}).encode(),
     )
     return int(ack.seq)
 
@@ -227,7 +228,7 @@ async def test_deletions_of_a_document_a_library_and_a_tenant(
         # Publishes and deletions share the documents stream's sequence. No ingestor runs here,
         # so stand-in publishes take sequences 1-3 and the deletions come after them.
         for _ in range(3):
-            await nc.jetstream().publish(topology.added("t1", "lib"), b"{}")
+            await nc.jetstream().publish(topology.accepted(topology.added("t1", "lib")), b"{}")
         for i, (library, doc) in enumerate([("lib", "a"), ("lib", "b"), ("lib2", "c")]):
             await _publish(
                 nc, topology, ready("t1", library, doc, "v", [f"{doc} shared"], sequence=i + 1)
@@ -244,7 +245,9 @@ async def test_deletions_of_a_document_a_library_and_a_tenant(
         late = ready("t1", "lib", "a", "v", ["a shared"], sequence=seq - 1)
         await _publish(nc, topology, late)
         # A publish made after the deletion is indexed again.
-        after = (await nc.jetstream().publish(topology.added("t1", "lib"), b"{}")).seq
+        after = (
+            await nc.jetstream().publish(topology.accepted(topology.added("t1", "lib")), b"{}")
+        ).seq
         await _publish(nc, topology, ready("t1", "lib", "a", "v2", ["a again"], sequence=after))
         await find_in_stream(nc, topology.document_indexed, {"document_id": "a", "version": "v2"})
         texts = {h.text for h in (await _keyword(nc, topology, "shared again")).results}

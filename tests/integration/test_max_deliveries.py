@@ -39,7 +39,7 @@ async def test_a_message_that_kills_every_worker_is_dead_lettered_while_the_hand
     config.filter_subject = topology.document_added
     await js.add_consumer(topology.documents_stream.name, config)
     poison = document("acme", "lib", "poison", text="this one crashes the ingestor")
-    await js.publish(topology.added("acme", "lib"), json.dumps(poison).encode())
+    await js.publish(topology.accepted(topology.added("acme", "lib")), json.dumps(poison).encode())
     sub = await js.pull_subscribe_bind(
         topology.ingestor_durable,
         topology.documents_stream.name,

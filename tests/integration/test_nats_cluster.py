@@ -59,7 +59,7 @@ async def _publish_through_kills(
     await declare_streams(js, topology)
     stream = topology.documents_stream.name
     failed = 0
-    subject = topology.added("acme", "ledger")
+    subject = topology.accepted(topology.added("acme", "ledger"))
     kill_at = {MESSAGES * (k + 1) // (kills + 1) for k in range(kills)}
     for n in range(MESSAGES):
         if n in kill_at:

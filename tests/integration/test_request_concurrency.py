@@ -77,7 +77,9 @@ class SlowEmbedder:
     def __init__(self) -> None:
         self.overlap = Overlap()
 
-    async def embed(self, texts: Sequence[str], input_type: InputType) -> tuple[np.ndarray, None]:
+    async def embed(
+        self, texts: Sequence[str], input_type: InputType, key: str = ""
+    ) -> tuple[np.ndarray, None]:
         self.overlap.enter()
         await asyncio.sleep(WAIT_S)
         self.overlap.leave()

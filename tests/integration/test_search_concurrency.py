@@ -9,6 +9,7 @@ import time
 from faststream import TestApp
 from kbus_contract import RerankReply, RerankRequest, SearchReply
 from kbus_contract.topology import Topology
+from kbus_runtime.budgets import BudgetSettings, TenantBudget
 from kbus_runtime.settings import BusSettings, StoreSettings
 from kbus_searcher.app import create_app
 from kbus_searcher.settings import SearcherSettings
@@ -42,7 +43,10 @@ async def test_searches_are_answered_side_by_side(
         task.add_done_callback(answering.discard)
 
     await nc.subscribe(topology.every("kb.rerank"), cb=slow_reranker)
-    app = create_app(SearcherSettings(bus=bus, store=store_settings, search_concurrency=3))
+    # The tenant may hold every slot (by default one tenant holds a quarter of them).
+    budgets = BudgetSettings(tenant_budgets={"t1": TenantBudget(requests_in_flight=3)})
+    settings = SearcherSettings(bus=bus, store=store_settings, search_concurrency=3)
+    app = create_app(settings.model_copy(update={"budgets": budgets}))
     async with TestApp(app):
         indexed = ready("t1", "lib", "doc", "v1", ["one common", "two common"])
         await nc.jetstream().publish(

@@ -9,7 +9,7 @@ from kbus_contract import DocumentDeleted, EmbeddedChunk, EmbeddingsReady, Searc
 from kbus_contract.errors import PermanentError
 from kbus_runtime.settings import StoreSettings
 from kbus_runtime.store import weaviate_client
-from kbus_searcher.store import ChunkStore, Query
+from kbus_searcher.store import ChunkStore, Query, Scope
 from weaviate import WeaviateAsyncClient
 
 from tests.helpers import DIM, ready, unit_vector
@@ -23,16 +23,14 @@ async def _search(
     search_type: SearchType = SearchType.KEYWORD,
     **filters: object,
 ) -> list[str]:
-    found = await store.queries.search(
+    found = await store.view(Scope.of_caller(tenant, None, ("*",))).search(
         Query(
-            tenant=tenant,
             libraries=libraries,
             text=query,
             vector=list(unit_vector(0)),
             search_type=search_type,
             alpha=0.5,
             limit=20,
-            readers=("*",),
             filters=filters,  # type: ignore[arg-type]
         )
     )
@@ -52,16 +50,14 @@ async def test_tenants_and_libraries_are_walls(store: ChunkStore) -> None:
 
 async def test_hybrid_candidates_carry_every_score(store: ChunkStore) -> None:
     await store.writes.upsert(ready("t1", "lib", "d", "v1", ["quartz watch repair", "other text"]))
-    [top, *_] = await store.queries.search(
+    [top, *_] = await store.view(Scope.of_caller("t1", None, ("*",))).search(
         Query(
-            tenant="t1",
             libraries=("lib",),
             text="quartz",
             vector=list(unit_vector(0)),
             search_type=SearchType.HYBRID,
             alpha=0.5,
             limit=5,
-            readers=("*",),
         )
     )
     assert top.keyword is not None
@@ -83,16 +79,14 @@ async def test_a_redelivery_overwrites_and_a_new_version_replaces(store: ChunkSt
     await store.writes.upsert(second)
     assert await store.writes.count_stored(second) == 1
     assert await store.writes.delete_superseded([second]) == 3
-    found = await store.queries.search(
+    found = await store.view(Scope.of_caller("t1", None, ("*",))).search(
         Query(
-            tenant="t1",
             libraries=("lib",),
             text="one two three uno",
             vector=None,
             search_type=SearchType.KEYWORD,
             alpha=0.5,
             limit=20,
-            readers=("*",),
         )
     )
     assert [(c.properties["version"], c.properties["text"]) for c in found] == [("v2", "uno")]
@@ -186,7 +180,7 @@ async def test_a_deletion_larger_than_one_delete_request_removes_everything(
         assert not any(await store.writes.write(docs[begin : begin + 40]))
     removed = await store.writes.delete_scope(DocumentDeleted(tenant="t1", library="big"), 10)
     assert removed == 404 * 25
-    assert await store.queries.library_stats("t1", ("*",)) == []
+    assert await store.view(Scope.of_caller("t1", None, ("*",))).library_stats() == []
 
 
 async def test_unknown_tenant(store: ChunkStore) -> None:
@@ -307,42 +301,94 @@ async def test_a_matching_text_finds_its_chunk_once_and_says_which(store: ChunkS
     await store.writes.upsert(sheet)
     await store.writes.upsert(sheet)  # a redelivery overwrites its matching texts too
 
-    [hit] = await store.queries.search(_query("t1", ("shop",), "waterproof rain", None))
+    [hit] = await store.view(T1).search(_query(("shop",), "waterproof rain", None))
     assert (hit.uuid, hit.properties["text"]) == (sheet.chunks[0].chunk_id, sheet.chunks[0].text)
     assert hit.properties["matched"] == described[0]
 
     # Found by its own words and both matching texts: the chunk once, by the best of them.
-    both = await store.queries.search(
-        _query("t1", ("shop",), "trail", list(unit_vector(51)), SearchType.HYBRID)
+    both = await store.view(T1).search(
+        _query(("shop",), "trail", list(unit_vector(51)), SearchType.HYBRID)
     )
     assert [c.uuid for c in both] == [sheet.chunks[0].chunk_id, sheet.chunks[1].chunk_id]
     assert both[0].properties["matched"] == described[1]
 
     # Counted as what they are: two chunks of one document.
     assert await store.writes.count_stored(sheet) == 2
-    assert await store.queries.library_stats("t1", ("*",)) == [("shop", 1, 2)]
-    assert len(await store.queries.documents("t1", "shop", {}, 10, ("*",))) == 1
+    assert await store.view(Scope.of_caller("t1", None, ("*",))).library_stats() == [("shop", 1, 2)]
+    assert len(await store.view(Scope.of_caller("t1", None, ("*",))).documents("shop", {}, 10)) == 1
 
     newer = ready("t1", "shop", "sheet", "v2", ["Trail runner 3."], sequence=2)
     await store.writes.upsert(newer)
     assert await store.writes.delete_superseded([newer]) == 4  # 2 chunks, 2 matching texts
-    assert await store.queries.search(_query("t1", ("shop",), "waterproof", None)) == []
+    assert await store.view(T1).search(_query(("shop",), "waterproof", None)) == []
+
+
+#: Everyone's documents of tenant t1, as a caller reads them.
+T1 = Scope.of_caller("t1", None, ("*",))
 
 
 def _query(
-    tenant: str,
     libraries: tuple[str, ...],
     text: str,
     vector: list[float] | None,
     search_type: SearchType = SearchType.KEYWORD,
 ) -> Query:
     return Query(
-        tenant=tenant,
         libraries=libraries,
         text=text,
         vector=vector,
         search_type=search_type,
         alpha=0.5,
         limit=20,
-        readers=("*",),
     )
+
+
+async def test_every_read_of_a_view_holds_its_scope(store: ChunkStore) -> None:
+    """A caller's view sees nothing a reader of its scope may not read, through any of its
+    reads; kbus's own (a whole scope, which says why) sees it all."""
+    public = ready("t1", "held", "open", "v1", ["the open note", "more open"], seed=10)
+    secret = ready("t1", "held", "locked", "v1", ["the lockedword note", "more locked"], seed=20)
+    secret = secret.model_copy(
+        update={"document": secret.document.model_copy(update={"access": ("hr",)})}
+    )
+    other = ready("t1", "elsewhere", "far", "v1", ["the lockedword elsewhere"], seed=30)
+    for doc in (public, secret, other):
+        await store.writes.upsert(doc)
+    caller = store.view(Scope.of_caller("t1", ("held",), ("*",)))
+    whole = store.view(Scope.whole("t1", ("held",), "the test compares"))
+    locked_ids = [c.chunk_id for c in secret.chunks]
+    query = _query(("held", "elsewhere"), "lockedword", None)
+    assert await caller.search(query) == []
+    assert len(await whole.search(query)) == 1  # its libraries only, restricted ones too
+    assert await caller.keywords(locked_ids) == {}
+    assert set(await whole.keywords(locked_ids)) == set(locked_ids)
+    assert await caller.blocks(("held", "locked", "v1"), 0, 5) == []
+    assert len(await whole.blocks(("held", "locked", "v1"), 0, 5)) == 2
+    assert [d["document_id"] for d in await caller.documents("held", {}, 10)] == ["open"]
+    assert await caller.library_stats() == [("held", 1, 2)]
+    assert await caller.count_chunks() == 2
+    assert await whole.count_chunks() == 4
+    assert set((await caller.versions(None, None, 10))[0]) == {"open"}
+    assert set((await whole.versions(None, None, 10))[0]) == {"open", "locked"}
+    vector = list(secret.chunks[0].vector)
+    assert (await whole.best_cosine(("held",), vector) or 0) > 0.999
+    assert (await caller.best_cosine(("held",), vector) or 0) < 0.999
+
+
+def test_a_scope_that_sees_every_document_says_why() -> None:
+    with pytest.raises(ValueError, match="says why"):
+        Scope.whole("t1", None, "")
+
+
+async def test_a_republish_of_the_same_version_leaves_nothing_of_the_older_one(
+    store: ChunkStore,
+) -> None:
+    """The same version again with fewer chunks: the positions it lacks are deleted once it is
+    complete (the others it overwrote, same ids)."""
+    first = ready("t1", "lib", "same", "v1", ["one", "two", "three"], seed=40, sequence=5)
+    second = ready("t1", "lib", "same", "v1", ["only"], seed=50, sequence=9)
+    await store.writes.upsert(first)
+    await store.writes.upsert(second)
+    assert await store.writes.delete_superseded([second]) == 2
+    whole = store.view(Scope.whole("t1", None, "the test counts"))
+    assert await whole.count_chunks() == 1

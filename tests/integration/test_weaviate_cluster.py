@@ -22,7 +22,7 @@ from kbus_dev.cluster import (
 from kbus_dev.servers import Server
 from kbus_runtime.settings import StoreSettings
 from kbus_runtime.store import WeaviateNodes, weaviate_client
-from kbus_searcher.store import ChunkStore
+from kbus_searcher.store import ChunkStore, Scope
 from kbus_searcher.store.schema import Replication
 from weaviate.exceptions import WeaviateBaseError
 
@@ -55,7 +55,7 @@ async def _store(node: Server, factor: int, read: str = "QUORUM") -> AsyncIterat
 
 
 async def _documents(store: ChunkStore, tenant: str) -> set[str]:
-    rows = await store.queries.documents(tenant, "ledger", {}, 1_000, ("*",))
+    rows = await store.view(Scope.of_caller(tenant, None, ("*",))).documents("ledger", {}, 1_000)
     return {row["document_id"] for row in rows}
 
 

@@ -102,7 +102,7 @@ def service_env(locked: Locked, user: str) -> dict[str, str]:
         "KBUS_WEAVIATE_GRPC_PORT": str(locked.weaviate_grpc),
         "KBUS_WEAVIATE_API_KEY": WEAVIATE_KEY,
         "KBUS_WEAVIATE_COLLECTION": "Locked",
-        "KBUS_SEARCHER_TENANT_LIMITS": json.dumps({LIMITED: {"searches_per_second": RATE}}),
+        "KBUS_TENANT_BUDGETS": json.dumps({LIMITED: {"searches_per_second": RATE}}),
     }
 
 
@@ -129,7 +129,7 @@ def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Locked]:
             nats_server,
         )
         setup = subprocess.run(
-            [sys.executable, "-m", "kbus_searcher.jobs.setup", *(f"--tenant={t}" for t in TENANTS)],
+            [sys.executable, "-m", "kbus_searcher.jobs.setup"],
             env=service_env(state, "admin"),
             capture_output=True,
             text=True,
@@ -243,6 +243,13 @@ class Observer:
         info: dict[str, Any] = json.loads(reply.data)
         return None if "error" in info else info
 
+    async def stream_subjects(self, name: str, subjects: str) -> dict[str, int]:
+        """Messages per subject a stream holds of those matching ``subjects``."""
+        request = json.dumps({"subjects_filter": subjects}).encode()
+        reply = await self.nc.request(f"$JS.API.STREAM.INFO.{name}", request, timeout=5)
+        found: dict[str, int] = json.loads(reply.data).get("state", {}).get("subjects") or {}
+        return found
+
     async def consumers(self, stream: str) -> list[dict[str, Any]]:
         reply = await self.nc.request(f"$JS.API.CONSUMER.LIST.{stream}", b"{}", timeout=5)
         found: list[dict[str, Any]] = json.loads(reply.data).get("consumers") or []
@@ -269,9 +276,15 @@ def _matches(subject: str, pattern: str) -> bool:
     return len(tokens) == len(wanted)
 
 
-#: Every subject of the victim's: documents, deletions, receipts, dead letters, requests.
-VICTIMS = [f"{kind}.{VICTIM}.>" for kind in ("document.added", "document.deleted")] + [
+#: Every subject of the victim's: documents, deletions and syncs (as sent to the gate and as
+#: stored), its large texts, receipts, dead letters.
+VICTIMS = [
+    f"{stored}document.{kind}.{VICTIM}.>"
+    for kind in ("added", "deleted", "synced", "body")
+    for stored in ("", "accepted.")
+] + [
     TOPOLOGY.deleted(VICTIM),
+    TOPOLOGY.accepted(TOPOLOGY.deleted(VICTIM)),
     f"deadletter.*.{VICTIM}.>",
 ]
 

@@ -213,7 +213,10 @@ async def _publish_records(kb: KbClient) -> None:
             wait=True,
             timeout_s=120,
         )
-        broken: dict[str, Any] = {"tenant": "t0", "library": LIBRARY, "title": word, "text": " "}
+        # Well-formed (the gate stores it), but no JSON records to read: the ingestor's.
+        broken: dict[str, Any] = {"tenant": "t0", "library": LIBRARY, "title": word}
+        broken |= {"text": f"{word} is not JSON", "content_type": "application/json"}
+        broken |= {"template": {"text": "{body}"}}
         broken |= {"document_id": f"{document_id}-bad", "access": access}
         await kb.nc.jetstream().publish(TOPOLOGY.added("t0", LIBRARY), json.dumps(broken).encode())
         await kb.delete_document(library=LIBRARY, document_id=document_id, wait=True)

@@ -11,11 +11,14 @@ credential of one library (``-a``) or of the whole tenant (``-all``).
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from typing import Any
 
 import pytest
 from kbus_client import KbClient
-from kbus_contract import DocumentAdded, DocumentDeleted
+from kbus_contract import BodyPart, DocumentAdded, DocumentDeleted
+from kbus_contract.intake import BODY_PART_BYTES
 from kbus_contract.lanes import Lane
 from nats.aio.client import Client
 
@@ -43,13 +46,10 @@ def _evil_stream(name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "storage": "file", "num_replicas": 1, **extra}
 
 
+BODIES = T.bodies_stream.name
 CAPTURE = _evil_stream(
-    f"OBJ_{T.bodies_bucket('t3')}",
-    subjects=[
-        "kb.>",
-        "_INBOX_t2-all.>",
-        f"$O.{T.bodies_bucket('t3')}.>",
-    ],
+    BODIES,
+    subjects=["kb.>", "_INBOX_t2-all.>", f"{T.accepted('document.body')}.>"],
     no_ack=True,
     allow_direct=True,
     max_bytes=-1,
@@ -60,15 +60,14 @@ CAPTURE = _evil_stream(
 async def test_no_stream_can_be_created_or_changed_to_capture_others(
     locked: Locked, victim: KbClient, observer: Observer
 ) -> None:
-    """Attacks 1 and 3: a stream (even the tenant's own store) created or updated with other
-    subjects, sources, a mirror, or no limits."""
+    """Attacks 1 and 3: a stream (even the shared store of large texts, where the tenant's own
+    share is) created or updated with other subjects, sources, a mirror, or no limits."""
     nc = await connect(locked, "t3-a")
-    store = f"OBJ_{T.bodies_bucket('t3')}"
-    before = await observer.stream(store)
+    before = await observer.stream(BODIES)
     try:
         answers = [
-            await attempt(nc, f"$JS.API.STREAM.CREATE.{store}", CAPTURE),
-            await attempt(nc, f"$JS.API.STREAM.UPDATE.{store}", CAPTURE),
+            await attempt(nc, f"$JS.API.STREAM.CREATE.{BODIES}", CAPTURE),
+            await attempt(nc, f"$JS.API.STREAM.UPDATE.{BODIES}", CAPTURE),
             await attempt(
                 nc,
                 "$JS.API.STREAM.CREATE.EVIL",
@@ -80,44 +79,40 @@ async def test_no_stream_can_be_created_or_changed_to_capture_others(
         ]
     finally:
         await nc.close()
-    after = await observer.stream(store)
-    assert after is not None
-    config = after["config"]
-    assert not config.get("sources"), f"the store sources {len(config['sources'])} streams"
-    prefix = f"$O.{T.bodies_bucket('t3')}."
-    assert all(s.startswith(prefix) for s in config["subjects"]), config["subjects"]
-    assert config["max_bytes"] > 0
-    assert not config.get("no_ack")
+    after = await observer.stream(BODIES)
     assert before is not None
-    assert config == before["config"]
+    assert after is not None
+    assert after["config"] == before["config"]
+    assert not after["config"].get("sources")
+    assert after["config"]["max_bytes"] > 0
     assert await observer.stream("EVIL") is None
     assert await observer.stream("EVIL2") is None
     assert not any(granted(a) for a in answers), answers
     assert await still_readable(victim)
 
 
-async def _plant(nc: Client, tenant: str, token: str, body: bytes) -> bool:
-    """Publish ``body`` into the tenant's own store as an object's chunk would go."""
-    try:
-        await nc.jetstream(timeout=2).publish(f"$O.{T.bodies_bucket(tenant)}.C.{token}", body)
-    except Exception:
-        return False
-    return True
+async def _plant(nc: Client, tenant: str, name: str, body: bytes) -> str:
+    """Send ``body`` as a part of a large text into the tenant's own share (the gate's way):
+    the gate's answer."""
+    part = BodyPart.of(name, len(body), 0, body)
+    return await attempt(
+        nc, T.subject("document.body", tenant=tenant, library=LIBRARY), part.model_dump(mode="json")
+    )
 
 
 async def test_no_republish_writes_or_deletes_in_another_tenant(
     locked: Locked, victim: KbClient, observer: Observer
 ) -> None:
-    """Attack 2: the tenant's store republishing what it stores onto another tenant's
+    """Attack 2: the store of large texts republishing what it stores onto another tenant's
     document.added and document.deleted subjects."""
     nc = await connect(locked, "t1-a")
-    bucket = T.bodies_bucket("t1")
-    store = f"OBJ_{bucket}"
     republish = {
-        "src": f"$O.{bucket}.C.*.*",
-        "dest": f"document.{{{{wildcard(1)}}}}.{VICTIM}.{LIBRARY}",
+        "src": f"{T.accepted('document.body')}.>",
+        "dest": f"document.added.{VICTIM}.{LIBRARY}",
     }
-    config = _evil_stream(store, subjects=[f"$O.{bucket}.>"], republish=republish)
+    config = _evil_stream(
+        BODIES, subjects=[f"{T.accepted('document.body')}.>"], republish=republish
+    )
     injected = DocumentAdded(
         tenant=VICTIM,
         library=LIBRARY,
@@ -128,11 +123,11 @@ async def test_no_republish_writes_or_deletes_in_another_tenant(
     deletion = DocumentDeleted(tenant=VICTIM, library=LIBRARY, document_id="victim-doc")
     try:
         answers = [
-            await attempt(nc, f"$JS.API.STREAM.CREATE.{store}", config),
-            await attempt(nc, f"$JS.API.STREAM.UPDATE.{store}", config),
+            await attempt(nc, f"$JS.API.STREAM.CREATE.{BODIES}", config),
+            await attempt(nc, f"$JS.API.STREAM.UPDATE.{BODIES}", config),
         ]
-        await _plant(nc, "t1", "added.1", injected.model_dump_json().encode())
-        await _plant(nc, "t1", "deleted.1", deletion.model_dump_json().encode())
+        await _plant(nc, "t1", "a" * 64, injected.model_dump_json().encode())
+        await _plant(nc, "t1", "b" * 64, deletion.model_dump_json().encode())
     finally:
         await nc.close()
     await asyncio.sleep(5)  # the pipeline's time to index or delete what landed
@@ -142,35 +137,34 @@ async def test_no_republish_writes_or_deletes_in_another_tenant(
     assert not any(granted(a) for a in answers), answers
 
 
-async def test_a_tenant_cannot_fill_the_disk_past_its_store(
+async def test_a_tenant_cannot_fill_the_store_past_its_budget(
     locked: Locked, observer: Observer
 ) -> None:
-    """Attack 3: a store without limits, and more written than its limit."""
+    """Attack 3: the shared store of large texts filled: refused at the tenant's budget (an
+    eighth of the store), whatever it sends; the store itself cannot be made unlimited."""
     nc = await connect(locked, "t0-all")
-    bucket = T.bodies_bucket("t0")
-    store = f"OBJ_{bucket}"
-    unlimited = _evil_stream(store, subjects=[f"$O.{bucket}.>"], max_bytes=-1, discard="old")
-    written = 0
+    unlimited = _evil_stream(BODIES, subjects=[">"], max_bytes=-1, discard="old")
+    refusals: list[str] = []
     try:
-        answer = await attempt(nc, f"$JS.API.STREAM.CREATE.{store}", unlimited)
-        chunk = b"x" * (1024 * 1024 - 4096)
-        js = nc.jetstream(timeout=2)
-        for number in range(80):  # 80 MB against a 64 MiB limit
-            try:
-                await js.publish(f"$O.{bucket}.C.flood", chunk, headers={"n": str(number)})
-            except Exception:
-                break
-            written += len(chunk)
+        answer = await attempt(nc, f"$JS.API.STREAM.CREATE.{BODIES}", unlimited)
+        chunk = b"x" * BODY_PART_BYTES
+        for number in range(80):  # 20 MiB against an 8 MiB budget
+            name = hashlib.sha256(f"flood{number}".encode()).hexdigest()
+            answered = await _plant(nc, "t0", name, chunk)
+            if "error" in answered:
+                refusals.append(answered)
     finally:
         await nc.close()
-    info = await observer.stream(store)
+    held = await observer.stream_subjects(BODIES, T.bodies_of("t0"))
+    stored = sum(held.values()) * BODY_PART_BYTES
     # The store stays usable for the other tests.
-    await observer.nc.request(f"$JS.API.STREAM.PURGE.{store}", b"{}", timeout=5)
-    assert info is not None
-    limit = info["config"]["max_bytes"]
-    assert 0 < limit <= 64 * 1024**2, f"{written} bytes written to a store of limit {limit}"
-    assert info["state"]["bytes"] <= limit
-    assert written <= limit  # refused once full, not evicting: no more landed than the limit
+    for subject in held:
+        await observer.nc.request(
+            f"$JS.API.STREAM.PURGE.{BODIES}", json.dumps({"filter": subject}).encode(), timeout=5
+        )
+    assert stored <= 8 * 1024**2, f"{stored} bytes of t0's in the store"
+    assert refusals, "never refused"
+    assert all("quota_exceeded" in r and "body_bytes" in r for r in refusals), refusals[:2]
     assert not granted(answer), answer
 
 
@@ -188,9 +182,10 @@ async def test_a_publish_cannot_be_squatted_by_another_tenant(
         text="squattedword must be indexed for its owner",
     )
     try:
+        own = doc.model_copy(update={"tenant": "t1"}).model_dump_json().encode()
         for msg_id in (doc.message_id(), f"{doc.message_id()}/after-0"):
             await attacker.jetstream().publish(
-                T.added("t1", LIBRARY), b"{}", headers={"Nats-Msg-Id": msg_id}
+                T.added("t1", LIBRARY), own, headers={"Nats-Msg-Id": msg_id}
             )
     finally:
         await attacker.close()
@@ -253,8 +248,6 @@ async def test_no_reply_lands_on_another_tenant_s_or_kbus_s_subjects(
     kbus's own subjects: the server's and the services' answers must not land there, least of
     all a raw read of the tenant's own store, whose answer is what the tenant stored."""
     nc = await connect(locked, "t4-all")
-    bucket = T.bodies_bucket("t4")
-    store = f"OBJ_{bucket}"
     planted = DocumentAdded(
         tenant=VICTIM,
         library=LIBRARY,
@@ -263,10 +256,10 @@ async def test_no_reply_lands_on_another_tenant_s_or_kbus_s_subjects(
         text="repliedword planted through a reply subject",
     ).model_dump_json()
     own = T.added("t4", LIBRARY)
-    readable = _evil_stream(store, subjects=[f"$O.{bucket}.>"], allow_direct=True)
+    name = "c" * 64
+    part = T.body_subject("t4", LIBRARY, name)
     try:
-        await attempt(nc, f"$JS.API.STREAM.CREATE.{store}", readable)
-        await _plant(nc, "t4", "planted", planted.encode())
+        await _plant(nc, "t4", name, planted.encode())
         for target in REPLY_TARGETS:
             for subject, body in (
                 (own, planted),
@@ -277,8 +270,9 @@ async def test_no_reply_lands_on_another_tenant_s_or_kbus_s_subjects(
                 (T.asked("kb.stats", "t4"), {"tenant": "t4"}),
                 (T.asked("kb.feed", "t4"), {"tenant": "t4"}),
                 (T.asked("kb.readprofile", "t4"), {"tenant": "t4", "library": LIBRARY}),
-                (f"$JS.API.DIRECT.GET.{store}.$O.{bucket}.C.planted", b""),
-                (f"$JS.API.STREAM.MSG.GET.{store}", {"last_by_subj": f"$O.{bucket}.C.planted"}),
+                (T.subject("document.body", tenant="t4", library=LIBRARY), planted),
+                (f"$JS.API.DIRECT.GET.{BODIES}.{part}", b""),
+                (f"$JS.API.STREAM.MSG.GET.{BODIES}", {"last_by_subj": part}),
             ):
                 data = body.encode() if isinstance(body, str) else body
                 await attempt(nc, subject, data, reply=target)

@@ -52,6 +52,11 @@ def nats(locked: Locked, *args: str, user: str = ATTACKER) -> subprocess.Complet
     )
 
 
+async def cli(locked: Locked, *args: str, user: str = ATTACKER) -> subprocess.CompletedProcess[str]:
+    """:func:`nats` on a thread: the test's own connections (the observer's) go on reading."""
+    return await asyncio.to_thread(nats, locked, *args, user=user)
+
+
 def refused(result: subprocess.CompletedProcess[str]) -> bool:
     """The command failed, or the server refused what it sent (``nats req`` exits 0 after a
     permissions violation and prints it)."""
@@ -62,31 +67,31 @@ def refused(result: subprocess.CompletedProcess[str]) -> bool:
 async def test_the_cli_creates_no_stream_and_reads_no_consumer(
     locked: Locked, victim: KbClient, observer: Observer, tmp_path: Path
 ) -> None:
-    store = f"OBJ_{T.bodies_bucket('t1')}"
+    store = T.bodies_stream.name
     config = tmp_path / "capture.json"
     config.write_text(
         json.dumps(
             {
                 "name": store,
-                "subjects": ["kb.>", f"$O.{T.bodies_bucket('t1')}.>"],
+                "subjects": ["kb.>", f"{T.accepted('document.body')}.>"],
                 "storage": "file",
                 "max_bytes": -1,
                 "num_replicas": 1,
                 "sources": [{"name": s.name} for s in T.streams],
-                "republish": {"src": f"$O.{T.bodies_bucket('t1')}.>", "dest": "document.>"},
+                "republish": {"src": f"{T.accepted('document.body')}.>", "dest": "document.>"},
             }
         )
     )
     before = await observer.stream(store)
     attempts = [
-        nats(locked, "stream", "add", store, f"--config={config}"),
-        nats(locked, "stream", "edit", store, f"--config={config}", "--force"),
-        nats(locked, "stream", "ls"),
-        nats(locked, "stream", "info", T.documents_stream.name),
-        nats(locked, "consumer", "info", T.documents_stream.name, VICTIM_LANE),
-        nats(locked, "consumer", "rm", T.documents_stream.name, VICTIM_LANE, "--force"),
-        nats(locked, "consumer", "next", T.receipts_stream.name, "anything", "--count=1"),
-        nats(
+        await cli(locked, "stream", "add", store, f"--config={config}"),
+        await cli(locked, "stream", "edit", store, f"--config={config}", "--force"),
+        await cli(locked, "stream", "ls"),
+        await cli(locked, "stream", "info", T.documents_stream.name),
+        await cli(locked, "consumer", "info", T.documents_stream.name, VICTIM_LANE),
+        await cli(locked, "consumer", "rm", T.documents_stream.name, VICTIM_LANE, "--force"),
+        await cli(locked, "consumer", "next", T.receipts_stream.name, "anything", "--count=1"),
+        await cli(
             locked,
             "consumer",
             "add",
@@ -96,15 +101,15 @@ async def test_the_cli_creates_no_stream_and_reads_no_consumer(
             f"--target={T.in_lane('chunks.ready', Lane.BULK, tenant=VICTIM)}",
             "--defaults",
         ),
-        nats(locked, "kv", "ls"),
-        nats(locked, "req", f"$JS.API.STREAM.CREATE.{store}", config.read_text()),
+        await cli(locked, "kv", "ls"),
+        await cli(locked, "req", f"$JS.API.STREAM.CREATE.{store}", config.read_text()),
     ]
     granted = [(a.args[7:], a.stdout[:200], a.stderr[:200]) for a in attempts if not refused(a)]
     assert granted == []
     after = await observer.stream(store)
     assert before is not None
     assert after is not None
-    assert after["config"] == before["config"]  # as the operator provisioned it
+    assert after["config"] == before["config"]  # as kbus declared it
     names = [c["name"] for c in await observer.consumers(T.documents_stream.name)]
     assert VICTIM_LANE in names
     assert await still_readable(victim)
@@ -180,3 +185,61 @@ def test_a_tenant_reads_its_own_receipts_and_dead_letters_with_the_cli(
         locked, "req", T.asked("kb.feed", VICTIM), json.dumps({"tenant": VICTIM, "kind": kind})
     )
     assert refused(other) or "error" in other.stdout
+
+
+def _valid(tenant: str, document_id: str, text: str) -> str:
+    return DocumentAdded(
+        tenant=tenant, library=LIBRARY, document_id=document_id, title=document_id, text=text
+    ).model_dump_json()
+
+
+async def test_the_cli_s_headers_steer_no_service_and_fish_nothing(
+    locked: Locked, victim: KbClient, observer: Observer
+) -> None:
+    """Findings 1, 2 and 9 as the CLI makes them: a ``reply_to`` header naming the victim's
+    receipts, a message id the victim then uses, and expectation headers fishing for the
+    victim's last id: nothing lands, the victim's publish is no duplicate, no answer names the
+    victim's messages or the shared stream's sequence."""
+    target = T.failed(VICTIM, LIBRARY)
+    own = T.added("t1", LIBRARY)
+    steered = await cli(
+        locked, "pub", own, _valid("t1", "cli-steer", "steered"), "-H", f"reply_to:{target}"
+    )
+    assert steered.returncode == 0, steered.stderr
+    squat = await cli(
+        locked,
+        "pub",
+        "--jetstream",
+        own,
+        _valid("t1", "cli-squat", "x"),
+        "-H",
+        "Nats-Msg-Id:cli-2027",
+    )
+    assert squat.returncode == 0, squat.stderr
+    body = _valid(VICTIM, "cli-policy", "The clipolicyword is the victim's own.")
+    mine = await cli(
+        locked,
+        "req",
+        T.added(VICTIM, LIBRARY),
+        body,
+        "-H",
+        "Nats-Msg-Id:cli-2027",
+        user=f"{VICTIM}-all",
+    )
+    fished = await cli(
+        locked, "req", own, _valid("t1", "cli-fish", "x"), "-H", "Nats-Expected-Last-Msg-Id:x"
+    )
+    await asyncio.sleep(5)
+    assert observer.landed(target) == []
+    stored = json.loads(mine.stdout.strip().splitlines()[-1])
+    assert stored.get("duplicate") is not True, mine.stdout
+    assert "error" not in stored, mine.stdout
+    answer = fished.stdout + fished.stderr
+    assert VICTIM not in answer, answer
+    assert "wrong last msg" not in answer.lower(), answer
+    assert json.loads(fished.stdout.strip().splitlines()[-1])["seq"] == 0
+    for _ in range(60):
+        if await victim_finds(victim, "clipolicyword") == ["cli-policy"]:
+            break
+        await asyncio.sleep(0.5)
+    assert await victim_finds(victim, "clipolicyword") == ["cli-policy"]

@@ -85,10 +85,10 @@ async def test_a_sync_by_claim_check_needs_no_more_than_the_granted_permissions(
         heard.put_nowait(LibraryReconciled.model_validate_json(msg.data))
 
     sub = await client.nc.subscribe(TOPOLOGY.reconciled("t0", "synced"), cb=on_receipt)
-    sequence = await client.publish_sync("synced", entries, source="src", settle_s=1)
+    sync_id = await client.publish_sync("synced", entries, source="src", settle_s=1)
     receipt = await asyncio.wait_for(heard.get(), 60)
     await sub.unsubscribe()
-    assert receipt.sequence == sequence
+    assert receipt.sync_id == sync_id
     assert (receipt.unchanged, receipt.failed) == (1, 1_000)
 
 

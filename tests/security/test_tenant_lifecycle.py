@@ -1,10 +1,11 @@
-"""A tenant is added and removed while everything runs: a configuration reload and the setup
-job, no server or service restarted."""
+"""A tenant is added and removed while everything runs: a configuration reload, no server or
+service restarted, nothing made for it on NATS (its large texts go into the shared store)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
 import sys
 
@@ -24,6 +25,12 @@ from tests.security.conftest import (
 )
 
 
+async def _streams(observer: Observer) -> list[str]:
+    reply = await observer.nc.request("$JS.API.STREAM.NAMES", b"{}", timeout=5)
+    names: list[str] = json.loads(reply.data).get("streams") or []
+    return sorted(names)
+
+
 def _setup(locked: Locked, *args: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "kbus_searcher.jobs.setup", *args],
@@ -41,10 +48,8 @@ async def test_a_tenant_added_and_removed_live(locked: Locked) -> None:
     locked.passwords[newcomer.name] = "t9-password-58ab"
     locked.auth.write_text(auth_config(locked.passwords, [*CREDENTIALS, newcomer]))
     reload_nats(locked.nats)
-    _setup(locked, "--tenant=t9")
     observer = await Observer.open(locked)
-    store = f"OBJ_{TOPOLOGY.bodies_bucket('t9')}"
-    assert await observer.stream(store) is not None
+    streams_before = await _streams(observer)
     kb = await KbClient.connect(
         locked.nats_url,
         tenant="t9",
@@ -53,7 +58,7 @@ async def test_a_tenant_added_and_removed_live(locked: Locked) -> None:
         inbox_prefix=inbox(newcomer.name),
         max_reconnect_attempts=0,
     )
-    kb.claim_check_bytes = 256  # through its new store, which the ingestor may now read
+    kb.claim_check_bytes = 256  # through the shared store of large texts, its own share
     result = await kb.publish_document(
         library="new",
         document_id="hello",
@@ -66,10 +71,13 @@ async def test_a_tenant_added_and_removed_live(locked: Locked) -> None:
     reply = await kb.search("newcomerword", libraries=["new"], search_type="keyword")
     assert [h.document_id for h in reply.results] == ["hello"]
 
+    assert await _streams(observer) == streams_before  # nothing reserved for the newcomer
+
     locked.auth.write_text(auth_config(locked.passwords, CREDENTIALS))
     reload_nats(locked.nats)
     _setup(locked, "--remove-tenant=t9")
-    assert await observer.stream(store) is None
+    held = await observer.stream_subjects(TOPOLOGY.bodies_stream.name, TOPOLOGY.bodies_of("t9"))
+    assert held == {}
     await observer.close()
     for _ in range(50):  # its connection is closed by the reload
         if not kb.nc.is_connected:

@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 from kbus_client import KbClient, KbError
 from kbus_contract import Chunker, LibraryProfile
-from kbus_contract.claimcheck import body_ref, put_body
+from kbus_contract.claimcheck import body_parts, body_ref
 from kbus_contract.tenancy import GRANT_ALL
 from kbus_dev.natsauth import Credential, credential_file
 from nats.aio.client import Client
+from nats.js.errors import APIError
 
 from tests.security.conftest import (
     CREDENTIALS,
@@ -101,10 +102,9 @@ class Attempt:
     @property
     def allowed(self) -> bool:
         c = self.credential
-        if self.operation in ("publish", "delete"):
+        if self.operation in ("publish", "delete", "bodies"):
+            # A large text goes into its library's share: a library's writer writes its own.
             return c.write and self.readable
-        if self.operation == "bodies":
-            return c.write and self.tenant == c.tenant
         if self.operation in (
             "search-subject",
             "stats-subject",
@@ -204,10 +204,13 @@ async def _feed(nc: Client, a: Attempt, subject: str) -> Outcome:
 
 
 async def _store(nc: Client, a: Attempt) -> Outcome:
-    """Write a large text into the target tenant's store, as a credential can: publishes."""
+    """Send a large text's part into the target tenant's library's share, as a credential can:
+    to the gate."""
     data = f"stored by {a.credential.name} ".encode() * 20
-    ref = body_ref(T.bodies_bucket(a.tenant), f"probe-{a.number}", data)
-    await put_body(nc.jetstream(timeout=2), ref, data, bound_s=0)
+    ref = body_ref(f"probe-{a.number}", data)
+    [part] = body_parts(ref, data)
+    subject = T.subject("document.body", tenant=a.tenant, library=a.library)
+    await nc.jetstream(timeout=2).publish(subject, part.model_dump_json().encode())
     return Outcome(True)
 
 
@@ -276,7 +279,7 @@ def _subject_of(a: Attempt) -> str:
         "dead-letters": T.dead_letters_of(a.tenant, a.library),
         "feed": T.asked("kb.feed", a.credential.tenant, a.credential.grant),
         "feed-subject": T.asked("kb.feed", a.tenant, GRANT_ALL),
-        "bodies": f"$O.{T.bodies_bucket(a.tenant)}.C.",
+        "bodies": T.subject("document.body", tenant=a.tenant, library=a.library),
     }.get(a.operation, "")
 
 
@@ -410,7 +413,7 @@ async def _documents(kb: Any, library: str, expected: set[str]) -> set[str]:
     return found
 
 
-async def test_a_body_naming_another_tenant_than_its_subject_is_dead_lettered(
+async def test_a_body_naming_another_tenant_than_its_subject_is_refused_at_the_gate(
     seeded: Locked,
 ) -> None:
     kb = await client_for(seeded, "t1-all")
@@ -423,10 +426,10 @@ async def test_a_body_naming_another_tenant_than_its_subject_is_dead_lettered(
             "title": "x",
             "text": "smuggledword in t2's library",
         }
-        await nc.jetstream().publish(T.added("t1", "lib-a"), json.dumps(body).encode())
-        letter = await _dead_letter(kb, "smuggled")
-        assert letter["code"] == "tenant_mismatch"
-        assert (letter["tenant"], letter["library"]) == ("t1", "lib-a")  # the subject's
+        with pytest.raises(APIError) as refused:
+            await nc.jetstream().publish(T.added("t1", "lib-a"), json.dumps(body).encode())
+        assert str(refused.value.description).startswith("tenant_mismatch:")
+        assert "t2" in str(refused.value.description)  # what it sent, nothing else
     other = await client_for(seeded, "t2-all")
     async with other:
         reply = await other.search("smuggledword", libraries=["lib-a"], search_type="keyword")
@@ -439,10 +442,11 @@ async def test_the_cli_lists_and_replays_its_tenant_s_dead_letters_with_a_creden
     """``kbus dlq`` with a tenant's credential file: through kb.feed, its own letters only."""
     kb = await client_for(seeded, "t3-all")
     async with kb:
-        body = {"tenant": "t0", "library": "lib-a", "document_id": "cli-letter", "title": "x"}
-        await kb.nc.jetstream().publish(
-            T.added("t3", "lib-a"), json.dumps({**body, "text": "y"}).encode()
-        )
+        # Well-formed (the gate stores it), but no JSON records in it: the ingestor's refusal.
+        body: dict[str, Any] = {"tenant": "t3", "library": "lib-a", "title": "x", "text": "y"}
+        body |= {"document_id": "cli-letter", "content_type": "application/json"}
+        body |= {"template": {"text": "{a}"}}
+        await kb.nc.jetstream().publish(T.added("t3", "lib-a"), json.dumps(body).encode())
         await _dead_letter(kb, "cli-letter")
     held = credential_file(Credential("t3-all", "t3"), seeded.passwords["t3-all"], T.prefix)
     (tmp_path / "t3.json").write_text(json.dumps(held))

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import pytest
 from kbus_searcher.search.baseline import Baselines, probes
+from kbus_searcher.store import Collections, Scope, StoreView
 
 
-class Counts:
-    def __init__(self, model: str = "m") -> None:
+class Counts(StoreView):
+    """The store as a caller's view reads it, standing in: probe i reaches i/100."""
+
+    def __init__(self, model: str = "m", readers: tuple[str, ...] = ("*",)) -> None:
+        super().__init__(cast(Collections, None), Scope.of_caller("t", None, readers))
         self.embeds = 0
         self.searches = 0
         self.model = model
@@ -18,41 +23,41 @@ class Counts:
         self.embeds += 1
         return self.model, [[float(i)] for i in range(len(texts))]
 
-    async def best(self, tenant: str, libraries: tuple[str, ...], vector: list[float]) -> float:
+    async def best_cosine(self, libraries: tuple[str, ...], vector: list[float]) -> float:
         self.searches += 1
         await asyncio.sleep(0.01)
-        return vector[0] / 100  # probe i reaches i/100
+        return vector[0] / 100
 
 
 async def test_the_baseline_is_the_median_best_similarity_of_the_probes() -> None:
     counts = Counts()
-    baselines = Baselines(counts.embed, counts.best)
+    baselines = Baselines(counts.embed)
     n = len(probes())
     assert n >= 20
-    value = await baselines.of("t", ["lib"], "m")
+    value = await baselines.of(counts, ["lib"], "m")
     assert value == pytest.approx(((n - 1) / 2) / 100)
     assert (counts.embeds, counts.searches) == (1, n)
 
 
 async def test_searches_arriving_together_share_one_measurement_and_it_is_kept() -> None:
     counts = Counts()
-    baselines = Baselines(counts.embed, counts.best)
-    await asyncio.gather(*(baselines.of("t", ["b", "a"], "m") for _ in range(5)))
-    await baselines.of("t", ["a", "b"], "m")  # the same libraries in another order
+    baselines = Baselines(counts.embed)
+    await asyncio.gather(*(baselines.of(counts, ["b", "a"], "m") for _ in range(5)))
+    await baselines.of(counts, ["a", "b"], "m")  # the same libraries in another order
     assert counts.searches == len(probes())
-    await baselines.of("t", ["c"], "m")  # other libraries: measured, the probes embedded once
+    await baselines.of(counts, ["c"], "m")  # other libraries: measured, the probes embedded once
     assert (counts.embeds, counts.searches) == (1, 2 * len(probes()))
 
 
 async def test_an_old_measurement_is_taken_again() -> None:
     counts = Counts()
-    baselines = Baselines(counts.embed, counts.best, ttl_s=0.0)
-    await baselines.of("t", ["lib"], "m")
+    baselines = Baselines(counts.embed, ttl_s=0.0)
+    await baselines.of(counts, ["lib"], "m")
     await asyncio.sleep(0.01)
-    await baselines.of("t", ["lib"], "m")
+    await baselines.of(counts, ["lib"], "m")
     assert counts.searches == 2 * len(probes())
 
 
 async def test_no_baseline_when_the_embedders_run_another_model() -> None:
-    baselines = Baselines(Counts(model="other").embed, Counts().best)
-    assert await baselines.of("t", ["lib"], "m") is None
+    baselines = Baselines(Counts(model="other").embed)
+    assert await baselines.of(Counts(), ["lib"], "m") is None

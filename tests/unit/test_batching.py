@@ -206,3 +206,19 @@ async def test_a_cancelled_caller_does_not_disturb_the_others() -> None:
     assert not kept.cancelled()
     assert gone.cancelled()
     assert store.batches == [["gone", "kept"]]
+
+
+async def test_another_key_s_item_waits_one_call_not_all_of_the_first_key_s() -> None:
+    """Ten items of one tenant, then one of another, one item a call: the other's goes in the
+    second call (the first was taken before it came), not the eleventh."""
+    model = Model()
+    batcher = texts_batcher(model, max_texts=1, wait_s=0.0)
+    flood = [asyncio.create_task(batcher.submit([str(n)], "acme")) for n in range(10)]
+    await asyncio.sleep(0)  # the flood is queued, its first call under way
+    other = await batcher.submit(["99"], "globex")
+    await asyncio.gather(*flood)
+    [(_, call)] = other
+    assert call <= 2, f"the other tenant's item went in call {call}"
+    together = texts_batcher(Model(), max_texts=1, wait_s=0.0)
+    same = [asyncio.create_task(together.submit([str(n)], "acme")) for n in range(3)]
+    assert [r[0][1] for r in await asyncio.gather(*same)] == [1, 2, 3]  # one key: in order

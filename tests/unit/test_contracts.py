@@ -73,7 +73,7 @@ def test_missing_fields_and_bad_bytes_are_permanent_errors() -> None:
 
 
 def test_a_document_carries_its_text_or_a_claim_check_never_both_or_neither() -> None:
-    ref = {"bucket": "B", "name": "n", "size": 3, "sha256": "a" * 64}
+    ref = {"name": "b" * 64, "size": 3, "sha256": "a" * 64}
     claimed = DocumentAdded.model_validate({**GOOD, "text": "", "body": ref})
     assert claimed.body is not None
     assert claimed.body.size == 3
@@ -83,6 +83,8 @@ def test_a_document_carries_its_text_or_a_claim_check_never_both_or_neither() ->
         DocumentAdded.model_validate({**GOOD, "text": ""})
     with pytest.raises(ValidationError, match="sha256"):
         DocumentAdded.model_validate({**GOOD, "text": "", "body": {**ref, "sha256": "x"}})
+    with pytest.raises(ValidationError, match="name"):  # names only its library's share
+        DocumentAdded.model_validate({**GOOD, "text": "", "body": {**ref, "name": "../x"}})
 
 
 def test_search_request_bounds() -> None:

@@ -30,3 +30,25 @@ def test_error_codes_are_made_and_compared_only_through_the_enum() -> None:
         if literal.search(line)
     ]
     assert not offenders
+
+
+def test_chunks_are_read_only_through_a_scoped_view() -> None:
+    """Every read of the index goes through kbus_searcher.store.view (a view built from whom the
+    read is for); the kinds of search it runs are in store/queries.py, and the indexer's
+    writer reads only what it orders publishes by (store/writes.py, its named exception).
+    Nothing else of the searcher asks Weaviate a query, an aggregate or a walk."""
+    reads = re.compile(r"\.(query|aggregate)\.|\.iterator\(")
+    allowed = {"view.py", "queries.py", "writes.py"}
+    searcher = ROOT / "services" / "searcher" / "src" / "kbus_searcher"
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in searcher.rglob("*.py")
+        if not (path.parent.name == "store" and path.name in allowed)
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if reads.search(line)
+    ]
+    assert not offenders
+    view = (searcher / "store" / "view.py").read_text()
+    handles = view.count("await self._handle()")
+    held = view.count("self.scope.held(") + view.count("filters=self.scope.where()")
+    assert held >= handles  # every query of the view holds its scope's filter

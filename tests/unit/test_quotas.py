@@ -1,10 +1,20 @@
-"""Per-tenant limits: a search rate and a chunk count, each tenant on its own."""
+"""Per-tenant budgets the searcher holds: a search rate and a chunk count, each tenant on its
+own."""
 
 from __future__ import annotations
 
 import pytest
 from kbus_contract.errors import PermanentError, TransientError
-from kbus_searcher.search.quotas import Quotas, TenantLimit
+from kbus_contract.topology import Topology
+from kbus_runtime.budgets import Budgets, BudgetSettings, TenantBudget
+from kbus_searcher.search.quotas import Quotas
+
+
+def budgets(named: dict[str, TenantBudget], default: TenantBudget | None = None) -> Budgets:
+    settings = BudgetSettings(
+        tenant_budgets=named, default_budget=default or TenantBudget(searches_per_second=0)
+    )
+    return Budgets(settings, Topology())
 
 
 class Clock:
@@ -17,7 +27,7 @@ class Clock:
 
 def test_a_tenant_over_its_search_rate_is_refused_and_the_others_are_not() -> None:
     clock = Clock()
-    quotas = Quotas({"acme": TenantLimit(searches_per_second=2)}, clock=clock)
+    quotas = Quotas(budgets({"acme": TenantBudget(searches_per_second=2)}), clock=clock)
     quotas.take_search("acme")
     quotas.take_search("acme")
     with pytest.raises(TransientError) as refused:
@@ -38,9 +48,9 @@ async def test_chunks_past_a_tenant_s_limit_are_refused_and_counted_otherwise() 
         return 90
 
     clock = Clock()
-    quotas = Quotas({}, TenantLimit(chunks=100), stored, clock=clock)
+    quotas = Quotas(budgets({}, TenantBudget(chunks=100)), stored, clock=clock)
     await quotas.admit_chunks("acme", 6)
-    with pytest.raises(PermanentError, match="96 chunks; 6 more") as refused:
+    with pytest.raises(PermanentError, match="96 chunks; 6 more would pass its budget") as refused:
         await quotas.admit_chunks("acme", 6)
     assert refused.value.code == "quota_exceeded"
     assert counted == ["acme"]  # read once, then counted here

@@ -8,7 +8,7 @@ from kbus_contract import DocumentAdded, LibrarySync, SyncEntry
 from kbus_contract.errors import PermanentError
 from kbus_searcher.index.reconciling import parse_listing, plan_sync
 from kbus_searcher.index.syncmarks import PART_BYTES, mark_key, parts
-from kbus_searcher.store.queries import _newest
+from kbus_searcher.store.queries import newest
 from pydantic import ValidationError
 
 S = 100  # the sync's stream sequence
@@ -61,14 +61,14 @@ def test_a_list_is_kept_in_parts_cut_at_line_ends() -> None:
 
 def test_a_full_page_of_versions_leaves_its_last_document_to_the_next() -> None:
     rows = [("a", "v1", 1), ("b", "v1", 2), ("b", "v2", 9), ("c", "v1", 3)]
-    found, after = _newest(rows, full=True)
+    found, after = newest(rows, full=True)
     assert found == {"a": ("v1", 1), "b": ("v2", 9)}
     assert after == "b"
-    found, after = _newest(rows, full=False)
+    found, after = newest(rows, full=False)
     assert found["c"] == ("v1", 3)
     assert after is None
     only = [("a", "v1", 1), ("a", "v2", 2)]
-    assert _newest(only, full=True) == ({"a": ("v2", 2)}, "a")
+    assert newest(only, full=True) == ({"a": ("v2", 2)}, "a")
 
 
 def test_who_owns_and_who_reads_a_document_is_part_of_its_version() -> None:

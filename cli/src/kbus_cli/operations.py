@@ -122,9 +122,9 @@ class ReplayError(Exception):
 async def replay(
     nc: Client, topology: Topology, stored: StoredLetter, *, remove: bool = True
 ) -> None:
-    """Publish the original message again on its subject (where the credential may publish:
-    its own tenant's), then remove the dead letter (an operator may; a tenant's credential
-    leaves it to the stream's age limit)."""
+    """Publish the original message again on the subject it was sent on (where the credential
+    may publish: its own tenant's; the gate checks it again), then remove the dead letter (an
+    operator may; a tenant's credential leaves it to the stream's age limit)."""
     letter = stored.letter
     body = letter.original.encode("utf-8")
     if letter.original_size > ORIGINAL_LIMIT or len(body) != letter.original_size:
@@ -133,6 +133,7 @@ async def replay(
             f"({letter.original_size} bytes): it cannot be replayed as it was"
         )
     js = nc.jetstream()
-    await js.publish(letter.subject, body, headers={"content-type": "application/json"})
+    subject = topology.as_sent(letter.subject)
+    await js.publish(subject, body, headers={"content-type": "application/json"})
     if remove:
         await js.delete_msg(topology.dead_letter_stream.name, stored.sequence)

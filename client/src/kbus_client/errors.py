@@ -13,4 +13,5 @@ KbError = KbusError
 
 
 class DocumentRejectedError(PermanentError):
-    """A published document was dead-lettered instead of indexed."""
+    """A published document will not be indexed: the gate refused it (it was never stored), or
+    a stage dead-lettered it; ``code`` and the message say why."""

@@ -1,24 +1,27 @@
 """A document's way onto the bus: its message id, its body by claim check when large, the
-JetStream publish resent until acknowledged, and the receipt it waits for."""
+publish to the gate resent until stored, and the receipt it waits for."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kbus_contract import DocumentAdded
+from kbus_contract.errors import PermanentError
 from kbus_contract.lanes import Lane
 from kbus_contract.topology import Topology
-from kbus_contract.wire import describe_validation_error, until_acknowledged
+from kbus_contract.wire import describe_validation_error
 from nats.aio.client import Client
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from kbus_client.bodies import ClaimChecks
+from kbus_client.errors import DocumentRejectedError
 from kbus_client.msgids import MessageIds
 from kbus_client.receipts import ReceiptWatcher, Waiting
 from kbus_client.results import PublishResult
 from kbus_client.spans import document_attributes
+from kbus_client.storing import until_stored
 
 _tracer = trace.get_tracer("kbus.client")
 
@@ -79,14 +82,18 @@ class Publisher:
         lane: Lane,
     ) -> PublishResult:
         msg_id = self._ids.for_publish(doc)
-        if data is not None and doc.body is not None:
-            await self._bodies.put_file(doc.tenant, doc.body, data)
-        payload = await self._bodies.payload(doc, msg_id)
-        headers = {"content-type": "application/json", "Nats-Msg-Id": msg_id}
-        propagate.inject(headers)  # the trace context, when the caller traces
-        subject = self.topology.added(doc.tenant, doc.library, lane)
-        js = self.nc.jetstream()
-        ack = await until_acknowledged(lambda: js.publish(subject, payload, headers=headers))
+        try:
+            if data is not None and doc.body is not None:
+                await self._bodies.put_file(doc.tenant, doc.library, doc.body, data)
+            payload = await self._bodies.payload(doc, msg_id)
+            headers = {"content-type": "application/json", "Nats-Msg-Id": msg_id}
+            propagate.inject(headers)  # the trace context, when the caller traces
+            subject = self.topology.added(doc.tenant, doc.library, lane)
+            js = self.nc.jetstream()
+            ack = await until_stored(lambda: js.publish(subject, payload, headers=headers))
+        except PermanentError as exc:
+            # Refused at the gate: never stored, and the same document would be again.
+            raise DocumentRejectedError(exc.reason, code=exc.code, stage=exc.stage) from exc
         if ack.duplicate:
             return PublishResult(doc, None, duplicate=True)
         receipt = await self._receipts.wait(waiting, timeout_s) if waiting else None

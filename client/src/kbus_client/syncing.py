@@ -19,15 +19,17 @@ from kbus_contract import (
     VersionsRequest,
 )
 from kbus_contract.claimcheck import body_ref
+from kbus_contract.errors import PermanentError
 from kbus_contract.syncing import MAX_INLINE_ENTRIES
 from kbus_contract.topology import Topology
-from kbus_contract.wire import describe_validation_error, until_acknowledged
+from kbus_contract.wire import describe_validation_error
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from pydantic import ValidationError
 
-from kbus_client.bodies import ClaimChecks
+from kbus_client.bodies import STORED_MESSAGE_BYTES, ClaimChecks
 from kbus_client.results import PublishResult
+from kbus_client.storing import until_stored
 
 #: Seconds the client waits for the receipt beyond the sync's own settle time.
 RECEIPT_SLACK_S = 60.0
@@ -95,6 +97,8 @@ class LibrarySyncs:
         Raises:
             ValueError: a document is invalid, or two have one id (nothing is sent).
             TimeoutError: no receipt within ``settle_s`` and a minute.
+            PermanentError: kbus refused the sync (its ``code`` says why: past a budget, a
+                list it could not read).
         """
         chosen = self.tenant_for(tenant)
         wanted = self._documents(documents, library, source, chosen)
@@ -109,15 +113,18 @@ class LibrarySyncs:
             for doc, _ in wanted
         ]
         async with self._receipt_of(chosen, library) as receipts:
-            sequence = await self.publish_sync(
+            sync_id = await self.publish_sync(
                 library, entries, source=source, tenant=chosen, settle_s=settle_s
             )
             # After the list: the sync waits for them, and nothing it deletes is one of them.
             for doc, data in changed:
                 await self.publish(doc, data)
             receipt = await asyncio.wait_for(
-                _receipt_at(receipts, sequence), settle_s + RECEIPT_SLACK_S
+                _receipt_of_sync(receipts, sync_id), settle_s + RECEIPT_SLACK_S
             )
+        if receipt.refused is not None:
+            code, _, reason = receipt.refused.partition(": ")
+            raise PermanentError(reason or receipt.refused, code=code, stage="searcher")
         return SyncResult(receipt, len(changed))
 
     async def publish_sync(
@@ -128,9 +135,9 @@ class LibrarySyncs:
         source: str | None = None,
         tenant: str | None = None,
         settle_s: float = 300.0,
-    ) -> int:
+    ) -> str:
         """Publish a sync's list as it is (the documents themselves are the caller's to
-        publish) and return its stream sequence, which its receipt names."""
+        publish) and return its ``sync_id``, which its receipt names."""
         chosen = self.tenant_for(tenant)
         sync = await self._sync_message(chosen, library, source, list(entries), settle_s)
         return await self._publish_sync(sync)
@@ -157,34 +164,30 @@ class LibrarySyncs:
         settle_s: float,
     ) -> LibrarySync:
         """The sync, its list in the message when short, else stored by claim check."""
+        sync_id = uuid.uuid4().hex
+        common = {"tenant": tenant, "library": library, "source": source, "settle_s": settle_s}
         try:
             if len(entries) <= MAX_INLINE_ENTRIES:
-                return LibrarySync(
-                    tenant=tenant,
-                    library=library,
-                    source=source,
-                    documents=tuple(entries),
-                    settle_s=settle_s,
-                )
+                inline = LibrarySync(**common, documents=tuple(entries), sync_id=sync_id)
+                if len(inline.model_dump_json()) <= STORED_MESSAGE_BYTES:
+                    return inline
             data = b"".join(e.model_dump_json().encode() + b"\n" for e in entries)
-            key = f"sync/{library}/{source or ''}/{uuid.uuid4().hex}"
-            ref = body_ref(self.topology.bodies_bucket(tenant), key, data)
-            await self._bodies.put_file(tenant, ref, data)
-            return LibrarySync(
-                tenant=tenant, library=library, source=source, listing=ref, settle_s=settle_s
-            )
+            ref = body_ref(f"sync/{tenant}/{library}/{source or ''}/{sync_id}", data)
+            await self._bodies.put_file(tenant, library, ref, data)
+            return LibrarySync(**common, listing=ref, sync_id=sync_id)
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
 
-    async def _publish_sync(self, sync: LibrarySync) -> int:
+    async def _publish_sync(self, sync: LibrarySync) -> str:
         """Publish the sync (re-sent until stored; its id makes a re-send stored once) and
-        return its stream sequence, which its receipt names."""
-        headers = {"content-type": "application/json", "Nats-Msg-Id": f"sync:{uuid.uuid4().hex}"}
+        return its ``sync_id``, which its receipt names."""
+        headers = {"content-type": "application/json", "Nats-Msg-Id": f"sync:{sync.sync_id}"}
         subject = self.topology.synced(sync.tenant, sync.library)
         js = self.nc.jetstream()
         payload = sync.model_dump_json().encode()
-        ack = await until_acknowledged(lambda: js.publish(subject, payload, headers=headers))
-        return int(ack.seq)
+        await until_stored(lambda: js.publish(subject, payload, headers=headers))
+        assert sync.sync_id is not None
+        return sync.sync_id
 
     @contextlib.asynccontextmanager
     async def _receipt_of(
@@ -204,8 +207,10 @@ class LibrarySyncs:
             await sub.unsubscribe()
 
 
-async def _receipt_at(queue: asyncio.Queue[LibraryReconciled], sequence: int) -> LibraryReconciled:
+async def _receipt_of_sync(
+    queue: asyncio.Queue[LibraryReconciled], sync_id: str
+) -> LibraryReconciled:
     while True:
         receipt = await queue.get()
-        if receipt.sequence == sequence:
+        if receipt.sync_id == sync_id:
             return receipt

@@ -1,6 +1,6 @@
 """The AsyncAPI 3.0 document of kbus, generated from the code.
 
-FastStream describes every subscription the four services declare (channels, operations, NATS
+FastStream describes every subscription the services declare (channels, operations, NATS
 bindings). kbus's handlers parse their own messages (so that a bad message gets a reason), which
 leaves FastStream's payloads empty: the catalog (:mod:`kbus_contract.catalog`) supplies them, and
 the reply of every request-reply subject, which FastStream leaves out. Subjects served outside
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kbus_contract import ErrorReply
+from kbus_contract import ErrorReply, Refused
 from kbus_contract.catalog import CHANNELS, Channel
 from kbus_runtime.settings import BusSettings, StoreSettings
 from pydantic import BaseModel
@@ -29,6 +29,8 @@ REF = "#/components/schemas/{model}"
 def _service_specs() -> list[dict[str, Any]]:
     from kbus_embedder.app import create_app as embedder
     from kbus_embedder.settings import EmbedderSettings
+    from kbus_gateway.app import create_app as gateway
+    from kbus_gateway.settings import GatewaySettings
     from kbus_generator.app import create_app as generator
     from kbus_generator.settings import GeneratorSettings
     from kbus_ingestor.app import create_app as ingestor
@@ -40,6 +42,7 @@ def _service_specs() -> list[dict[str, Any]]:
 
     bus = BusSettings(nats_url="nats://127.0.0.1:4222", bus_prefix="")
     apps = [
+        gateway(GatewaySettings(bus=bus)),
         ingestor(IngestorSettings(bus=bus)),
         generator(GeneratorSettings(bus=bus)),
         embedder(EmbedderSettings(bus=bus)),
@@ -50,7 +53,7 @@ def _service_specs() -> list[dict[str, Any]]:
 
 
 def _schemas() -> dict[str, Any]:
-    models: list[type[BaseModel]] = [ErrorReply]
+    models: list[type[BaseModel]] = [ErrorReply, Refused]
     for entry in CHANNELS:
         models.append(entry.payload)
         if entry.reply is not None:
@@ -74,7 +77,7 @@ def _message(model: type[BaseModel], description: str = "") -> dict[str, Any]:
 
 def _catalog_entry(address: str) -> Channel:
     for entry in CHANNELS:
-        if entry.subject_template == address or entry.name == address:
+        if address in (entry.subject_template, entry.queued_template, entry.name):
             return entry
     raise KeyError(
         f"subject {address!r} is subscribed in code but missing from kbus_contract.catalog"
@@ -109,6 +112,9 @@ def build() -> dict[str, Any]:
         _add_unsubscribed(channels, operations, entry)
         _add_senders(channels, operations, entry)
     messages[ErrorReply.__name__] = _message(ErrorReply, "Any request that could not be answered.")
+    messages[Refused.__name__] = _message(
+        Refused, "What the gate did not store, as JetStream refuses a publish."
+    )
     return {
         "asyncapi": "3.0.0",
         "info": {
@@ -129,12 +135,13 @@ def build() -> dict[str, Any]:
 def _reply_channel(channels: dict[str, Any], entry: Channel) -> str:
     assert entry.reply is not None
     key = f"{entry.name}:reply"
+    error = Refused if entry.gated else ErrorReply
     channels[key] = {
         "address": None,
-        "description": f"The requester's inbox: {entry.reply.__name__}, or ErrorReply.",
+        "description": f"The requester's inbox: {entry.reply.__name__}, or {error.__name__}.",
         "messages": {
             name: {"$ref": f"#/components/messages/{name}"}
-            for name in (entry.reply.__name__, ErrorReply.__name__)
+            for name in (entry.reply.__name__, error.__name__)
         },
     }
     return key

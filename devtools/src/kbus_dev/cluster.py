@@ -4,6 +4,7 @@ processes as one Weaviate cluster (gossip and Raft on loopback), all on 127.0.0.
 
 from __future__ import annotations
 
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,11 @@ def by_name(servers: list[Server], name: str) -> Server:
 
 
 def start_weaviate_cluster(
-    data_dir: Path, size: int = 3, timeout_s: float = 180.0, attempts: int = 2
+    data_dir: Path,
+    size: int = 3,
+    timeout_s: float = 180.0,
+    attempts: int = 2,
+    api_key: str | None = None,
 ) -> list[Server]:
     """``size`` weaviate-servers (``node1``..) as one cluster, ready when every node reports
     all of them healthy. A node that exits while the cluster forms (a port chosen free was
@@ -114,8 +119,17 @@ def start_weaviate_cluster(
     for attempt in range(attempts):
         root = data_dir if attempt == 0 else data_dir / f"attempt{attempt + 1}"
         cluster = {f"node{n}": weaviate_ports() for n in range(1, size + 1)}
+        secret = secrets.token_urlsafe(24)  # the nodes' data API, one for the cluster
         servers = [
-            start_weaviate(root / name, ports=ports, node=name, cluster=cluster, wait=False)
+            start_weaviate(
+                root / name,
+                ports=ports,
+                node=name,
+                cluster=cluster,
+                wait=False,
+                api_key=api_key,
+                cluster_secret=secret,
+            )
             for name, ports in cluster.items()
         ]
         try:
@@ -152,9 +166,19 @@ def wait_for_weaviate_nodes(
     raise TimeoutError(f"the Weaviate cluster did not have {healthy} healthy nodes in time")
 
 
+def weaviate_auth(server: Server) -> dict[str, str]:
+    """The header a Weaviate node started with an API key wants (none for an open one)."""
+    key = (server.env or {}).get("AUTHENTICATION_APIKEY_ALLOWED_KEYS")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
 def _healthy_nodes(server: Server) -> int:
     try:
-        body = httpx.get(f"http://127.0.0.1:{server.ports['http']}/v1/nodes", timeout=2.0).json()
+        body = httpx.get(
+            f"http://127.0.0.1:{server.ports['http']}/v1/nodes",
+            headers=weaviate_auth(server),
+            timeout=2.0,
+        ).json()
     except (httpx.HTTPError, ValueError):
         return 0
     return sum(1 for node in body.get("nodes") or [] if node.get("status") == "HEALTHY")
@@ -164,7 +188,8 @@ def raft_leader(server: Server) -> str | None:
     """The schema's Raft leader, if every node that answers agrees on one."""
     url = f"http://127.0.0.1:{server.ports['http']}/v1/cluster/statistics"
     try:
-        stats = httpx.get(url, timeout=2.0).json().get("statistics") or []
+        reply = httpx.get(url, headers=weaviate_auth(server), timeout=2.0)
+        stats = reply.json().get("statistics") or []
     except (httpx.HTTPError, ValueError):
         return None
     leaders = {str(s.get("leaderId") or "") for s in stats}

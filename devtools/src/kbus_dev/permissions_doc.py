@@ -67,7 +67,7 @@ def listing(t: Topology | None = None) -> str:
         [(kind, spec)] = entry.items()
         lines.append(f"- {kind} `{spec['subject']}`")
     lines += ["", f"**kbus's account `{KBUS_ACCOUNT}`** exports:", ""]
-    for entry in exports(t, ["acme"]):
+    for entry in exports(t):
         kind = "stream" if "stream" in entry else "service"
         bound = (
             f"tenant token {entry['account_token_position']} = the importing account"

@@ -7,6 +7,7 @@ The binaries live in a cache directory outside the repository (``$KBUS_HOME/bin`
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -232,6 +233,7 @@ def start_weaviate(
     node: str = "node1",
     cluster: dict[str, dict[str, int]] | None = None,
     wait: bool = True,
+    cluster_secret: str | None = None,
 ) -> Server:
     """weaviate-server on 127.0.0.1 with no modules and no telemetry.
 
@@ -239,7 +241,10 @@ def start_weaviate(
     an admin) gets in. ``ports`` (a stopped server's ``Server.ports``) restarts a server on its
     own data with the addresses its Raft log remembers. ``cluster`` (each node's ports, by
     name) makes it the node ``node`` of a cluster of those nodes; ``wait=False`` returns at
-    once (a cluster's nodes answer only once enough of them are up).
+    once (a cluster's nodes answer only once enough of them are up). Weaviate listens for gRPC
+    and for its nodes' data API on every interface (it has no setting to bind them): the data
+    API takes only ``cluster_secret`` (one for all of a cluster's nodes; by default a new one),
+    and an ``api_key`` closes gRPC and REST to anyone without it.
     """
     binary = ensure_binary("weaviate-server", WEAVIATE_MODULE, WEAVIATE_VERSION)
     ports = ports or {
@@ -249,6 +254,8 @@ def start_weaviate(
     }
     data_dir.mkdir(parents=True, exist_ok=True)
     env = _weaviate_env(data_dir, ports, api_key, auto_schema, node, cluster)
+    env["CLUSTER_BASIC_AUTH_USERNAME"] = "kbus-node"
+    env["CLUSTER_BASIC_AUTH_PASSWORD"] = cluster_secret or secrets.token_urlsafe(24)
     log = data_dir / "weaviate.log"
     cmd = [str(binary), "--host", "127.0.0.1", "--port", str(ports["http"]), "--scheme", "http"]
     server = Server("weaviate", _spawn(cmd, log, env), log, ports, cmd, env)

@@ -1,4 +1,4 @@
-"""The four kbus services as separate processes, as production runs them."""
+"""The kbus services as separate processes, as production runs them."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ import httpx
 
 from kbus_dev.servers import Server, _spawn, free_port
 
-SERVICES = ("ingestor", "generator", "embedder", "searcher", "reranker")
+SERVICES = ("gateway", "ingestor", "generator", "embedder", "searcher", "reranker")
 
 #: The stages production deploys on their own (deploy/k8s/base/deployments.yaml): the service
 #: each runs and the settings that give it its role. The searcher runs as two: the indexer
 #: (the embeddings consumer) and the query searcher (``kb.search`` and the other requests).
 STAGES: dict[str, tuple[str, dict[str, str]]] = {
+    "gateway": ("gateway", {}),
     "ingestor": ("ingestor", {}),
     "generator": ("generator", {}),
     "embedder": ("embedder", {}),

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kbus_runtime.budgets import BudgetSettings
 from kbus_runtime.settings import BusSettings, CohereSettings, StoreSettings
 from kbus_runtime.tracing import TracingSettings
 from pydantic.fields import FieldInfo
@@ -21,6 +22,7 @@ START, END = markers("settings")
 
 def _classes() -> list[tuple[str, type[BaseSettings]]]:
     from kbus_embedder.settings import EmbedderSettings
+    from kbus_gateway.settings import GatewaySettings
     from kbus_generator.settings import GeneratorSettings
     from kbus_ingestor.settings import IngestorSettings
     from kbus_reranker.settings import RerankerSettings
@@ -29,8 +31,10 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
     return [
         ("Every service: NATS", BusSettings),
         ("Every service: traces", TracingSettings),
+        ("Every service: tenants' budgets", BudgetSettings),
         ("Searcher: Weaviate", StoreSettings),
         ("Embedder and reranker: Cohere", CohereSettings),
+        ("Gateway", GatewaySettings),
         ("Ingestor", IngestorSettings),
         ("Embedder", EmbedderSettings),
         ("Searcher", SearcherSettings),

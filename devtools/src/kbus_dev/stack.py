@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import time
 from collections.abc import Iterable
@@ -38,6 +39,7 @@ SERVICE_PORTS = {
     "searcher": 8103,
     "reranker": 8104,
     "generator": 8105,
+    "gateway": 8106,
 }
 
 
@@ -134,20 +136,34 @@ def _servers(
 ) -> tuple[str, Server, dict[str, str]]:
     """NATS and Weaviate, one of each or three of each; the services' NATS URL, the Weaviate
     node they use, and the settings a cluster needs."""
+    # Weaviate listens for gRPC on every interface: only the services, with the key, get in.
+    key = weaviate_key(data)
     if not cluster:
         started.append(start_nats(data / "nats", NATS_PORT))
-        started.append(start_weaviate(data / "weaviate", WEAVIATE_HTTP, WEAVIATE_GRPC))
-        return f"nats://127.0.0.1:{NATS_PORT}", started[-1], {}
+        started.append(start_weaviate(data / "weaviate", WEAVIATE_HTTP, WEAVIATE_GRPC, api_key=key))
+        return f"nats://127.0.0.1:{NATS_PORT}", started[-1], {"KBUS_WEAVIATE_API_KEY": key}
     nats = start_nats_cluster(data / "nats-cluster")
     started.extend(nats)
-    weaviate = start_weaviate_cluster(data / "weaviate-cluster")
+    weaviate = start_weaviate_cluster(data / "weaviate-cluster", api_key=key)
     started.extend(weaviate)
     extra = {
+        "KBUS_WEAVIATE_API_KEY": key,
         "KBUS_STREAM_REPLICAS": "3",
         "KBUS_WEAVIATE_REPLICATION_FACTOR": "3",
         "KBUS_WEAVIATE_HOSTS": weaviate_hosts(weaviate),
     }
     return urls(nats), weaviate[0], extra
+
+
+def weaviate_key(data: Path) -> str:
+    """The stack's Weaviate API key, made on its first start and kept with its data (only its
+    owner reads it)."""
+    path = data / "weaviate-api-key"
+    if not path.is_file():
+        data.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(24))
+        path.chmod(0o600)
+    return path.read_text().strip()
 
 
 def _key(server: Server, started: list[Server]) -> str:

@@ -18,7 +18,7 @@ from kbus_dev.natsauth.users import KBUS_ACCOUNT, SERVICES, Credential, Permissi
 
 def permissions(t: Topology, credentials: Sequence[Credential] = ()) -> dict[str, Permissions]:
     """Every user's permissions: kbus's services', then each tenant credential's."""
-    users = service_permissions(t, tenants_of(credentials))
+    users = service_permissions(t)
     for credential in credentials:
         users[credential.name] = tenant_permissions(t, credential)
     return users
@@ -51,7 +51,7 @@ def accounts(
         KBUS_ACCOUNT: {
             "jetstream": "enabled",
             "users": [_user(name, passwords[name], users[name]) for name in SERVICES],
-            "exports": exports(t, tenants),
+            "exports": exports(t),
         }
     }
     for tenant in tenants:
@@ -111,12 +111,9 @@ def generate_passwords(
 def _written(
     t: Topology, credentials: Sequence[Credential], passwords: dict[str, str]
 ) -> dict[str, str]:
-    tenants = "".join(f"{tenant}\n" for tenant in tenants_of(credentials))
     written = {
         "auth.conf": server_config(t, passwords, credentials),
         "passwords.json": json.dumps(passwords, indent=2) + "\n",
-        "tenants.txt": tenants,
-        "tenants-configmap.yaml": k8s_config_map("kbus-tenants", {"tenants.txt": tenants}),
         "nats-users-secret.yaml": k8s_secret(
             "kbus-nats-users", {name: passwords[name] for name in SERVICES}
         ),
@@ -158,9 +155,5 @@ def main(argv: list[str] | None = None) -> int:
         path = args.out / name
         path.write_text(text)
         path.chmod(0o600)
-    print(
-        f"wrote auth.conf and credentials to {args.out} (keep them secret); reload nats-server "
-        "twice, then provision new tenants: python -m kbus_searcher.jobs.setup --tenants-file "
-        f"{args.out / 'tenants.txt'}"
-    )
+    print(f"wrote auth.conf and credentials to {args.out} (keep them secret); reload nats-server")
     return 0

@@ -3,9 +3,8 @@ where its stage needs to."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from kbus_contract.catalog import CHANNELS
+from kbus_contract.lanes import Lane
 from kbus_contract.topology import Topology
 
 from kbus_dev.natsauth.users import Permissions, inbox
@@ -31,7 +30,7 @@ def _stage(t: Topology, name: str) -> list[str]:
     may pull from any consumer of its stream (the chunks stream's are the generator's and the
     embedder's)."""
     stage = t.stage(name)
-    every = t.every(stage.channel)
+    every = t.queued(stage.channel)
     rights = _consumer(stage.stream, stage.durable, every)
     if stage.fair:
         rights += [
@@ -40,6 +39,10 @@ def _stage(t: Topology, name: str) -> list[str]:
             f"$JS.ACK.{stage.stream}.*.>",
             f"$JS.API.CONSUMER.DELETE.{stage.stream}.{stage.durable}",
         ]
+        if any(len(t.lane_filters(stage.channel, "*", lane)) > 1 for lane in Lane):
+            # A lane of several forms (a tenant-wide deletion's beside a library's) is made
+            # with filter_subjects, on the subject that names no filter.
+            rights.append(f"$JS.API.CONSUMER.CREATE.{stage.stream}.*")
     return rights
 
 
@@ -80,18 +83,14 @@ def _kv_reads(bucket: str) -> list[str]:
     ]
 
 
-def _bodies_reader(t: Topology, tenant: str) -> list[str]:
-    """Read and remove a tenant's large texts (the ingestor)."""
-    bucket = t.bodies_bucket(tenant)
-    stream = f"OBJ_{bucket}"
+def _bodies_reader(t: Topology) -> list[str]:
+    """Read and remove large texts, any tenant's (the ingestor and the syncer read one only
+    under the tenant and library of the message that names it)."""
+    stream = t.bodies_stream.name
     return [
-        f"$JS.API.STREAM.INFO.{stream}",
-        f"$JS.API.STREAM.MSG.GET.{stream}",
+        f"$JS.API.DIRECT.GET.{stream}",
         f"$JS.API.DIRECT.GET.{stream}.>",
         f"$JS.API.STREAM.PURGE.{stream}",
-        f"$O.{bucket}.M.>",
-        # nats-py reads an object through an ordered consumer found by subject.
-        *_reader(stream),
     ]
 
 
@@ -131,19 +130,43 @@ def _answering(t: Topology, user: str, publish: list[str]) -> Permissions:
 
 
 def _dead_letters(t: Topology, stage: str) -> list[str]:
-    """Where a stage publishes its dead letters: both forms (a restricted document's apart)."""
-    return [t.dead_letter(stage, "*", "*", restricted) for restricted in (False, True)]
+    """Where a stage publishes its dead letters: both forms (a restricted document's apart);
+    and, past a tenant's budget of kept records, the removal of its oldest
+    (kbus_runtime.stage.Stage.record)."""
+    return [
+        *(t.dead_letter(stage, "*", "*", restricted) for restricted in (False, True)),
+        f"$JS.API.STREAM.PURGE.{t.dead_letter_stream.name}",
+        f"$JS.API.STREAM.PURGE.{t.receipts_stream.name}",
+    ]
 
 
-def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, Permissions]:
-    """The permissions of kbus's services in their account (``tenants``: whose large texts the
-    ingestor reads)."""
+def service_permissions(t: Topology) -> dict[str, Permissions]:
+    """The permissions of kbus's services in their account."""
     return {
         # The setup job, and the admin jobs that publish stored documents again: reembed
-        # (chunks, after asking the embedders their model) and reprocess (any tenant's texts).
+        # (chunks, after asking the embedders their model) and reprocess (any tenant's texts,
+        # straight into the stream, as the gate would have stored them).
         "admin": Permissions(
-            publish=["$JS.API.>", "$KV.>", t.added("*", "*"), t.chunks_ready, t.every("kb.embed")],
+            publish=[
+                "$JS.API.>",
+                "$KV.>",
+                t.document_added,
+                t.chunks_ready,
+                t.every("kb.embed"),
+            ],
             subscribe=[f"{inbox('admin')}.>"],
+        ),
+        # The gate: what tenants send, checked and stored in the documents stream and the
+        # store of large texts (kbus_contract.intake).
+        "gateway": _answering(
+            t,
+            "gateway",
+            [
+                t.document_added,
+                t.document_deleted,
+                t.document_synced,
+                f"{t.bodies_stream.subjects[0]}",
+            ],
         ),
         "ingestor": _answering(
             t,
@@ -152,8 +175,7 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
                 *_stage(t, "ingestor"),
                 t.chunks_ready,
                 t.chunks_generate,
-                *(right for tenant in tenants for right in _bodies_reader(t, tenant)),
-                "$JS.API.STREAM.NAMES",  # nats-py finds an object's stream by subject
+                *_bodies_reader(t),
                 *_kv(t.profiles_bucket),
                 *_dead_letters(t, "ingestor"),
                 t.document_failed,
@@ -188,7 +210,7 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
             [
                 *_searcher(t),
                 # A sync's list by claim check: read, and removed once applied.
-                *(right for tenant in tenants for right in _bodies_reader(t, tenant)),
+                *_bodies_reader(t),
             ],
         ),
         "reranker": _answering(t, "reranker", _kv_reads(t.token_states_bucket)),
@@ -198,12 +220,14 @@ def service_permissions(t: Topology, tenants: Sequence[str] = ()) -> dict[str, P
 def _searcher(t: Topology) -> list[str]:
     return [
         *_stage(t, "indexer"),
-        *_consumer(t.documents_stream.name, t.deleter_durable, t.document_deleted),
-        *_consumer(t.documents_stream.name, t.syncer_durable, t.document_synced),
+        *_stage(t, "deleter"),
+        *_stage(t, "syncer"),
         *_kv(t.tombstones_bucket),
         *_kv(t.versions_bucket),
         *_kv(t.sync_marks_bucket),
         *_kv(t.sync_lists_bucket),
+        # A source's list replaced by a newer one is removed whole (no markers left behind).
+        f"$JS.API.STREAM.PURGE.KV_{t.sync_lists_bucket}",
         # Searchers follow the versions, tombstones and sync marks buckets with key-value watches
         # (nats-py finds a bucket's stream by subject).
         *_reader(f"KV_{t.versions_bucket}"),

@@ -3,7 +3,6 @@ users may do inside it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from kbus_contract.catalog import Channel, Use, is_restricted, tenant_channels
@@ -17,33 +16,25 @@ def _token_position(t: Topology, form: str) -> int:
     return form.split(".").index("{tenant}") + 1 + (1 if t.prefix else 0)
 
 
-def exports(t: Topology, tenants: Sequence[str]) -> list[dict[str, Any]]:
+def exports(t: Topology) -> list[dict[str, Any]]:
     """What kbus's account offers tenants: each tenant-facing form, bound to the importing
-    account's name at the tenant token; and to each tenant alone, its store of large texts."""
+    account's name at the tenant token (the same for every tenant: nothing grows with them)."""
     offered: list[dict[str, Any]] = []
     for entry in tenant_channels():
         kind = "stream" if entry.use is Use.RECEIVE else "service"
         for form, subject in zip(entry.forms, t.forms(entry.name), strict=True):
             offered.append({kind: subject, "account_token_position": _token_position(t, form)})
-    for tenant in tenants:
-        offered.append({"service": bodies_subject(t, tenant), "accounts": [tenant]})
     return offered
 
 
 def imports(t: Topology, tenant: str) -> list[dict[str, Any]]:
-    """What a tenant's account takes from kbus's: its own forms of each subject, and its store."""
+    """What a tenant's account takes from kbus's: its own forms of each subject."""
     taken: list[dict[str, Any]] = []
     for entry in tenant_channels():
         kind = "stream" if entry.use is Use.RECEIVE else "service"
         for subject in t.forms(entry.name, tenant=tenant):
             taken.append({kind: {"account": KBUS_ACCOUNT, "subject": subject}})
-    taken.append({"service": {"account": KBUS_ACCOUNT, "subject": bodies_subject(t, tenant)}})
     return taken
-
-
-def bodies_subject(t: Topology, tenant: str) -> str:
-    """The subjects of a tenant's object store of large texts (its chunks and metadata)."""
-    return f"$O.{t.bodies_bucket(tenant)}.>"
 
 
 # -- a tenant's users, inside its account -------------------------------------------------------
@@ -72,8 +63,8 @@ def _scoped(t: Topology, entry: Channel, credential: Credential) -> list[str]:
 
 def tenant_permissions(t: Topology, credential: Credential) -> Permissions:
     """What one tenant's credential may do in its tenant's account: ask and publish on its own
-    subjects (writing ones only if it writes), listen to its own receipts and dead letters,
-    store its own large texts (if it writes), and receive replies on its own inbox."""
+    subjects (writing ones, large texts' parts among them, only if it writes), listen to its own
+    receipts and dead letters, and receive replies on its own inbox."""
     allowed = {Use.READ, Use.WRITE} if credential.write else {Use.READ}
     publish: list[str] = []
     subscribe = [f"{inbox(credential.name)}.>"]
@@ -82,6 +73,4 @@ def tenant_permissions(t: Topology, credential: Credential) -> Permissions:
             subscribe += _scoped(t, entry, credential)
         elif entry.use in allowed:
             publish += _scoped(t, entry, credential)
-    if credential.write:
-        publish.append(bodies_subject(t, credential.tenant))
     return Permissions(publish=publish, subscribe=subscribe)

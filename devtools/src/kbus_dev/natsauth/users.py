@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from kbus_contract.restricted import may_name_restricted
 from kbus_contract.tenancy import grant_token
 
-SERVICES = ("admin", "ingestor", "generator", "embedder", "searcher", "reranker")
+SERVICES = ("admin", "gateway", "ingestor", "generator", "embedder", "searcher", "reranker")
 #: The account of kbus's services, streams and stores.
 KBUS_ACCOUNT = "KBUS"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")

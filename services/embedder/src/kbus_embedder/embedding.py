@@ -27,7 +27,9 @@ class Embedder(Protocol):
     model: str
     dimension: int
 
-    async def embed(self, texts: Sequence[str], input_type: InputType) -> Embedded: ...
+    async def embed(
+        self, texts: Sequence[str], input_type: InputType, key: str = ""
+    ) -> Embedded: ...
 
 
 class LocalEmbedder:
@@ -64,13 +66,14 @@ class LocalEmbedder:
             name="embed documents",
         )
 
-    async def embed(self, texts: Sequence[str], input_type: InputType) -> Embedded:
+    async def embed(self, texts: Sequence[str], input_type: InputType, key: str = "") -> Embedded:
         if input_type is InputType.QUERY:
             queries = [self.encoder.spec.query_prefix + t for t in texts]
             # Urgent: a query's batch runs before any document batches queued at the encoder.
             return await self.encoder.embed_with_tokens_async(queries, self.batch_size, urgent=True)
         prefix = self.encoder.spec.document_prefix
-        return await self._documents.submit([prefix + t for t in texts])
+        # Each tenant's texts take their turn in the gathered calls (``key``).
+        return await self._documents.submit([prefix + t for t in texts], key)
 
     async def _documents_call(
         self, messages: list[list[str]]
@@ -109,7 +112,7 @@ class CohereEmbedder:
         self._model_id = settings.embed_model
         self.dimension = self.DIMENSIONS.get(settings.embed_model, 1024)
 
-    async def embed(self, texts: Sequence[str], input_type: InputType) -> Embedded:
+    async def embed(self, texts: Sequence[str], input_type: InputType, key: str = "") -> Embedded:
         return await self._vectors(texts, input_type), None
 
     async def _vectors(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:

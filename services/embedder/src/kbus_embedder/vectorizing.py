@@ -85,14 +85,16 @@ class Vectorizer:
         """Embed one part of a document's chunks and publish it on ``embeddings.ready``."""
         doc = ready.document
         texts = [document_text(doc, c, self.include_title) for c in ready.chunks]
-        vectors = await self.vectors_of(texts)
+        vectors = await self.vectors_of(texts, key=doc.tenant)
         matching = [
             document_text(doc, c.model_copy(update={"text": m}), self.include_title)
             for c in ready.chunks
             for m in c.matching
         ]
         # Nothing re-scores a matching text's tokens (the reranker reads the chunk's).
-        extra = iter(await self.vectors_of(matching, keep_states=False) if matching else [])
+        extra = iter(
+            await self.vectors_of(matching, keep_states=False, key=doc.tenant) if matching else []
+        )
         # The array itself: a tuple of floats would be validated float by float.
         embedded = [
             EmbeddedChunk(
@@ -118,9 +120,11 @@ class Vectorizer:
             stream=topology.embeddings_stream.name,
         )
 
-    async def vectors_of(self, texts: list[str], keep_states: bool = True) -> np.ndarray:
+    async def vectors_of(
+        self, texts: list[str], keep_states: bool = True, key: str = ""
+    ) -> np.ndarray:
         """Cached vectors where there are any; the rest embedded (and then cached, with their
-        token states where ``keep_states``)."""
+        token states where ``keep_states``), in turn with other tenants' (``key``)."""
         model, dimension = self.embedder.model, self.embedder.dimension
         cached = (
             await self.cache.get_many(model, texts, dimension)
@@ -136,7 +140,7 @@ class Vectorizer:
         unique = list(dict.fromkeys(texts[i] for i in missing))
         if unique:
             started = time.perf_counter()
-            fresh, states = await self.embedder.embed(unique, InputType.DOCUMENT)
+            fresh, states = await self.embedder.embed(unique, InputType.DOCUMENT, key)
             self.seconds.labels("document").observe(time.perf_counter() - started)
             by_text = dict(zip(unique, fresh, strict=True))
             for i in missing:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
 from kbus_contract import (
-    BodyRef,
     Chunk,
     ChunksReady,
     ContentType,
@@ -18,7 +18,7 @@ from kbus_contract import (
     DocumentRef,
 )
 from kbus_contract.base import Metadata
-from kbus_contract.claimcheck import fetch_body, provisioned_bodies
+from kbus_contract.claimcheck import discard_body, read_body
 from kbus_contract.documents import CHUNK_SEPARATOR
 from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.identifiers import chunk_id, content_version
@@ -26,7 +26,6 @@ from kbus_contract.lanes import Lane
 from kbus_contract.tenancy import require_library
 from kbus_runtime.analysis import TermIndex, analyze_terms, window_span
 from kbus_runtime.stage import Stage, stream_sequence
-from nats.js.object_store import ObjectStore
 from prometheus_client import CollectorRegistry, Counter
 
 from kbus_ingestor.chunking import Span
@@ -38,6 +37,7 @@ from kbus_ingestor.profiling import Cutter
 from kbus_ingestor.sandbox import ParserPool
 
 log = logging.getLogger("kbus.ingestor")
+T = TypeVar("T")
 
 
 def chunk_document(
@@ -195,6 +195,15 @@ def _pieces(parsed: Parsed, cutter: Cutter) -> list[Piece]:
     return pieces
 
 
+#: A text larger than this is cut on a worker thread: the event loop goes on taking other
+#: documents (another tenant's small one) while it is cut.
+INLINE_BYTES = 64 * 1024
+
+
+async def _inline_or_thread(large: bool, work: Callable[..., T], *args: Any) -> T:
+    return await asyncio.to_thread(work, *args) if large else work(*args)
+
+
 class Ingestor:
     """Validates documents, splits them and publishes their chunks."""
 
@@ -220,8 +229,6 @@ class Ingestor:
         self.max_document_bytes = max_document_bytes
         self.max_chunks = max_chunks
         self.chunks_made = Counter("kbus_ingestor_chunks", "Chunks produced", registry=registry)
-        #: Each tenant's object store of claim-checked texts, opened when first needed.
-        self._bodies: dict[str, ObjectStore] = {}
 
     async def handle(self, message: NatsMessage) -> None:
         """Settle one ``document.added`` message."""
@@ -236,26 +243,29 @@ class Ingestor:
             "",
             Lane.BULK,
         )
-        claimed: list[tuple[str, BodyRef]] = []
+        claimed: list[DocumentAdded] = []
 
         async def work(doc: DocumentAdded) -> None:
             require_library(sent, doc.tenant, doc.library)
             if doc.body is not None:
-                claimed.append((doc.tenant, doc.body))
+                claimed.append(doc)
             await self.ingest(doc, ranked_as(doc, sequence), lane)
 
         await self.stage.settle(message, DocumentAdded, work)
-        # Done with (indexed, or dead-lettered for a fault of its own): the text can go. A
-        # nacked message keeps it for the next delivery.
-        if claimed and message.committed in (AckStatus.ACKED, AckStatus.REJECTED):
-            await self._discard(*claimed[0])
+        # Done with once indexed: the text can go. A dead-lettered document keeps it (until the
+        # store's age limit), so that its replay finds it; a nacked one, for its next delivery.
+        if claimed and message.committed is AckStatus.ACKED:
+            await self._discard(claimed[0])
 
     async def ingest(self, doc: DocumentAdded, sequence: int = 0, lane: Lane = Lane.BULK) -> None:
         """Read a document (its text, its claim-checked bytes or its web page), parse it, and
         publish its chunks (in the tenant's ``lane`` it came in)."""
         doc, content_type, data = await self._read(doc)
+        large = len(data) > INLINE_BYTES
         if content_type in (ContentType.PLAIN, ContentType.MARKDOWN):
-            parsed = parse(content_type, data, None, self.parser.limits)
+            parsed = await _inline_or_thread(
+                large, parse, content_type, data, None, self.parser.limits
+            )
         else:
             parsed = await self.parser.parse(content_type, data, doc.template)
         # The version stays what the message gave (or its fetched bytes), so every redelivery
@@ -264,7 +274,16 @@ class Ingestor:
             update={"title": doc.title or parsed.title, "version": doc.effective_version()}
         )
         cutter, profile = await self.profiles.for_ingest(doc.tenant, doc.library)
-        ready = chunk_document(doc, cutter, self.max_chunks, sequence, self.keyword_window, parsed)
+        ready = await _inline_or_thread(
+            large,
+            chunk_document,
+            doc,
+            cutter,
+            self.max_chunks,
+            sequence,
+            self.keyword_window,
+            parsed,
+        )
         ready = ready.model_copy(update={"document": ready.document.with_lane(lane)})
         topology = self.stage.topology
         channel = "chunks.ready"
@@ -295,25 +314,18 @@ class Ingestor:
                 f"the document is {doc.body.size} bytes; the limit is {self.max_document_bytes}",
                 code=ErrorCode.TOO_LARGE,
             )
-        store = await self._store(doc.tenant)
-        data = await fetch_body(store, self.stage.topology.bodies_bucket(doc.tenant), doc.body)
+        js = self.stage.broker.connection.jetstream()
+        data = await read_body(js, self.stage.topology, doc.tenant, doc.library, doc.body)
         return doc, doc.content_type, data
 
-    async def _store(self, tenant: str) -> ObjectStore:
-        if tenant not in self._bodies:
-            js = self.stage.broker.connection.jetstream()
-            self._bodies[tenant] = await provisioned_bodies(js, self.stage.topology, tenant)
-        return self._bodies[tenant]
-
-    async def _discard(self, tenant: str, ref: BodyRef) -> None:
-        # After the ack: a crash before this line leaves an object the store's TTL removes.
-        store = self._bodies.get(tenant)
-        if store is None:
-            return
+    async def _discard(self, doc: DocumentAdded) -> None:
+        # After the ack: a crash before this line leaves parts the store's age limit removes.
+        assert doc.body is not None
+        js = self.stage.broker.connection.jetstream()
         try:
-            await store.delete(ref.name)
+            await discard_body(js, self.stage.topology, doc.tenant, doc.library, doc.body)
         except Exception as exc:
-            log.warning("could not remove claim-checked text %s: %s", ref.name, exc)
+            log.warning("could not remove claim-checked text %s: %s", doc.body.name, exc)
 
     def _too_large(self, size: int) -> Callable[[DocumentAdded], Awaitable[None]]:
         async def refuse(_: DocumentAdded) -> None:

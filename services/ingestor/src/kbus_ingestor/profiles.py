@@ -17,6 +17,7 @@ from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.profiles import profile_key
 from kbus_contract.tenancy import Identity, require_granted, require_tenant
 from kbus_runtime.answering import Inbound
+from kbus_runtime.budgets import over_budget
 from kbus_runtime.declaring import open_bucket
 from kbus_runtime.stage import Stage
 from nats.errors import Error as NatsError
@@ -143,9 +144,28 @@ class Profiles:
         return sum(len(cutter.cut(example[a:b], a)) for a, b in cutter.scopes(example))
 
     async def _keep(self, req: ProfileRequest, profile: LibraryProfile) -> int:
+        key = profile_key(req.tenant, req.library)
         try:
-            return await self.kv.put(
-                profile_key(req.tenant, req.library), profile.model_dump_json().encode()
-            )
+            await self._room_for(req.tenant, key)
+            return await self.kv.put(key, profile.model_dump_json().encode())
         except NatsError as exc:
             raise TransientError(f"the profile could not be kept: {exc}") from exc
+
+    async def _room_for(self, tenant: str, key: str) -> None:
+        """Refuse a new library's profile past the tenant's budget (a library's own is
+        replaced: that takes no more room)."""
+        stage = self.stage
+        if stage.budgets is None or stage.usage is None:
+            return
+        stream = f"KV_{self.config.bucket}"
+        if await stage.usage.read(stream, f"$KV.{self.config.bucket}.{key}"):
+            return
+        held = await stage.usage.messages(stream, f"$KV.{self.config.bucket}.{tenant}.>")
+        over_budget(
+            tenant,
+            "profiles",
+            held + 1,
+            stage.budgets.of(tenant).profiles,
+            "library profiles",
+            "remove one, or ask the operator for a larger budget",
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -23,7 +23,7 @@ from kbus_searcher.search.quotas import Quotas
 from kbus_searcher.search.rewriting import create_rewriter
 from kbus_searcher.search.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
-from kbus_searcher.store import ChunkStore
+from kbus_searcher.store import ChunkStore, Scope
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,16 @@ class _Parts:
     versions: Versions
     profiles: LibraryProfiles
     syncs: SyncMarks
+
+
+def store_count(store: ChunkStore) -> Callable[[str], Awaitable[int]]:
+    """A tenant's stored chunks, for its quota: kbus's own count of every document."""
+
+    async def count(tenant: str) -> int:
+        scope = Scope.whole(tenant, None, "a tenant's stored chunks against its budget")
+        return await store.view(scope).count_chunks()
+
+    return count
 
 
 def _indexing(parts: _Parts) -> tuple[Indexer, Reconciler, MaxDeliveries] | None:
@@ -129,7 +139,7 @@ def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:
         settings,
         client,
         store,
-        Quotas(settings.tenant_limits, settings.default_tenant_limit, store.queries.count_chunks),
+        Quotas(service.budgets, store_count(store)),
         Tombstones(topology.tombstones_kv),
         Versions(topology.versions_kv),
         LibraryProfiles(topology.profiles_kv),

@@ -11,7 +11,6 @@ from kbus_runtime.settings import CohereSettings, ServiceSettings, StoreSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from kbus_searcher.search.quotas import TenantLimit
 from kbus_searcher.search.tokens import DEFAULT_TOKENIZER
 
 
@@ -180,14 +179,4 @@ class SearcherSettings(ServiceSettings):
         description="An adaptive context keeps hits scoring at least the best's score less this "
         "share of its spread to the last candidate's. Why: "
         "docs/tuning.md#kbus_searcher_adaptive_drop.",
-    )
-    tenant_limits: dict[str, TenantLimit] = Field(
-        default_factory=dict,
-        description='Per tenant, as JSON: {"acme": {"searches_per_second": 5, "chunks": '
-        "100000}} (0: no limit). Over a limit: quota_exceeded. Rates are per searcher replica.",
-    )
-    default_tenant_limit: TenantLimit = Field(
-        default_factory=lambda: TenantLimit(searches_per_second=100, chunks=5_000_000),
-        description="The limits of a tenant tenant_limits does not name (as JSON; 0: no limit), "
-        "docs/tuning.md#kbus_searcher_default_tenant_limit.",
     )

@@ -25,6 +25,7 @@ from kbus_contract.documents import (
     RecordTemplate,
 )
 from kbus_contract.feed import FeedEntry, FeedKind, FeedReply, FeedRequest
+from kbus_contract.intake import Accepted, BodyPart, Refused
 from kbus_contract.passages import (
     MAX_BUDGET_TOKENS,
     MIN_BUDGET_TOKENS,
@@ -99,6 +100,8 @@ __all__ = [
     "MIN_BUDGET_TOKENS",
     "ORIGINAL_LIMIT",
     "SCHEMA_VERSION",
+    "Accepted",
+    "BodyPart",
     "BodyRef",
     "Chunk",
     "Chunker",
@@ -147,6 +150,7 @@ __all__ = [
     "ProfileRequest",
     "QueryStates",
     "RecordTemplate",
+    "Refused",
     "RerankCandidate",
     "RerankReply",
     "RerankRequest",

@@ -67,7 +67,7 @@ class Held:
 async def held_for(js: JetStreamContext, topology: Topology, stage: StageConsumer) -> Held:
     """Messages each tenant's lanes hold in a stage's stream (waiting or in flight)."""
     try:
-        info = await js.stream_info(stage.stream, subjects_filter=topology.every(stage.channel))
+        info = await js.stream_info(stage.stream, subjects_filter=topology.queued(stage.channel))
     except NotFoundError:
         return Held({}, {})
     lanes: dict[tuple[str, Lane], int] = {}

@@ -3,7 +3,7 @@ each is kept (:class:`~kbus_contract.topology.Topology` mixes them in)."""
 
 from __future__ import annotations
 
-from nats.js.api import KeyValueConfig, ObjectStoreConfig
+from nats.js.api import KeyValueConfig
 
 from kbus_contract import storage
 
@@ -59,20 +59,6 @@ class Buckets:
     def sync_lists_bucket(self) -> str:
         """KV bucket of the latest sync's list of each source, in parts (document ids)."""
         return self._name("synclists")
-
-    def bodies_bucket(self, tenant: str) -> str:
-        """Object store of a tenant's large documents' text (the claim check): one per tenant,
-        so a tenant's credential reaches its own texts only."""
-        return f"{self._name('bodies')}_{tenant}"
-
-    def bodies_store(self, tenant: str) -> ObjectStoreConfig:
-        description = f"kbus: text of {tenant}'s documents larger than one message"
-        return storage.object_store(
-            self.bodies_bucket(tenant),
-            description,
-            replicas=self.replicas,
-            max_bytes=self.stream_max_bytes,
-        )
 
     def bucket(
         self, name: str, description: str, max_bytes: int | None = None, *, direct: bool = False

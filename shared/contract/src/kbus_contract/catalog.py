@@ -23,6 +23,13 @@ from kbus_contract.lanes import Lane, lane_of_form
 
 _TOKEN = re.compile(r"^\{(\w+)\}$")
 
+#: The token before a tenant's subject once the gate accepted its message: streams hold what
+#: tenants send under it (``accepted.document.added.{tenant}.{library}``), and only kbus's
+#: services reach it (kbus_contract.intake).
+ACCEPTED = "accepted"
+#: The service that answers what a tenant sends into the streams.
+GATEWAY = "gateway"
+
 #: The last token of a form that carries what names restricted documents (those whose
 #: ``access`` is not everyone): their receipts, their dead letters, the feed that reads them
 #: back. Only a credential that may write the library, or act for anyone, reaches such a form.
@@ -89,6 +96,24 @@ class Channel:
         )
 
     @property
+    def gated(self) -> bool:
+        """Whether tenants send it to the gate, which stores it under :data:`ACCEPTED`."""
+        return self.receiver == GATEWAY
+
+    @property
+    def queued_forms(self) -> tuple[str, ...]:
+        """The forms as a stream holds them: the gate's accepted forms of what tenants send,
+        the channel's own for what the services send."""
+        return tuple(f"{ACCEPTED}.{form}" for form in self.forms) if self.gated else self.forms
+
+    @property
+    def queued_template(self) -> str:
+        """Every subject of the channel as its stream holds them, as one subscription."""
+        if not self.gated:
+            return self.subject_template
+        return f"{ACCEPTED}.{self.kind}.>"
+
+    @property
     def prefixed(self) -> bool:
         """Whether a bus prefix applies (the server's own ``$`` subjects have none)."""
         return not self.forms[0].startswith("$")
@@ -139,8 +164,17 @@ class Channel:
         return None
 
     def lane_forms(self, lane: Lane) -> tuple[str, ...]:
-        """The forms of a lane (:mod:`kbus_contract.lanes`)."""
-        return tuple(form for form in self.forms if lane_of_form(form) is lane)
+        """The queued forms of a lane (:mod:`kbus_contract.lanes`)."""
+        return tuple(form for form in self.queued_forms if lane_of_form(form) is lane)
+
+    def match_queued(self, tokens: list[str]) -> tuple[str, dict[str, str]] | None:
+        """The queued form a subject (without prefix) has, with the tokens it fills, or None."""
+        if self.gated:
+            if tokens[:1] != [ACCEPTED]:
+                return None
+            matched = self.match(tokens[1:])
+            return None if matched is None else (f"{ACCEPTED}.{matched[0]}", matched[1])
+        return self.match(tokens)
 
     @property
     def kind(self) -> str:
@@ -162,7 +196,9 @@ class Channel:
             {
                 "oneOf": [
                     self.reply.model_json_schema(mode="serialization"),
-                    c.ErrorReply.model_json_schema(mode="serialization"),
+                    (c.Refused if self.gated else c.ErrorReply).model_json_schema(
+                        mode="serialization"
+                    ),
                 ]
             },
             sort_keys=True,
@@ -174,29 +210,52 @@ CHANNELS: tuple[Channel, ...] = (
         "document.added",
         ("document.added.{tenant}.{library}", "document.added.{tenant}.{library}.interactive"),
         c.DocumentAdded,
+        c.Accepted,
         description="A document to index: document.added.{tenant}.{library}, or "
         "document.added.{tenant}.{library}.interactive for one a person waits for: it goes "
-        "ahead of the tenant's bulk work (JetStream, stream DOCUMENTS).",
+        "ahead of the tenant's bulk work. The gate answers as JetStream does and stores it "
+        "(stream DOCUMENTS).",
         senders=("client",),
+        receiver=GATEWAY,
+        micro="kbus-gate",
         use=Use.WRITE,
     ),
     Channel(
         "document.deleted",
         ("document.deleted.{tenant}.{library}", "document.deleted.{tenant}"),
         c.DocumentDeleted,
+        c.Accepted,
         description="Delete a document or a library (document.deleted.{tenant}.{library}) or a "
-        "tenant (document.deleted.{tenant}) (stream DOCUMENTS).",
+        "tenant (document.deleted.{tenant}); the gate stores it (stream DOCUMENTS).",
         senders=("client",),
+        receiver=GATEWAY,
+        micro="kbus-gate",
         use=Use.WRITE,
     ),
     Channel(
         "document.synced",
         ("document.synced.{tenant}.{library}",),
         c.LibrarySync,
+        c.Accepted,
         description="The complete list of a library's documents, or of one source's part of "
         "it: what was indexed before it and is not listed is deleted; one receipt on "
-        "document.reconciled says what the sync did (stream DOCUMENTS).",
+        "document.reconciled says what the sync did; the gate stores it (stream DOCUMENTS).",
         senders=("client",),
+        receiver=GATEWAY,
+        micro="kbus-gate",
+        use=Use.WRITE,
+    ),
+    Channel(
+        "document.body",
+        ("document.body.{tenant}.{library}",),
+        c.BodyPart,
+        c.Accepted,
+        description="A part of a large document's text or of a sync's list, before the "
+        "message whose claim check names it; the gate stores it in the library's share of the "
+        "store of large texts (stream BODIES).",
+        senders=("client",),
+        receiver=GATEWAY,
+        micro="kbus-gate",
         use=Use.WRITE,
     ),
     Channel(
@@ -367,20 +426,24 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         "kb.embed",
-        ("kb.embed",),
+        ("kb.embed.{tenant}",),
         c.EmbedRequest,
         c.EmbedReply,
-        description="Vectors for texts, used by the searcher (request-reply).",
+        description="Vectors for texts, used by the searcher (request-reply), on "
+        "kb.embed.{tenant}: the tenant a search is for (_ for kbus's own), whose requests "
+        "take their turn with other tenants'.",
         senders=("searcher",),
         receiver="embedder",
         micro="kbus-embed",
     ),
     Channel(
         "kb.rerank",
-        ("kb.rerank",),
+        ("kb.rerank.{tenant}",),
         c.RerankRequest,
         c.RerankReply,
-        description="Scores for candidates, used by the searcher (request-reply).",
+        description="Scores for candidates, used by the searcher (request-reply), on "
+        "kb.rerank.{tenant}: the tenant a search is for, whose requests take their turn with "
+        "other tenants'.",
         senders=("searcher",),
         receiver="reranker",
         micro="kbus-rerank",

@@ -1,125 +1,79 @@
-"""The claim check: the text of a document too large for one message waits in an object store.
+"""The claim check: a text (or a sync's list) too large for one message waits in the store of
+large texts, one stream shared by every tenant.
 
-The publisher stores the text in its tenant's object store and sends ``document.added`` with a
-:class:`BodyRef`; the ingestor fetches it from the store of the tenant the subject names (a
-reference to another bucket is refused), verifies it, and removes the object once the message
-is acknowledged. The store's TTL bounds whatever a crash leaves behind.
-
-A tenant's credential holds no JetStream API (docs/security.md): it writes an object with
-publishes alone, in the object store's own format (:func:`put_body`), into a store the operator
-provisioned for it (``python -m kbus_searcher.jobs.setup --tenant``).
+The publisher sends the text in parts to ``document.body.{tenant}.{library}`` (the gate stores
+each part under ``accepted.document.body.{tenant}.{library}.{name}``, the library's share of the
+store, counted against the tenant's budget), then the message with a :class:`BodyRef` naming it.
+A service reads a body only under the tenant and library of the message that names it, so a
+reference can reach nothing of another tenant or library; it verifies the size and hash, and
+removes the parts once the message is settled. The stream's age limit bounds whatever a crash
+leaves behind. The store reserves nothing per tenant: it grows with what is stored.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
-import uuid
-from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
-from nats.js.api import Header
-from nats.js.errors import BucketNotFoundError, NotFoundError, ObjectNotFoundError
-from nats.js.object_store import ObjectStore
+from nats.js.errors import NotFoundError
 
 from kbus_contract.documents import BodyRef
 from kbus_contract.errors import ErrorCode, PermanentError
+from kbus_contract.intake import BODY_PART_BYTES, BodyPart
 from kbus_contract.topology import Topology
-from kbus_contract.wire import PUBLISH_BOUND_S, until_acknowledged
 
-#: Bytes per chunk message of an object (nats-py's own default).
-CHUNK_BYTES = 128 * 1024
-
-
-async def open_bodies(
-    js: JetStreamContext, topology: Topology, tenant: str, *, create: bool
-) -> ObjectStore:
-    """The object store of a tenant's large documents' text, created if asked and missing."""
-    bucket = topology.bodies_bucket(tenant)
-    try:
-        return await js.object_store(bucket)
-    except (BucketNotFoundError, NotFoundError):
-        if not create:
-            raise
-    # nats-py takes the bucket name from its own argument, not from the config.
-    return await js.create_object_store(bucket, config=topology.bodies_store(tenant))
+#: The header of each stored part: its number.
+PART_HEADER = "Kbus-Part"
 
 
-async def provisioned_bodies(js: JetStreamContext, topology: Topology, tenant: str) -> ObjectStore:
-    """The tenant's store of large texts, which a claim check names: ``body_missing`` where
-    the operator never provisioned it."""
-    try:
-        return await open_bodies(js, topology, tenant, create=False)
-    except (BucketNotFoundError, NotFoundError) as exc:
-        raise PermanentError(
-            f"tenant {tenant!r} has no store of large texts: the claim check names nothing "
-            "that exists",
-            code=ErrorCode.BODY_MISSING,
-        ) from exc
-
-
-def body_ref(bucket: str, key: str, data: bytes) -> BodyRef:
+def body_ref(key: str, data: bytes) -> BodyRef:
     """The reference ``data`` has once stored under ``key`` (known before it is stored)."""
-    name = hashlib.sha256(key.encode()).hexdigest()
     return BodyRef(
-        bucket=bucket, name=name, size=len(data), sha256=hashlib.sha256(data).hexdigest()
+        name=hashlib.sha256(key.encode()).hexdigest(),
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
     )
 
 
-async def put_body(
-    js: JetStreamContext, ref: BodyRef, data: bytes, *, bound_s: float = PUBLISH_BOUND_S
-) -> None:
-    """Store ``data`` as the object ``ref`` names: its chunks, then the metadata message that
-    makes them an object (nats-py's object store reads it). Each publish carries an id, so a
-    re-send after a lost acknowledgement (for up to ``bound_s``) is stored once."""
-    nuid = uuid.uuid4().hex
-    chunks = f"$O.{ref.bucket}.C.{nuid}"
-    for number, start in enumerate(range(0, len(data), CHUNK_BYTES)):
-        part = data[start : start + CHUNK_BYTES]
-        await _publish(js, chunks, part, {"Nats-Msg-Id": f"{nuid}/{number}"}, bound_s)
-    info = {
-        "name": ref.name,
-        "bucket": ref.bucket,
-        "nuid": nuid,
-        "size": len(data),
-        "chunks": -(-len(data) // CHUNK_BYTES),
-        "mtime": datetime.now(UTC).isoformat(),
-        "digest": "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode(),
-        "options": {"max_chunk_size": CHUNK_BYTES},
-    }
-    meta = f"$O.{ref.bucket}.M.{base64.urlsafe_b64encode(ref.name.encode()).decode()}"
-    headers = {Header.ROLLUP: "sub", "Nats-Msg-Id": f"{nuid}/meta"}
-    await _publish(js, meta, json.dumps(info).encode(), headers, bound_s)
+def body_parts(ref: BodyRef, data: bytes) -> list[BodyPart]:
+    """The parts the publisher sends, in order (at least one, for an empty body)."""
+    starts = range(0, max(1, len(data)), BODY_PART_BYTES)
+    return [
+        BodyPart.of(ref.name, ref.size, number, data[start : start + BODY_PART_BYTES])
+        for number, start in enumerate(starts)
+    ]
 
 
-async def _publish(
-    js: JetStreamContext, subject: str, body: bytes, headers: dict[str, str], bound_s: float
-) -> None:
-    await until_acknowledged(lambda: js.publish(subject, body, headers=headers), bound_s=bound_s)
-
-
-async def fetch_body(store: ObjectStore, bucket: str, ref: BodyRef) -> bytes:
-    """The bytes a reference names, from ``store`` (the bucket ``bucket`` of the tenant the
-    message's subject names), verified against its size and hash.
+async def read_body(
+    js: JetStreamContext, topology: Topology, tenant: str, library: str, ref: BodyRef
+) -> bytes:
+    """The bytes a reference names, in the share of ``tenant`` and ``library`` (those of the
+    message naming it), verified against its size and hash.
 
     Raises:
-        PermanentError: the reference names another bucket; the object is missing or altered.
+        PermanentError: the body is missing (expired, removed, never stored) or altered.
     """
-    if ref.bucket != bucket:
+    subject = topology.body_subject(tenant, library, ref.name)
+    stream = topology.bodies_stream.name
+    parts: dict[int, bytes] = {}
+    seq, size = 0, 0
+    while size < ref.size or not parts:
+        try:
+            msg = await js.get_msg(stream, seq=seq + 1, subject=subject, next=True, direct=True)
+        except NotFoundError:
+            break
+        seq = int(msg.seq or 0)
+        number = int((msg.headers or {}).get(PART_HEADER, len(parts)))
+        if number not in parts:  # a part stored twice (re-sent after its id expired)
+            parts[number] = msg.data or b""
+            size += len(parts[number])
+    data = b"".join(parts[n] for n in sorted(parts))
+    if not parts:
         raise PermanentError(
-            f"the claim check names bucket {ref.bucket!r}, not the tenant's own ({bucket})",
-            code=ErrorCode.TENANT_MISMATCH,
-        )
-    try:
-        result = await store.get(ref.name)
-    except (ObjectNotFoundError, NotFoundError) as exc:
-        raise PermanentError(
-            f"the document's text is not in the object store ({ref.bucket}/{ref.name}): it "
-            "expired, was removed, or was never stored",
+            f"the text its claim check names ({ref.name}) is not in the store: it expired, "
+            "was removed, or was never stored",
             code=ErrorCode.BODY_MISSING,
-        ) from exc
-    data = result.data or b""
+        )
     if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
         raise PermanentError(
             f"the stored text ({len(data)} bytes) does not match its reference ({ref.size} "
@@ -127,3 +81,20 @@ async def fetch_body(store: ObjectStore, bucket: str, ref: BodyRef) -> bytes:
             code=ErrorCode.BODY_MISMATCH,
         )
     return data
+
+
+async def stored_parts(
+    js: JetStreamContext, topology: Topology, tenant: str, library: str, name: str
+) -> int:
+    """How many parts of a body the store holds (0: none)."""
+    subject = topology.body_subject(tenant, library, name)
+    info = await js.stream_info(topology.bodies_stream.name, subjects_filter=subject)
+    return int((info.state.subjects or {}).get(subject, 0))
+
+
+async def discard_body(
+    js: JetStreamContext, topology: Topology, tenant: str, library: str, ref: BodyRef
+) -> None:
+    """Remove a body's parts (after the message naming it was settled)."""
+    subject = topology.body_subject(tenant, library, ref.name)
+    await js.purge_stream(topology.bodies_stream.name, subject=subject)

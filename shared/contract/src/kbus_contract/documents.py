@@ -116,13 +116,12 @@ class RecordTemplate(Contract):
 class BodyRef(Contract):
     """Where a document's text waits when the document is too large for one message.
 
-    The claim check: the text is an object in the JetStream object store, and the message
-    carries this reference instead. The ingestor fetches it, checks it, and removes it once the
-    document is processed.
+    The claim check: the text is in the store of large texts, in the share of the message's
+    tenant and library (``kbus_contract.claimcheck``), and the message carries this reference
+    instead. The ingestor reads it, checks it, and removes it once the document is processed.
     """
 
-    bucket: str = Field(max_length=256)
-    name: str = Field(max_length=1_024)
+    name: str = Field(pattern=r"^[0-9a-f]{64}$", description="The body's name (64 hex digits).")
     size: int = Field(ge=0, description="Bytes of the UTF-8 text.")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 

@@ -14,7 +14,6 @@ from nats.js.api import (
     ConsumerConfig,
     DiscardPolicy,
     KeyValueConfig,
-    ObjectStoreConfig,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -99,6 +98,23 @@ def advisories_stream(name: str, subjects: list[str], *, replicas: int, max_byte
     )
 
 
+def bodies_stream(name: str, subjects: list[str], *, replicas: int, max_bytes: int) -> Stream:
+    """The store of large texts: parts wait until the message naming them is settled (then
+    they are removed); the age limit bounds what a crash leaves. A full store refuses a new
+    part rather than drop a stored one. Any replica answers a read (parts never change)."""
+    return _declared(
+        name,
+        num_replicas=replicas,
+        subjects=subjects,
+        retention=RetentionPolicy.LIMITS,
+        max_age=7 * DAY,
+        discard=DiscardPolicy.NEW,
+        max_bytes=max_bytes,
+        duplicate_window=DEDUPE_WINDOW_S,
+        allow_direct=True,
+    )
+
+
 def bucket(
     name: str, description: str, *, replicas: int, max_bytes: int, direct: bool = False
 ) -> KeyValueConfig:
@@ -118,21 +134,6 @@ def bucket(
     )
 
 
-def object_store(
-    name: str, description: str, *, replicas: int, max_bytes: int
-) -> ObjectStoreConfig:
-    """An object store; objects are removed once used, and the TTL only bounds what a crash
-    leaves behind."""
-    return ObjectStoreConfig(
-        bucket=name,
-        description=description,
-        ttl=7 * DAY,
-        max_bytes=max_bytes,
-        storage=StorageType.FILE,
-        replicas=replicas,
-    )
-
-
 def work_consumer(
     durable: str, *, ack_wait_s: float = 60.0, max_deliver: int = 10
 ) -> ConsumerConfig:
@@ -147,17 +148,26 @@ def work_consumer(
 
 
 def lane_consumer(
-    name: str, filter_subject: str, *, ack_wait_s: float = 60.0, max_deliver: int = 10
+    name: str,
+    filter_subjects: list[str],
+    *,
+    ack_wait_s: float = 60.0,
+    max_deliver: int = 10,
+    max_ack_pending: int = 1_000,
+    idle_s: float = LANE_IDLE_S,
 ) -> ConsumerConfig:
     """The consumer of one tenant's lane at one stage (fair share): what a stage's durable is,
-    for that tenant's lane only, removed when idle; every replica of the stage pulls from it."""
+    for that tenant's lane only, removed when idle; every replica of the stage pulls from it.
+    ``max_ack_pending`` bounds the tenant's messages in flight at the stage, over every replica
+    (the server hands out no more)."""
     return ConsumerConfig(
         name=name,
         durable_name=name,
-        filter_subject=filter_subject,
+        filter_subject=filter_subjects[0] if len(filter_subjects) == 1 else None,
+        filter_subjects=filter_subjects if len(filter_subjects) > 1 else None,
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait_s,
         max_deliver=max_deliver,
-        max_ack_pending=1_000,
-        inactive_threshold=LANE_IDLE_S,
+        max_ack_pending=max_ack_pending,
+        inactive_threshold=idle_s,
     )

@@ -53,6 +53,11 @@ class LibrarySync(Contract):
         le=3_600.0,
         description="How long the sync waits for listed versions still in the pipeline.",
     )
+    sync_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
+        description="The publisher's name for this sync: its receipt names it again.",
+    )
 
     @model_validator(mode="after")
     def _one_list(self) -> LibrarySync:
@@ -67,7 +72,7 @@ class LibraryReconciled(Contract):
     tenant: str
     library: str
     source: str | None
-    sequence: int = Field(description="The sync's stream sequence (what its publish returned).")
+    sync_id: str | None = Field(default=None, description="The sync's own sync_id.")
     added: int
     changed: int
     unchanged: int
@@ -80,6 +85,11 @@ class LibraryReconciled(Contract):
         default=(),
         description=f"The first {MAX_NAMED} listed documents not searchable at their listed "
         "version (or a later one) within settle_s: counted as failed.",
+    )
+    refused: str | None = Field(
+        default=None,
+        description="Why the sync was not applied at all (code: reason; its dead letter holds "
+        "it); the counts are then 0.",
     )
 
 

@@ -11,7 +11,7 @@ from functools import cached_property
 
 from kbus_contract import storage
 from kbus_contract.buckets import Buckets
-from kbus_contract.catalog import CHANNELS, Channel, channel
+from kbus_contract.catalog import ACCEPTED, CHANNELS, Channel, Use, channel
 from kbus_contract.lanes import Lane, lane_of_form
 from kbus_contract.pipeline import DocumentRef
 from kbus_contract.storage import Stream, work_consumer
@@ -33,6 +33,12 @@ class StageConsumer:
     durable: str
     channel: str
     fair: bool = True
+    #: The most messages of one tenant the stage holds at once, over every replica (the lane
+    #: consumer's max_ack_pending): what keeps one tenant's slow work from taking every worker.
+    tenant_in_flight: int = 1_000
+    #: The channels it publishes a tenant's work on, to the next stage: it takes no more of a
+    #: tenant's work while the tenant holds its budget there (kbus_runtime.lanes).
+    feeds: tuple[str, ...] = ()
 
     def lane_consumer(self, tenant: str, lane: Lane) -> str:
         """The name of the consumer of one tenant's lane (a tenant id is a valid name)."""
@@ -85,8 +91,39 @@ class Topology(Buckets):
         return self._placed(channel(name), channel(name).fill(restricted, **tokens))
 
     def every(self, name: str) -> str:
-        """Every subject of catalog channel ``name``, as one subscription."""
+        """Every subject of catalog channel ``name``, as one subscription (for what a tenant
+        sends, the gate's)."""
         return self._placed(channel(name), channel(name).subject_template)
+
+    def queued(self, name: str) -> str:
+        """Every subject of catalog channel ``name`` as its stream holds them, as one
+        subscription: what the gate accepted of what tenants send (``accepted.``), the
+        channel's own subjects for what the services send."""
+        return self._placed(channel(name), channel(name).queued_template)
+
+    def accepted(self, subject: str) -> str:
+        """Where the gate stores a tenant's message sent on ``subject`` (its accepted form)."""
+        tokens = subject.split(".")
+        if self.prefix and tokens[:1] == [self.prefix]:
+            return ".".join([self.prefix, ACCEPTED, *tokens[1:]])
+        return f"{ACCEPTED}.{subject}"
+
+    def as_sent(self, subject: str) -> str:
+        """The subject a tenant sent a stored message on (a subject the gate did not store:
+        itself)."""
+        tokens = self._unprefixed(subject)
+        if tokens[:1] != [ACCEPTED]:
+            return subject
+        return self._subject(".".join(tokens[1:]))
+
+    def body_subject(self, tenant: str, library: str, name: str) -> str:
+        """Where the parts of one large text of a tenant's library wait (kbus_contract.claimcheck):
+        the library's share of the store, which only a message of that library reaches."""
+        return self._subject(f"{ACCEPTED}.document.body.{tenant}.{library}.{name}")
+
+    def bodies_of(self, tenant: str, library: str | None = None) -> str:
+        """Every part a tenant (one of its libraries) holds in the store of large texts."""
+        return self._subject(f"{ACCEPTED}.document.body.{tenant}.{library or '*'}.*")
 
     def forms(self, name: str, **tokens: str) -> list[str]:
         """Each form of catalog channel ``name`` with these tokens (``*`` for the others)."""
@@ -101,9 +138,11 @@ class Topology(Buckets):
         return self.in_lane("document.added", lane, tenant=tenant, library=library)
 
     def in_lane(self, name: str, lane: Lane, **tokens: str) -> str:
-        """The subject of catalog channel ``name`` in ``lane``, with these tokens."""
+        """The subject of catalog channel ``name`` in ``lane``, with these tokens (what a
+        tenant sends to the gate; for a channel between the services, what its stream holds)."""
         entry = channel(name)
-        [form] = [f for f in entry.lane_forms(lane) if entry.tokens_of(f) == set(tokens)]
+        forms = [f for f in entry.forms if lane_of_form(f) is lane]
+        [form] = [f for f in forms if entry.tokens_of(f) == set(tokens)]
         return self._placed(entry, entry.fill_form(form, **tokens))
 
     def of_document(self, name: str, document: DocumentRef) -> str:
@@ -111,14 +150,19 @@ class Topology(Buckets):
         under its tenant, in its lane."""
         return self.in_lane(name, document.lane, tenant=document.tenant)
 
-    def lane_filter(self, name: str, tenant: str, lane: Lane) -> str:
-        """What one tenant's ``lane`` of catalog channel ``name`` holds, as one filter subject."""
-        [form] = channel(name).lane_forms(lane)
-        return self._placed(channel(name), channel(name).fill_form(form, tenant=tenant))
+    def lane_filters(self, name: str, tenant: str, lane: Lane) -> list[str]:
+        """What one tenant's ``lane`` of catalog channel ``name`` holds in its stream, as filter
+        subjects (one per form: a tenant-wide deletion has a form of its own)."""
+        entry = channel(name)
+        return [
+            self._placed(entry, entry.fill_form(form, tenant=tenant))
+            for form in entry.lane_forms(lane)
+        ]
 
     def tenant_lane(self, name: str, subject: str) -> tuple[str, Lane] | None:
-        """The tenant and lane of a subject of catalog channel ``name`` (None: not of it)."""
-        matched = channel(name).match(self._unprefixed(subject))
+        """The tenant and lane of a queued subject of catalog channel ``name`` (None: not of
+        it)."""
+        matched = channel(name).match_queued(self._unprefixed(subject))
         if matched is None or "tenant" not in matched[1]:
             return None
         return matched[1]["tenant"], lane_of_form(matched[0])
@@ -176,6 +220,15 @@ class Topology(Buckets):
             "deadletter", restricted, stage="*", tenant=tenant, library=library or "*"
         )
 
+    def records_of(self, stream: str, tenant: str) -> list[str]:
+        """What one tenant holds of the receipts or the dead-letter stream, as filter subjects
+        (the first holds nearly all of it: its oldest go when the tenant is past its budget)."""
+        if stream == self.receipts_stream.name:
+            return [self._subject(f"document.*.{tenant}.>"), self.removed(tenant)]
+        if stream == self.dead_letter_stream.name:
+            return [self._subject(f"deadletter.*.{tenant}.>")]
+        raise ValueError(f"{stream} holds no tenant's records")
+
     def asked(
         self, name: str, tenant: str, grant: str = GRANT_ALL, restricted: bool = False
     ) -> str:
@@ -187,15 +240,18 @@ class Topology(Buckets):
 
     @property
     def document_added(self) -> str:
-        return self.every("document.added")
+        """Documents the gate accepted (what the ingestor takes)."""
+        return self.queued("document.added")
 
     @property
     def document_deleted(self) -> str:
-        return self.every("document.deleted")
+        """Deletions the gate accepted."""
+        return self.queued("document.deleted")
 
     @property
     def document_synced(self) -> str:
-        return self.every("document.synced")
+        """Syncs the gate accepted."""
+        return self.queued("document.synced")
 
     @property
     def document_reconciled(self) -> str:
@@ -233,17 +289,37 @@ class Topology(Buckets):
         return self.every("embeddings.ready")
 
     def names_tenant(self, subject: str) -> bool:
-        """Whether ``subject`` is of a kind that carries a tenant (malformed or not)."""
-        return names_tenant(self._unprefixed(subject))
+        """Whether ``subject`` (as sent, or as the gate stored it) is of a kind that carries a
+        tenant (malformed or not)."""
+        return names_tenant(self._as_sent(subject))
 
     def channel_of(self, subject: str) -> str:
-        """The catalog name of a subject of this installation ("" for none)."""
-        tokens = self._unprefixed(subject)
+        """The catalog name of a subject of this installation, as sent or as the gate stored it
+        ("" for none)."""
+        tokens = self._as_sent(subject)
         return next((entry.name for entry in CHANNELS if entry.read(tokens) is not None), "")
 
     def identity(self, subject: str) -> Identity:
-        """The tenant, library and grant a tenant's subject names (empty for other subjects)."""
-        return identity_of(self._unprefixed(subject))
+        """The tenant, library and grant a tenant's subject names, as sent or as the gate stored
+        it (empty for other subjects)."""
+        return identity_of(self._as_sent(subject))
+
+    def turn_of(self, subject: str) -> tuple[str, bool]:
+        """Whose turn a request takes, and whether a tenant sent it: the tenant its subject
+        names (a tenant's own subject, or kbus's asking on a tenant's behalf: ``kb.embed``,
+        ``kb.rerank``); "" for a request for no tenant."""
+        tokens = self._as_sent(subject)
+        for entry in CHANNELS:
+            found = entry.read(tokens)
+            if found is not None and "tenant" in found:
+                tenant = found["tenant"]
+                return ("" if tenant == UNKNOWN else tenant), entry.use is not Use.NONE
+        return "", False
+
+    def _as_sent(self, subject: str) -> list[str]:
+        """The tokens of the subject a tenant sent: a stored subject without the gate's token."""
+        tokens = self._unprefixed(subject)
+        return tokens[1:] if tokens[:1] == [ACCEPTED] else tokens
 
     def _unprefixed(self, subject: str) -> list[str]:
         """The subject's tokens after this installation's prefix (none for another's)."""
@@ -267,33 +343,49 @@ class Topology(Buckets):
     def stages(self) -> tuple[StageConsumer, ...]:
         """The pipeline's stages: each one's stream and durable consumer."""
         return (
+            # A tenant's large documents take seconds each to cut: it holds half of the
+            # default workers at most, so another's document always finds one free.
             StageConsumer(
-                "ingestor", self.documents_stream.name, self.ingestor_durable, "document.added"
+                "ingestor",
+                self.documents_stream.name,
+                self.ingestor_durable,
+                "document.added",
+                feeds=("chunks.ready", "chunks.generate"),
+                tenant_in_flight=8,
             ),
             StageConsumer(
-                "generator", self.chunks_stream.name, self.generator_durable, "chunks.generate"
+                "generator",
+                self.chunks_stream.name,
+                self.generator_durable,
+                "chunks.generate",
+                feeds=("chunks.ready",),
             ),
             StageConsumer(
-                "embedder", self.chunks_stream.name, self.embedder_durable, "chunks.ready"
+                "embedder",
+                self.chunks_stream.name,
+                self.embedder_durable,
+                "chunks.ready",
+                feeds=("embeddings.ready",),
             ),
             StageConsumer(
                 "indexer", self.embeddings_stream.name, self.indexer_durable, "embeddings.ready"
             ),
-            # Deletions are cheap and take no model: one queue, in order.
+            # A tenant's deletions apply one at a time, in the order they were published.
             StageConsumer(
                 "deleter",
                 self.documents_stream.name,
                 self.deleter_durable,
                 "document.deleted",
-                fair=False,
+                tenant_in_flight=1,
             ),
-            # Syncs of a source apply in the order they were published: one queue.
+            # A sync may wait minutes for what it lists: two of a tenant's at once at most, so
+            # its long syncs never hold another tenant's.
             StageConsumer(
                 "syncer",
                 self.documents_stream.name,
                 self.syncer_durable,
                 "document.synced",
-                fair=False,
+                tenant_in_flight=2,
             ),
         )
 
@@ -334,6 +426,13 @@ class Topology(Buckets):
             self._name("deadletter"), [self.dead_letters], **self._sized
         )
 
+    @cached_property
+    def bodies_stream(self) -> Stream:
+        """The store of large texts, shared by every tenant (kbus_contract.claimcheck)."""
+        return storage.bodies_stream(
+            self._name("bodies"), [self._subject(f"{ACCEPTED}.document.body.>")], **self._sized
+        )
+
     @property
     def work_streams(self) -> tuple[Stream, ...]:
         return (self.documents_stream, self.chunks_stream, self.embeddings_stream)
@@ -368,4 +467,5 @@ class Topology(Buckets):
             self.receipts_stream,
             self.dead_letter_stream,
             self.advisories_stream,
+            self.bodies_stream,
         )

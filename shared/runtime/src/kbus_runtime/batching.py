@@ -10,6 +10,10 @@ Up to ``in_flight`` calls run at once. A slot is taken before the linger starts,
 arrive while every slot is busy join the next call instead of waiting in a call of their own;
 with two slots the next call is already queued when the current one ends.
 
+An item may carry a key (its tenant): a call takes the waiting items of the key served longest
+ago first, so one tenant's many items delay another's by one call at most, not by all of
+theirs.
+
 A call's span is a child of its first item's span and links to the others'.
 """
 
@@ -41,6 +45,7 @@ class _Pending(Generic[T, R]):
     item: T
     future: asyncio.Future[R]
     context: Context
+    key: str = ""
 
 
 class Batcher(Generic[T, R]):
@@ -73,11 +78,14 @@ class Batcher(Generic[T, R]):
         self._task: asyncio.Task[None] | None = None
         self._slots = asyncio.Semaphore(in_flight)
         self._calls: set[asyncio.Task[None]] = set()
+        self._served_at: dict[str, int] = {}
+        self._turns = 0
 
-    async def submit(self, item: T) -> R:
-        """Wait until the batch holding ``item`` has run; return its result or raise its error."""
+    async def submit(self, item: T, key: str = "") -> R:
+        """Wait until the batch holding ``item`` has run; return its result or raise its error
+        (``key``: whose item it is, served in turn with the other keys)."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Pending(item, future, otel_context.get_current()))
+        self._pending.append(_Pending(item, future, otel_context.get_current(), key))
         self._count += self._size(item)
         if self._count >= self.max_size:
             self._full.set()
@@ -125,10 +133,25 @@ class Batcher(Generic[T, R]):
         taken: list[_Pending[T, R]] = []
         count = 0
         while self._pending:
-            size = self._size(self._pending[0].item)
+            index = self._next()
+            size = self._size(self._pending[index].item)
             if taken and count + size > self.max_size:
                 break
-            taken.append(self._pending.pop(0))
+            pending = self._pending.pop(index)
+            taken.append(pending)
             count += size
+            self._turns += 1
+            self._served_at[pending.key] = self._turns
         self._count -= count
+        if len(self._served_at) > 10_000:
+            waiting = {p.key for p in self._pending}
+            self._served_at = {k: v for k, v in self._served_at.items() if k in waiting}
         return taken
+
+    def _next(self) -> int:
+        """The first waiting item of the key served longest ago."""
+        keys = dict.fromkeys(p.key for p in self._pending)
+        if len(keys) == 1:
+            return 0
+        key = min(keys, key=lambda k: self._served_at.get(k, -1))
+        return next(i for i, p in enumerate(self._pending) if p.key == key)

@@ -157,7 +157,8 @@ def work_subscriber(
     """The subscription of a pipeline stage: its shared durable pull consumer, acked by hand.
 
     FastStream's default for JetStream handlers terminates a message on any exception;
-    :meth:`kbus_runtime.stage.Stage.settle` decides every ack instead. With ``max_workers``
+    :meth:`kbus_runtime.stage.Stage.settle` decides every ack instead, and ``no_reply`` keeps
+    FastStream from publishing where a message's ``reply_to`` header says. With ``max_workers``
     above one, that many messages are handled at once. The stream is declared by
     :mod:`kbus_runtime.declaring` before any subscriber starts, so FastStream never declares it.
 
@@ -177,6 +178,9 @@ def work_subscriber(
         inbox_prefix=topology.pull_inbox,
         pull_sub=PullSub(batch_size=fetch_batch, timeout=1.0),
         ack_policy=AckPolicy.MANUAL,
+        # A stream message's headers are never an address to publish to: FastStream would
+        # publish a handler's result to a ``reply_to`` header on the service's own connection.
+        no_reply=True,
         title=title,
         description=description,
         max_workers=max_workers,

@@ -28,6 +28,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
 from kbus_runtime.fair_share import FairShare
@@ -54,6 +55,31 @@ def _status(message: Msg) -> str:
     return (message.headers or {}).get("Status", "")
 
 
+#: The tenants whose work waiting at the next stage is at their budget (their next message
+#: here waits until it drains).
+Full = Callable[[JetStreamContext], Awaitable[frozenset[str]]]
+
+
+def downstream_full(
+    topology: Topology, stage: StageConsumer, budget: Callable[[str, str], int]
+) -> Full | None:
+    """What a stage feeds, read like its own lanes: the tenants that hold their budget
+    (``budget(tenant, stream)``) of messages waiting in the next stage's stream."""
+    fed = [s for s in topology.stages if s.channel in stage.feeds]
+    if not fed:
+        return None
+
+    async def full(js: JetStreamContext) -> frozenset[str]:
+        held: dict[tuple[str, str], int] = {}
+        for consumer in fed:
+            for (tenant, _), count in (await held_for(js, topology, consumer)).lanes.items():
+                key = (tenant, consumer.stream)
+                held[key] = held.get(key, 0) + count
+        return frozenset(t for (t, stream), n in held.items() if n >= budget(t, stream))
+
+    return full
+
+
 class LanePuller:
     """One replica's source of a fair stage's messages."""
 
@@ -64,12 +90,14 @@ class LanePuller:
         stage: StageConsumer,
         share: FairShare,
         poll_s: float,
+        full: Full | None = None,
     ) -> None:
         self.connection = connection
         self.topology = topology
         self.stage = stage
         self.share = share
         self.poll_s = poll_s
+        self.full = full
         self._news = asyncio.Event()
         self._made: set[str] = set()
         self._refused: set[str] = set()
@@ -80,8 +108,10 @@ class LanePuller:
         while running():
             try:
                 held = await held_for(js, self.topology, self.stage)
+                blocked = await self.full(js) if self.full is not None else frozenset()
+                lanes = {key: n for key, n in held.lanes.items() if key[0] not in blocked}
                 strays = {(_STRAY + subject, Lane.BULK): n for subject, n in held.strays.items()}
-                self.share.observe({**held.lanes, **strays})
+                self.share.observe({**lanes, **strays})
                 self._news.set()
             except (NatsError, TimeoutError) as exc:
                 log.debug("%s: could not read the tenants' work: %s", self.stage.stage, exc)
@@ -128,8 +158,8 @@ class LanePuller:
         return message
 
     async def _fetch(self, tenant: str, lane: Lane, inbox: Subscription) -> Msg | None:
-        name, filter_subject = self._consumer(tenant, lane)
-        if name not in self._made and not await self._make(name, filter_subject):
+        name, filters = self._consumer(tenant, lane)
+        if name not in self._made and not await self._make(name, filters):
             return None
         nc = self.connection()
         next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{self.stage.stream}.{name}"
@@ -143,22 +173,23 @@ class LanePuller:
             self._made.discard(name)  # removed while idle: made again on its next turn
         return None if status else reply
 
-    def _consumer(self, tenant: str, lane: Lane) -> tuple[str, str]:
-        """The name and filter of the consumer of a tenant's lane, or of a stray subject."""
+    def _consumer(self, tenant: str, lane: Lane) -> tuple[str, list[str]]:
+        """The name and filters of the consumer of a tenant's lane, or of a stray subject."""
         if tenant.startswith(_STRAY):
             subject = tenant.removeprefix(_STRAY)
             digest = hashlib.sha256(subject.encode()).hexdigest()[:16]
-            return f"{self.stage.durable}_stray_{digest}", subject
+            return f"{self.stage.durable}_stray_{digest}", [subject]
         name = self.stage.lane_consumer(tenant, lane)
-        return name, self.topology.lane_filter(self.stage.channel, tenant, lane)
+        return name, self.topology.lane_filters(self.stage.channel, tenant, lane)
 
-    async def _make(self, name: str, filter_subject: str) -> bool:
+    async def _make(self, name: str, filter_subjects: list[str]) -> bool:
         """Create a lane's consumer (as it is, if it exists); False: could not."""
         config = lane_consumer(
             name,
-            filter_subject,
+            filter_subjects,
             ack_wait_s=self.topology.ack_wait_s,
             max_deliver=self.topology.max_deliver,
+            max_ack_pending=self.stage.tenant_in_flight,
         )
         try:
             await self.connection().jetstream().add_consumer(self.stage.stream, config)

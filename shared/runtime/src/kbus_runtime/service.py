@@ -23,15 +23,17 @@ from prometheus_client import CollectorRegistry, make_asgi_app
 
 from kbus_runtime.answering import Answer, Served, serve
 from kbus_runtime.backlog import BacklogGauges
+from kbus_runtime.budgets import Budgets, waiting_budget
 from kbus_runtime.bus import Handler, make_broker, work_subscriber
 from kbus_runtime.declaring import consumers_answer, declare_streams, one_kind_of_consumer
 from kbus_runtime.fair_share import FairShare
-from kbus_runtime.lanes import LanePuller, pull_fairly
+from kbus_runtime.lanes import LanePuller, downstream_full, pull_fairly
 from kbus_runtime.logs import configure_logging
 from kbus_runtime.settings import ServiceSettings
 from kbus_runtime.stage import Stage
 from kbus_runtime.stage_metrics import StageMetrics
 from kbus_runtime.tracing import start_tracing
+from kbus_runtime.usage import Usage
 
 #: Seconds a stopping service waits for its fetched messages to be handed back.
 HAND_BACK_WAIT_S = 2.0
@@ -77,6 +79,9 @@ class Service:
             tracer_provider=self.tracer_provider,
         )
         self.metrics = StageMetrics(self.registry)
+        self.budgets = Budgets(self.settings.budgets, self.topology)
+        #: What each tenant holds of the shared streams, as the server counts it.
+        self.usage = Usage(lambda: self.broker.connection.jetstream())
 
     def stage(self, name: str | None = None) -> Stage:
         """A stage of this service (by default named as the service)."""
@@ -87,6 +92,8 @@ class Service:
             self.metrics,
             self.settings.bus.publish_retry_s,
             self.stopping,
+            self.budgets,
+            self.usage,
         )
 
     def consume(
@@ -140,6 +147,7 @@ class Service:
             found[0],
             FairShare(bus.tenant_weights),
             bus.fair_share_poll_s,
+            downstream_full(self.topology, found[0], waiting_budget(self.budgets, self.topology)),
         )
 
     def answer(self, answers: Mapping[str, Answer], *, description: str, concurrency: int) -> None:
@@ -210,6 +218,7 @@ class Service:
                     version=version(package),
                     description=endpoints.description,
                     concurrency=endpoints.concurrency,
+                    per_tenant=lambda tenant: self.budgets.of(tenant).requests_in_flight,
                 )
             )
 

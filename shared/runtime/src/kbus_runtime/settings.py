@@ -15,6 +15,7 @@ from kbus_contract.topology import Topology
 from pydantic import Field, PositiveFloat, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kbus_runtime.budgets import BudgetSettings
 from kbus_runtime.tracing import TracingSettings
 
 
@@ -251,6 +252,7 @@ class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore")
 
     bus: BusSettings = Field(default_factory=BusSettings)
+    budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     http_host: str = Field(
         default_factory=lambda: os.environ.get("KBUS_HTTP_HOST", "127.0.0.1"),

@@ -18,12 +18,15 @@ from typing import Any, Protocol, TypeVar
 from kbus_contract import ORIGINAL_LIMIT, DeadLetter, DocumentFailed, ErrorInfo, ErrorReply
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.restricted import message_is_everyones
+from kbus_contract.tenancy import UNKNOWN
 from kbus_contract.topology import Topology
 from kbus_contract.wire import PUBLISH_BOUND_S, decode, request, until_acknowledged
 from nats.aio.client import Client
 from pydantic import BaseModel
 
+from kbus_runtime.budgets import Budgets
 from kbus_runtime.stage_metrics import StageMetrics
+from kbus_runtime.usage import Usage
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)
@@ -102,6 +105,9 @@ class Stage:
     publish_bound_s: float = PUBLISH_BOUND_S
     #: Set when the process is told to stop: messages not yet started are handed back.
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The tenants' budgets, and what each holds (None: records kept without a bound).
+    budgets: Budgets | None = None
+    usage: Usage | None = None
 
     def __post_init__(self) -> None:
         if self.topology.unsafe_ack_first:
@@ -216,6 +222,37 @@ class Stage:
             bound_s=self.publish_bound_s,
         )
 
+    async def record(
+        self,
+        model: BaseModel,
+        subject: str,
+        *,
+        stream: str,
+        msg_id: str,
+        tenant: str | None,
+        budget: str,
+    ) -> None:
+        """Publish a record a tenant reads back (a receipt, a dead letter), keeping at most its
+        ``budget`` of them in ``stream``: past it, its own oldest go first."""
+        await self._make_room(stream, tenant or UNKNOWN, budget)
+        await self.publish(model, subject, stream=stream, msg_id=msg_id)
+        if self.usage is not None:
+            self.usage.added(stream, self.topology.records_of(stream, tenant or UNKNOWN)[0])
+
+    async def _make_room(self, stream: str, tenant: str, budget: str) -> None:
+        if self.budgets is None or self.usage is None:
+            return
+        kept = int(getattr(self.budgets.of(tenant), budget))
+        main, *others = self.topology.records_of(stream, tenant)
+        held = [await self.usage.messages(stream, subject) for subject in (main, *others)]
+        if sum(held) + 1 <= kept:
+            return
+        keep = max(0, kept - 1 - sum(held[1:]))
+        js = self.broker.connection.jetstream()
+        await js.purge_stream(stream, subject=main, keep=keep or None)
+        self.usage.forget(stream, main)
+        log.info("%s: tenant %s was past its %s; its oldest went", self.name, tenant, budget)
+
     async def _retry_or_give_up(self, message: Message, exc: Exception, deliveries: int) -> None:
         code = exc.code if isinstance(exc, TransientError) else "internal"
         if not isinstance(exc, TransientError):
@@ -287,11 +324,13 @@ class Stage:
         # Ids make a retry after a half-done attempt harmless: JetStream drops the repeat.
         msg_id = f"{stage}/{letter.subject}/{letter.stream_sequence}"
         restricted = not message_is_everyones(self.topology.channel_of(subject), body)
-        await self.publish(
+        await self.record(
             letter,
             self.topology.dead_letter(stage, letter.tenant, letter.library, restricted),
             stream=self.topology.dead_letter_stream.name,
             msg_id=msg_id,
+            tenant=letter.tenant,
+            budget="dead_letters",
         )
         is_document = not subject.startswith(self.topology.document_deleted[:-1])
         if is_document and letter.tenant and letter.library and letter.document_id:
@@ -303,11 +342,13 @@ class Stage:
                 code=code,
                 reason=letter.reason,
             )
-            await self.publish(
+            await self.record(
                 failed,
                 self.topology.failed(failed.tenant, failed.library, restricted),
                 stream=self.topology.receipts_stream.name,
                 msg_id=msg_id,
+                tenant=failed.tenant,
+                budget="receipts",
             )
 
     def _identity(self, subject: str, body: bytes) -> dict[str, str | None]:

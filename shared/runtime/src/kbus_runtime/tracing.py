@@ -11,8 +11,10 @@ request grows a header.
 from __future__ import annotations
 
 import contextlib
+import random
 from collections.abc import Iterator, Mapping, Sequence
 from importlib.metadata import version
+from typing import Any
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
@@ -20,7 +22,13 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.sdk.trace.sampling import (
+    Decision,
+    ParentBased,
+    Sampler,
+    SamplingResult,
+    TraceIdRatioBased,
+)
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -42,8 +50,8 @@ class TracingSettings(BaseSettings):
         default=1.0,
         ge=0.0,
         le=1.0,
-        description="Share of traces a service starts that are recorded; a trace begun by a "
-        "caller follows the caller's choice.",
+        description="Share of traces that are recorded, whether a service starts them or a "
+        "caller does (a caller's choice to sample never forces a service to record).",
     )
     schedule_delay_ms: int = Field(
         default=1_000, ge=1, description="Milliseconds between exports of finished spans."
@@ -58,7 +66,7 @@ def start_tracing(service: str, settings: TracingSettings) -> TracerProvider | N
         resource=Resource.create(
             {"service.name": f"kbus-{service}", "service.version": version(f"kbus-{service}")}
         ),
-        sampler=ParentBased(TraceIdRatioBased(settings.sample_ratio)),
+        sampler=sampler(settings.sample_ratio),
     )
     exporter = OTLPSpanExporter(endpoint=f"{settings.endpoint.rstrip('/')}/v1/traces")
     provider.add_span_processor(
@@ -66,6 +74,30 @@ def start_tracing(service: str, settings: TracingSettings) -> TracerProvider | N
     )
     trace.set_tracer_provider(provider)
     return provider
+
+
+class _Drawn(Sampler):
+    """Records a share of what a caller sends, drawn here: neither the caller's sampled flag
+    nor a trace id it chose decides (a caller could pick ids a ratio of the id always takes)."""
+
+    def __init__(self, ratio: float) -> None:
+        self.ratio = ratio
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
+        chosen = random.random() < self.ratio
+        return SamplingResult(Decision.RECORD_AND_SAMPLE if chosen else Decision.DROP)
+
+    def get_description(self) -> str:
+        return f"Drawn{{{self.ratio}}}"
+
+
+def sampler(ratio: float) -> Sampler:
+    """What a service records: ``ratio`` of the traces it starts, and of those a caller starts
+    (drawn here, whatever the caller asked); within the service, a span follows its parent."""
+    drawn = _Drawn(ratio)
+    return ParentBased(
+        TraceIdRatioBased(ratio), remote_parent_sampled=drawn, remote_parent_not_sampled=drawn
+    )
 
 
 @contextlib.contextmanager

@@ -51,7 +51,7 @@ class Indexer:
         self.tombstones = tombstones
         self.versions = versions
         self.syncs = syncs
-        self.quotas = quotas or Quotas({})
+        self.quotas = quotas or Quotas()
         self.chunks_indexed = Counter(
             "kbus_indexer_chunks",
             "Chunks written to the store, by tenant",
@@ -101,7 +101,7 @@ class Indexer:
         Raises this part's own error (a bad vector, a chunk the store refused, the store or the
         bus unavailable): the other parts of the batch end on their own.
         """
-        await self._batches.submit(ready)
+        await self._batches.submit(ready, ready.document.tenant)
 
     async def _index_batch(self, batch: list[EmbeddingsReady]) -> list[Exception | None]:
         self.batch_sizes.observe(len(batch))
@@ -313,12 +313,14 @@ class Indexer:
         topology = self.stage.topology
         self.documents_indexed.labels(doc.tenant).inc()
         # Parts finishing together may each see the document complete: one receipt is kept.
-        await self.stage.publish(
+        await self.stage.record(
             receipt,
             topology.indexed(doc.tenant, doc.library, not is_everyones(doc.access)),
             stream=topology.receipts_stream.name,
             msg_id=f"indexed:{doc.tenant}:{doc.library}:{doc.document_id}:{doc.sequence}:"
             f"{doc.version}",
+            tenant=doc.tenant,
+            budget="receipts",
         )
 
     async def delete(
@@ -335,7 +337,7 @@ class Indexer:
         except WeaviateBaseError as exc:
             raise unavailable(exc, "delete") from exc
         topology = self.stage.topology
-        await self.stage.publish(
+        await self.stage.record(
             DocumentRemoved(
                 tenant=deletion.tenant,
                 library=deletion.library,
@@ -345,4 +347,6 @@ class Indexer:
             topology.removed(deletion.tenant, deletion.library, restricted),
             stream=topology.receipts_stream.name,
             msg_id=receipt_id or f"removed:{sequence}",
+            tenant=deletion.tenant,
+            budget="receipts",
         )

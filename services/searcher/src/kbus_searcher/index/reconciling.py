@@ -22,19 +22,18 @@ from typing import TypeVar
 
 from faststream.nats.message import NatsMessage
 from kbus_contract import DocumentDeleted, LibraryReconciled, LibrarySync, SyncEntry
-from kbus_contract.claimcheck import fetch_body, provisioned_bodies
+from kbus_contract.claimcheck import discard_body, read_body
 from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.syncing import MAX_LISTED, MAX_NAMED
 from kbus_contract.tenancy import require_library
 from kbus_runtime.stage import Stage, stream_sequence
-from nats.js.object_store import ObjectStore
 from pydantic import ValidationError
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.index.indexer import Indexer
-from kbus_searcher.index.syncmarks import SyncMarks
+from kbus_searcher.index.syncmarks import PART_BYTES, SyncMarks, parts
 from kbus_searcher.index.versions import Versions
-from kbus_searcher.store import ChunkStore
+from kbus_searcher.store import ChunkStore, Scope
 from kbus_searcher.store.errors import unavailable
 
 log = logging.getLogger("kbus.searcher")
@@ -130,13 +129,18 @@ class Reconciler:
 
         async def work(sync: LibrarySync) -> None:
             require_library(sent, sync.tenant, sync.library)
-            await self.reconcile(sync, sequence)
+            try:
+                await self.reconcile(sync, sequence)
+            except PermanentError as exc:
+                await self._refused(sync, sequence, exc)
+                raise
 
         await self.stage.settle(message, LibrarySync, work)
 
     async def reconcile(self, sync: LibrarySync, sequence: int) -> LibraryReconciled:
         """Apply one sync published at ``sequence``, and publish its receipt."""
         listed = await self._listed(sync)
+        await self._room_for(sync, listed)
         # Before the store is read: a publish it does not list, written after that read, is
         # then removed by the indexer's check after its write (as a deletion's tombstone is).
         await self.syncs.record(sync.tenant, sync.library, sync.source, sequence, listed)
@@ -148,7 +152,7 @@ class Reconciler:
             tenant=sync.tenant,
             library=sync.library,
             source=sync.source,
-            sequence=sequence,
+            sync_id=sync.sync_id,
             added=added,
             changed=len(settled) - added,
             unchanged=plan.unchanged,
@@ -157,15 +161,58 @@ class Reconciler:
             failed=len(unsettled),
             unsettled=tuple(sorted(unsettled)[:MAX_NAMED]),
         )
+        await self._send(sync, sequence, receipt)
+        await self._discard(sync)
+        return receipt
+
+    async def _send(self, sync: LibrarySync, sequence: int, receipt: LibraryReconciled) -> None:
         topology = self.stage.topology
-        await self.stage.publish(
+        await self.stage.record(
             receipt,
             topology.reconciled(sync.tenant, sync.library),
             stream=topology.receipts_stream.name,
             msg_id=f"reconciled:{sequence}",
+            tenant=sync.tenant,
+            budget="receipts",
         )
-        await self._discard(sync)
-        return receipt
+
+    async def _refused(self, sync: LibrarySync, sequence: int, exc: PermanentError) -> None:
+        """The receipt of a sync that will not be applied, saying why (its dead letter follows)."""
+        receipt = LibraryReconciled(
+            tenant=sync.tenant,
+            library=sync.library,
+            source=sync.source,
+            sync_id=sync.sync_id,
+            added=0,
+            changed=0,
+            unchanged=0,
+            deleted=0,
+            failed=0,
+            refused=str(exc),
+        )
+        await self._send(sync, sequence, receipt)
+
+    async def _room_for(self, sync: LibrarySync, listed: dict[str, str]) -> None:
+        """Refuse a list that would take the tenant's kept lists past its budget (each kept
+        message counts as a whole part; the source's own list, which this one replaces, does
+        not count)."""
+        stage = self.stage
+        if stage.budgets is None or stage.usage is None:
+            return
+        stream = f"KV_{self.syncs.lists_config.bucket}"
+        held = await stage.usage.messages(stream, self.syncs.held_by(sync.tenant))
+        own = await stage.usage.read(
+            stream, self.syncs.held_for(sync.tenant, sync.library, sync.source)
+        )
+        adding = len(parts(listed)) + 1
+        budget = stage.budgets.of(sync.tenant).sync_list_bytes
+        if (held - own + adding) * PART_BYTES > budget:
+            raise PermanentError(
+                f"tenant {sync.tenant!r} keeps {held} parts of its sources' lists; this sync's "
+                f"{adding} more would pass its budget (sync_list_bytes) of {budget} bytes: sync "
+                "fewer sources, or ask the operator for a larger budget",
+                code=ErrorCode.QUOTA_EXCEEDED,
+            )
 
     async def _listed(self, sync: LibrarySync) -> dict[str, str]:
         if sync.documents is not None:
@@ -174,27 +221,20 @@ class Reconciler:
                 _add(listed, entry)
             return listed
         assert sync.listing is not None
-        data = await fetch_body(
-            await self._bodies(sync.tenant),
-            self.stage.topology.bodies_bucket(sync.tenant),
-            sync.listing,
-        )
-        return parse_listing(data)
-
-    async def _bodies(self, tenant: str) -> ObjectStore:
         js = self.stage.broker.connection.jetstream()
-        return await provisioned_bodies(js, self.stage.topology, tenant)
+        data = await read_body(js, self.stage.topology, sync.tenant, sync.library, sync.listing)
+        return parse_listing(data)
 
     async def _indexed(self, sync: LibrarySync) -> dict[str, tuple[str, int]]:
         """Every document of the sync's library (and source) in the store: its latest
         version and that version's publish sequence."""
         found: dict[str, tuple[str, int]] = {}
         after: str | None = None
+        scope = Scope.whole(sync.tenant, (sync.library,), "a sync compares its list with it")
+        view = self.store.view(scope)
         while True:
             try:
-                page, after = await self.store.queries.versions(
-                    sync.tenant, sync.library, sync.source, after, PAGE
-                )
+                page, after = await view.versions(sync.source, after, PAGE)
             except WeaviateBaseError as exc:
                 raise unavailable(exc, "list versions") from exc
             found.update(page)
@@ -254,9 +294,9 @@ class Reconciler:
         age limit removes what this misses)."""
         if sync.listing is None:
             return
+        js = self.stage.broker.connection.jetstream()
         try:
-            store = await self._bodies(sync.tenant)
-            await store.delete(sync.listing.name)
+            await discard_body(js, self.stage.topology, sync.tenant, sync.library, sync.listing)
         except Exception as exc:
             log.warning("could not remove the sync list %s: %s", sync.listing.name, exc)
 

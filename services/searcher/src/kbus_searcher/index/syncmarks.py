@@ -67,12 +67,14 @@ class SyncMarks(FollowedBucket[int]):
         super().__init__(marks, int)
         self.lists_config = lists
         self._lists: KeyValue | None = None
+        self._js: JetStreamContext | None = None
         self._cache: OrderedDict[tuple[str, int], frozenset[str]] = OrderedDict()
 
     async def open(self, js: JetStreamContext, *, create: bool = True) -> None:
         """Open both buckets, creating them if allowed."""
         await super().open(js, create=create)
         self._lists = await open_bucket(js, self.lists_config, create=create)
+        self._js = js
 
     @property
     def lists(self) -> KeyValue:
@@ -170,8 +172,17 @@ class SyncMarks(FollowedBucket[int]):
         return listed
 
     async def _forget(self, key: str, sequence: int) -> None:
+        """Remove a list whole (a key-value delete would leave a marker per part behind)."""
+        bucket = self.lists_config.bucket
+        assert self._js is not None
         with contextlib.suppress(Exception):
-            count = int((await self.lists.get(f"{key}.{sequence}")).value or b"0")
-            for n in range(count):
-                await self.lists.delete(f"{key}.{sequence}.{n}")
-            await self.lists.delete(f"{key}.{sequence}")
+            for subject in (f"$KV.{bucket}.{key}.{sequence}.>", f"$KV.{bucket}.{key}.{sequence}"):
+                await self._js.purge_stream(f"KV_{bucket}", subject=subject)
+
+    def held_by(self, tenant: str) -> str:
+        """The subjects of every list a tenant's syncs keep (what its budget bounds)."""
+        return f"$KV.{self.lists_config.bucket}.{scope_key(tenant)}.>"
+
+    def held_for(self, tenant: str, library: str, source: str | None) -> str:
+        """The subjects of the list one source's sync keeps."""
+        return f"$KV.{self.lists_config.bucket}.{mark_key(tenant, library, source)}.>"

@@ -25,6 +25,7 @@ from kbus_contract import (
     EmbedRequest,
     InputType,
 )
+from kbus_contract.tenancy import UNKNOWN
 from kbus_contract.topology import Topology
 from kbus_contract.wire import request
 from kbus_runtime.bus import JSON_HEADERS
@@ -44,7 +45,12 @@ async def running_model(nc: Client, topology: Topology) -> str:
     """The model the embedders run now."""
     probe = EmbedRequest(texts=("model probe",), input_type=InputType.QUERY)
     reply = await request(
-        nc, topology.every("kb.embed"), probe, EmbedReply, stage="embedder", timeout_s=60
+        nc,
+        topology.subject("kb.embed", tenant=UNKNOWN),
+        probe,
+        EmbedReply,
+        stage="embedder",
+        timeout_s=60,
     )
     return reply.model
 

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kbus_contract import Chunk, ContentType, DocumentAdded
+from kbus_contract.intake import scoped_msg_id
 from kbus_contract.profiles import profile_key
 from kbus_contract.topology import Topology
 from kbus_contract.wire import until_acknowledged
@@ -144,12 +145,14 @@ async def republish(
 
 
 async def _publish(nc: Client, topology: Topology, added: DocumentAdded) -> bool:
-    """Publish on ``document.added`` until stored; False when it is over the message limit."""
+    """Store it in the documents stream as the gate would have (the admin is kbus's own, not a
+    tenant's), until stored; False when it is over the message limit."""
     payload = added.model_dump_json().encode()
     if len(payload) > nc.max_payload:
         return False
-    headers = {**JSON_HEADERS, "Nats-Msg-Id": added.message_id()}
-    subject = topology.added(added.tenant, added.library)
+    msg_id = scoped_msg_id(added.tenant, added.library, added.message_id())
+    headers = {**JSON_HEADERS, "Nats-Msg-Id": msg_id}
+    subject = topology.accepted(topology.added(added.tenant, added.library))
     js = nc.jetstream()
     await until_acknowledged(lambda: js.publish(subject, payload, headers=headers))
     return True

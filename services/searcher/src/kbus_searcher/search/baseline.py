@@ -18,11 +18,12 @@ from importlib.resources import files
 
 from kbus_runtime.tracing import tracer
 
+from kbus_searcher.store import StoreView
+
 #: Vectors of texts for queries (the embedder's): (model, vectors).
 EmbedQueries = Callable[[list[str]], Awaitable[tuple[str, list[list[float]]]]]
-#: The best cosine of a vector among the chunks of a tenant's libraries (None: no chunk).
-BestCosine = Callable[[str, tuple[str, ...], list[float]], Awaitable[float | None]]
-Key = tuple[str, tuple[str, ...], str]  # tenant, libraries, model
+#: tenant, libraries, readers (None: every document), model
+Key = tuple[str, tuple[str, ...], tuple[str, ...] | None, str]
 
 
 def probes() -> list[str]:
@@ -34,20 +35,21 @@ def probes() -> list[str]:
 class Baselines:
     """Each set of libraries' baseline similarity, measured on first use and kept a while."""
 
-    def __init__(self, embed: EmbedQueries, best: BestCosine, ttl_s: float = 600.0) -> None:
+    def __init__(self, embed: EmbedQueries, ttl_s: float = 600.0) -> None:
         self._embed = embed
-        self._best = best
         self.ttl_s = ttl_s
         self._texts = probes()
         self._vectors: dict[str, list[list[float]]] = {}
         self._known: dict[Key, tuple[float, asyncio.Future[float | None]]] = {}
 
-    async def of(self, tenant: str, libraries: Sequence[str], model: str) -> float | None:
-        """The baseline of these libraries for queries embedded by ``model`` (None: empty)."""
-        key = (tenant, tuple(sorted(libraries)), model)
+    async def of(self, view: StoreView, libraries: Sequence[str], model: str) -> float | None:
+        """The baseline of these libraries, as ``view`` reads them, for queries embedded by
+        ``model`` (None: empty)."""
+        scope = view.scope
+        key = (scope.tenant, tuple(sorted(libraries)), scope.readers, model)
         known = self._known.get(key)
         if known is None or time.monotonic() - known[0] > self.ttl_s:
-            future = asyncio.ensure_future(self._measure(key))
+            future = asyncio.ensure_future(self._measure(view, key))
             known = (time.monotonic(), future)
             self._known[key] = known
         try:
@@ -56,17 +58,17 @@ class Baselines:
             self._known.pop(key, None)  # measured again by the next search
             raise
 
-    async def _measure(self, key: Key) -> float | None:
-        tenant, libraries, model = key
+    async def _measure(self, view: StoreView, key: Key) -> float | None:
+        _, libraries, _, model = key
         with tracer.start_as_current_span(
             "baseline", attributes={"kbus.probes": len(self._texts)}
         ) as span:
-            baseline = await self._median_best(tenant, libraries, model)
+            baseline = await self._median_best(view, libraries, model)
             span.set_attribute("kbus.baseline", -1.0 if baseline is None else baseline)
             return baseline
 
     async def _median_best(
-        self, tenant: str, libraries: tuple[str, ...], model: str
+        self, view: StoreView, libraries: tuple[str, ...], model: str
     ) -> float | None:
         vectors = self._vectors.get(model)
         if vectors is None:
@@ -74,6 +76,6 @@ class Baselines:
             if embedded_by != model:
                 return None  # the embedders switched models meanwhile: no baseline this time
             self._vectors[model] = vectors
-        found = await asyncio.gather(*(self._best(tenant, libraries, v) for v in vectors))
+        found = await asyncio.gather(*(view.best_cosine(libraries, v) for v in vectors))
         best = [b for b in found if b is not None]
         return statistics.median(best) if best else None

@@ -34,7 +34,7 @@ from kbus_searcher.search.packing import (
     text_of,
 )
 from kbus_searcher.search.tokens import TokenCounter
-from kbus_searcher.store.queries import ChunkQueries
+from kbus_searcher.store import StoreView
 
 #: Hits whose regions are read at once.
 BATCH = 8
@@ -54,18 +54,20 @@ def _fresh(hits: Sequence[SearchHit], taken: dict[DocKey, list[Interval]]) -> li
 class ContextBuilder:
     """Makes the context of searches that give ``budget_tokens``."""
 
-    def __init__(self, queries: ChunkQueries, counter: TokenCounter, adaptive_drop: float) -> None:
-        self.queries = queries
+    def __init__(self, counter: TokenCounter, adaptive_drop: float) -> None:
         self.counter = counter
         self.adaptive_drop = adaptive_drop
 
-    async def build(self, req: SearchRequest, query: str, ranked: Sequence[SearchHit]) -> Context:
-        """The context of a search whose hits, best first, are ``ranked``."""
+    async def build(
+        self, req: SearchRequest, query: str, ranked: Sequence[SearchHit], view: StoreView
+    ) -> Context:
+        """The context of a search whose hits, best first, are ``ranked``, read through the
+        caller's ``view``."""
         assert req.budget_tokens is not None
         taken = cursors.decode(req)
         seeds, why = self._seeds(req, _fresh(ranked, taken))
         packer = Packer(self.counter.count, req.budget_tokens, taken)
-        expander = Expander(self.queries, req.tenant, req.expand, req.budget_tokens)
+        expander = Expander(view, req.expand, req.budget_tokens)
         for start in range(0, len(seeds), BATCH):
             batch = seeds[start : start + BATCH]
             for hit, region in zip(batch, await expander.regions(batch), strict=True):

@@ -1,7 +1,8 @@
 """What a passage holds around each hit: the hit, its neighbours, its section, its document.
 
-The chunks around hits are read from the store in one query per document version, scoped to
-the caller's tenant like the search itself (and to the libraries its hits came from).
+The chunks around hits are read from the store in one query per document version, through the
+caller's view like the search itself: what it may not read is never read (a restricted chunk an
+earlier publish left at a neighbouring position included).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from kbus_contract import Expand, SearchHit
 
 from kbus_searcher.search.packing import Block, DocKey, block_of, key_of
-from kbus_searcher.store.queries import ChunkQueries
+from kbus_searcher.store import StoreView
 
 #: A chunk holds at least this many tokens, as a rule: how far a section or document is read
 #: around a hit so that the budget can be filled (a budget of 2,048 tokens reads 130 positions
@@ -43,9 +44,8 @@ def _section_of(hit: SearchHit, block: Block) -> bool:
 class Expander:
     """Reads the region each hit's passage may hold."""
 
-    def __init__(self, queries: ChunkQueries, tenant: str, expand: Expand, budget: int) -> None:
-        self.queries = queries
-        self.tenant = tenant
+    def __init__(self, view: StoreView, expand: Expand, budget: int) -> None:
+        self.view = view
         self.expand = expand
         self.reach = 1 if expand is Expand.NEIGHBOURS else budget // TOKENS_PER_CHUNK_AT_LEAST + 2
 
@@ -54,9 +54,7 @@ class Expander:
         if self.expand is Expand.NONE:
             return [[block_of(h)] for h in hits]
         ranges = self._ranges(hits)
-        read = await asyncio.gather(
-            *(self.queries.blocks(self.tenant, key, lo, hi) for key, lo, hi in ranges)
-        )
+        read = await asyncio.gather(*(self.view.blocks(key, lo, hi) for key, lo, hi in ranges))
         by_key: dict[DocKey, list[Block]] = {}
         for (key, _, _), rows in zip(ranges, read, strict=True):
             by_key.setdefault(key, []).extend(_block(r) for r in rows)

@@ -1,4 +1,5 @@
-"""Per-tenant limits an operator sets: searches per second and chunks stored.
+"""Two of a tenant's budgets the searcher holds it to: searches per second and chunks stored
+(kbus_runtime.budgets declares them, with every other).
 
 A tenant over its search rate gets ``quota_exceeded`` (retryable, with when to retry); a
 document that would take its tenant over its stored chunks is dead-lettered with
@@ -14,19 +15,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
-from pydantic import BaseModel, ConfigDict, Field
+from kbus_runtime.budgets import Budget, Budgets
 
 #: Seconds a tenant's stored chunk count is used before it is read again.
 COUNT_TTL_S = 5.0
-
-
-class TenantLimit(BaseModel):
-    """One tenant's limits (0: none)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    searches_per_second: float = Field(default=0.0, ge=0.0)
-    chunks: int = Field(default=0, ge=0)
 
 
 @dataclass
@@ -37,22 +29,22 @@ class _Bucket:
 
 @dataclass
 class Quotas:
-    """The limits of every tenant, and what each has used."""
+    """The budgets of every tenant, and what each has used."""
 
-    limits: dict[str, TenantLimit]
-    default: TenantLimit = field(default_factory=TenantLimit)
+    budgets: Budgets | None = None
     count_chunks: Callable[[str], Awaitable[int]] | None = None
     clock: Callable[[], float] = time.monotonic
     _buckets: dict[str, _Bucket] = field(default_factory=dict)
     _counts: dict[str, tuple[float, int]] = field(default_factory=dict)
 
-    def limit(self, tenant: str) -> TenantLimit:
-        return self.limits.get(tenant, self.default)
+    def limit(self, tenant: str) -> Budget | None:
+        return self.budgets.of(tenant) if self.budgets is not None else None
 
     def take_search(self, tenant: str) -> None:
         """Count one search of ``tenant``; raise if it is over its rate (a bucket of one
         second's searches, refilled continuously)."""
-        rate = self.limit(tenant).searches_per_second
+        budget = self.limit(tenant)
+        rate = budget.searches_per_second if budget is not None else 0.0
         if rate <= 0:
             return
         now = self.clock()
@@ -62,7 +54,8 @@ class Quotas:
         if bucket.tokens < 1.0:
             wait = (1.0 - bucket.tokens) / rate
             raise TransientError(
-                f"tenant {tenant!r} is over its {rate:g} searches per second",
+                f"tenant {tenant!r} is over its budget (searches_per_second) of {rate:g} "
+                "searches a second",
                 code=ErrorCode.QUOTA_EXCEEDED,
                 retry_after_s=wait,
             )
@@ -70,14 +63,15 @@ class Quotas:
 
     async def admit_chunks(self, tenant: str, adding: int) -> None:
         """Raise unless ``tenant`` may store ``adding`` more chunks; count them if it may."""
-        cap = self.limit(tenant).chunks
+        budget = self.limit(tenant)
+        cap = budget.chunks if budget is not None else 0
         if cap <= 0 or self.count_chunks is None:
             return
         stored = await self._stored(tenant)
         if stored + adding > cap:
             raise PermanentError(
-                f"tenant {tenant!r} stores {stored} chunks; {adding} more would pass its limit "
-                f"of {cap}",
+                f"tenant {tenant!r} stores {stored} chunks; {adding} more would pass its budget "
+                f"(chunks) of {cap}",
                 code=ErrorCode.QUOTA_EXCEEDED,
             )
         self._counts[tenant] = (self._counts[tenant][0], stored + adding)

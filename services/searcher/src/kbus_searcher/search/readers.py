@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kbus_contract.identifiers import EVERYONE
-from kbus_contract.tenancy import Identity, require_acts_for
+from kbus_contract.tenancy import Identity, require_acts_for, require_granted, require_tenant
+
+from kbus_searcher.store import Scope
 
 
 def readers_of(sent: Identity, principals: Iterable[str]) -> tuple[str, ...]:
@@ -20,3 +22,19 @@ def readers_of(sent: Identity, principals: Iterable[str]) -> tuple[str, ...]:
     claimed = tuple(dict.fromkeys(principals))
     require_acts_for(sent, claimed)
     return (EVERYONE, *claimed)
+
+
+def scope_of(
+    sent: Identity, tenant: str, libraries: Iterable[str] | None, principals: Iterable[str] = ()
+) -> Scope:
+    """The scope of a caller's request, checked against the subject it came on: its tenant is
+    the subject's, the libraries it names within the grant (None: every library the grant
+    reaches), the principals it claims within the credential's bound."""
+    require_tenant(sent, tenant)
+    named: tuple[str, ...] | None = None
+    if libraries is not None:
+        named = tuple(libraries)
+        require_granted(sent, named)
+    elif (granted := sent.libraries()) is not None:
+        named = tuple(sorted(granted))
+    return Scope.of_caller(tenant, named, readers_of(sent, principals))

@@ -28,12 +28,10 @@ from dataclasses import dataclass, replace
 from kbus_contract import NoMatchReason, SearchRequest, SearchType
 from kbus_runtime.analysis import analyze, content_terms
 
-from kbus_searcher.store import Candidate
+from kbus_searcher.store import Candidate, StoreView
 
-#: Reads the keyword text of chunks by id (the store's).
-ReadKeywords = Callable[[str, list[str]], Awaitable[dict[str, str]]]
-#: The baseline similarity of a tenant's libraries for a model's queries.
-Baseline = Callable[[str, Sequence[str], str], Awaitable[float | None]]
+#: The baseline similarity of libraries, as a view reads them, for a model's queries.
+Baseline = Callable[[StoreView, Sequence[str], str], Awaitable[float | None]]
 OFF = -1.0
 
 
@@ -57,14 +55,19 @@ class Relevance:
     min_evidence: float
     keyword_weight: float
     baseline_margin: float
-    read_keywords: ReadKeywords
     baseline: Baseline
     candidates: int = 3
 
     async def judge(
-        self, req: SearchRequest, query: str, model: str, found: Sequence[Candidate]
+        self,
+        req: SearchRequest,
+        query: str,
+        model: str,
+        found: Sequence[Candidate],
+        view: StoreView,
     ) -> Verdict:
-        """The verdict on a search that ran and found ``found`` (in first-stage order)."""
+        """The verdict on a search that ran and found ``found`` (in first-stage order), from
+        what ``view`` (the caller's) reads."""
         if not found:
             return Verdict(NoMatchReason.NO_CANDIDATES)
         best = max((c.vector for c in found if c.vector is not None), default=None)
@@ -81,15 +84,15 @@ class Relevance:
         similarity = best if best is not None else 0.0
         if similarity >= floor:  # the model alone is sure
             return Verdict(None, best, evidence=similarity, min_evidence=floor)
-        baseline = await self.baseline(req.tenant, req.libraries, model)
+        baseline = await self.baseline(view, req.libraries, model)
         verdict = Verdict(None, best, baseline, min_evidence=floor)
         if baseline is not None and similarity - baseline >= self.baseline_margin:
             return replace(verdict, evidence=similarity)  # well above unrelated questions
-        return await self._weigh(req.tenant, query, found, verdict, similarity)
+        return await self._weigh(view, query, found, verdict, similarity)
 
     async def _weigh(
         self,
-        tenant: str,
+        view: StoreView,
         query: str,
         found: Sequence[Candidate],
         verdict: Verdict,
@@ -99,7 +102,7 @@ class Relevance:
         coverage = None
         if similarity + self.keyword_weight >= floor:  # the words could still decide it
             best = best_by_keywords(found, self.candidates)
-            keywords = await self.read_keywords(tenant, [c.uuid for c in best])
+            keywords = await view.keywords([c.uuid for c in best])
             # A chunk placed by a matching text holds that text's words too.
             texts = [f"{keywords.get(c.uuid, '')} {_matched_terms(c)}" for c in best]
             coverage = keyword_coverage(query, texts)

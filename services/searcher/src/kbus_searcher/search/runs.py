@@ -34,8 +34,6 @@ class SearchRun:
     alpha: float
     min_score: float
     document_weight: float
-    #: Who the search reads as: "*" and the principals it acts for (search.readers).
-    readers: tuple[str, ...] = ("*",)
     verdict: Verdict = field(default_factory=Verdict)
     chain: Chain = field(default_factory=Chain)
     query: str = ""

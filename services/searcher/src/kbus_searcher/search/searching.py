@@ -27,7 +27,7 @@ from kbus_contract import (
     VersionsRequest,
 )
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
-from kbus_contract.tenancy import Identity, require_granted, require_tenant
+from kbus_contract.tenancy import UNKNOWN, Identity
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
@@ -42,7 +42,7 @@ from kbus_searcher.search.chains import LibraryProfiles, chain_of
 from kbus_searcher.search.context import ContextBuilder
 from kbus_searcher.search.quotas import Quotas
 from kbus_searcher.search.ranking import final_hits, first_order, ranked_hits, reranker_name
-from kbus_searcher.search.readers import readers_of
+from kbus_searcher.search.readers import scope_of
 from kbus_searcher.search.relevance import Relevance, Verdict
 from kbus_searcher.search.rewriting import QueryRewriter, rewrite_or_none
 from kbus_searcher.search.runs import SearchRun
@@ -50,7 +50,7 @@ from kbus_searcher.search.second_stage import SecondStage
 from kbus_searcher.search.statistics import library_stats, versions
 from kbus_searcher.search.tokens import TokenCounter
 from kbus_searcher.settings import SearcherSettings
-from kbus_searcher.store import Candidate, ChunkStore, DocumentKey, Query
+from kbus_searcher.store import Candidate, ChunkStore, DocumentKey, Query, StoreView
 from kbus_searcher.store.errors import failure, unavailable
 from kbus_searcher.store.queries import MAX_RESULT_WINDOW
 
@@ -111,10 +111,10 @@ class Searcher:
         self.profiles = profiles
         self.settings = settings
         self.rewriter = rewriter
-        self.quotas = quotas or Quotas({})
+        self.quotas = quotas or Quotas()
         self.second_stage = SecondStage(stage, settings)
         self.context = ContextBuilder(
-            store.queries, TokenCounter.load(settings.context_tokenizer), settings.adaptive_drop
+            TokenCounter.load(settings.context_tokenizer), settings.adaptive_drop
         )
         self.searches = Counter(
             "kbus_tenant_searches", "Searches answered, by tenant", ["tenant"], registry=registry
@@ -125,12 +125,11 @@ class Searcher:
             ["reason"],
             registry=registry,
         )
-        self.baselines = Baselines(self._embed_probes, store.queries.best_cosine)
+        self.baselines = Baselines(self._embed_probes)
         self.relevance = Relevance(
             settings.min_evidence,
             settings.keyword_weight,
             settings.baseline_margin,
-            store.queries.read_keywords,
             self.baselines.of,
         )
         self.latency = Histogram(
@@ -174,28 +173,25 @@ class Searcher:
     ) -> SearchReply:
         """Run a search request through every stage, for the tenant and grant of its subject,
         and stop when its caller's ``deadline`` (by default, the server's budget) comes."""
-        require_tenant(sent, req.tenant)
-        require_granted(sent, req.libraries)
-        readers = readers_of(sent, req.principals)
+        scope = scope_of(sent, req.tenant, req.libraries, req.principals)
         self.quotas.take_search(req.tenant)
         self.searches.labels(req.tenant).inc()
         deadline = deadline or Deadline.after(self.settings.budget_ms, time.monotonic())
         run = SearchRun.start(req, self.settings, deadline)
-        run.readers = readers
         if not req.libraries:
             return self._reply(run, searched=False)
         # What is cut short inside still leaves half the reserve to send the error reply.
         async with deadline.bound("searching", self._reserve_s / 2):
-            return await self._search(req, run)
+            return await self._search(req, run, self.store.view(scope))
 
-    async def _search(self, req: SearchRequest, run: SearchRun) -> SearchReply:
+    async def _search(self, req: SearchRequest, run: SearchRun, view: StoreView) -> SearchReply:
         profiles = await self.profiles.of(req.tenant, req.libraries)
         run.chain = chain_of(req, profiles, self.settings.rewrite)
         run.query = await self._rewrite(req, run)
         vector, run.model = await self._embed(run.query, req.search_type, run)
-        found = await self._same_model_candidates(req, run, vector)
+        found = await self._same_model_candidates(req, run, vector, view)
         run.candidates = len(found)
-        run.verdict = await self._judge(req, run, found)
+        run.verdict = await self._judge(req, run, found, view)
         if run.verdict.reason is not None:
             return self._reply(run)
         found, firsts = first_order(found, req.search_type, run.document_weight)
@@ -204,24 +200,27 @@ class Searcher:
         ranked = ranked_hits(found, firsts, rerank_scores, weight, run.min_score)
         run.hits = final_hits(ranked, req.group_by_document, run.k)
         if req.budget_tokens is not None and ranked:
-            run.context = await self._context(req, run, ranked)
+            run.context = await self._context(req, run, ranked, view)
         return self._reply(run)
 
     async def _context(
-        self, req: SearchRequest, run: SearchRun, ranked: list[SearchHit]
+        self, req: SearchRequest, run: SearchRun, ranked: list[SearchHit], view: StoreView
     ) -> Context:
         t0 = time.perf_counter()
         try:
-            return await _within(self.context.build(req, run.query, ranked), self._store_wait(run))
+            built = self.context.build(req, run.query, ranked, view)
+            return await _within(built, self._store_wait(run))
         except WeaviateBaseError as exc:
             raise failure(exc, "read the context") from exc
         finally:
             run.timings["context_ms"] = self._observe("context", t0)
 
-    async def _judge(self, req: SearchRequest, run: SearchRun, found: list[Candidate]) -> Verdict:
+    async def _judge(
+        self, req: SearchRequest, run: SearchRun, found: list[Candidate], view: StoreView
+    ) -> Verdict:
         t0 = time.perf_counter()
         try:
-            return await self.relevance.judge(req, run.query, run.model, found)
+            return await self.relevance.judge(req, run.query, run.model, found, view)
         except WeaviateBaseError as exc:
             raise unavailable(exc, "search") from exc
         finally:
@@ -257,7 +256,7 @@ class Searcher:
             return None, ""
         t0 = time.perf_counter()
         reply = await self.stage.ask(
-            self.stage.topology.every("kb.embed"),
+            self.stage.topology.subject("kb.embed", tenant=run.request.tenant),
             EmbedRequest(
                 texts=(query,),
                 input_type=InputType.QUERY,
@@ -276,7 +275,7 @@ class Searcher:
 
     async def _embed_probes(self, texts: list[str]) -> tuple[str, list[list[float]]]:
         reply = await self.stage.ask(
-            self.stage.topology.every("kb.embed"),
+            self.stage.topology.subject("kb.embed", tenant=UNKNOWN),
             EmbedRequest(texts=tuple(texts), input_type=InputType.QUERY),
             EmbedReply,
             stage="embedder",
@@ -285,7 +284,7 @@ class Searcher:
         return reply.model, [list(v) for v in reply.vectors]
 
     async def _same_model_candidates(
-        self, req: SearchRequest, run: SearchRun, vector: list[float] | None
+        self, req: SearchRequest, run: SearchRun, vector: list[float] | None, view: StoreView
     ) -> list[Candidate]:
         """Candidates whose vectors the query's model made; anything else is refused.
 
@@ -293,7 +292,7 @@ class Searcher:
         read again and, if it moved, the search runs once more on the new collection.
         """
         try:
-            candidates = await self._candidates(req, run, vector)
+            candidates = await self._candidates(req, run, vector, view)
         except PermanentError as exc:
             # A query vector whose length does not fit the collection.
             if (
@@ -307,26 +306,24 @@ class Searcher:
             if not await self.store.collections.refresh_active():
                 _refuse_other_models(candidates, run.model)
                 return candidates
-        candidates = await self._candidates(req, run, vector)
+        candidates = await self._candidates(req, run, vector, view)
         _refuse_other_models(candidates, run.model)
         return candidates
 
     async def _candidates(
-        self, req: SearchRequest, run: SearchRun, vector: list[float] | None
+        self, req: SearchRequest, run: SearchRun, vector: list[float] | None, view: StoreView
     ) -> list[Candidate]:
         t0 = time.perf_counter()
         waits_s = self._store_wait(run)
         try:
-            asked = self.store.queries.search(
+            asked = view.search(
                 Query(
-                    tenant=req.tenant,
                     libraries=req.libraries,
                     text=run.query,
                     vector=vector,
                     search_type=req.search_type,
                     alpha=run.alpha,
                     limit=self._fetch_size(run.k, req.group_by_document),
-                    readers=run.readers,
                     filters=dict(req.filters),
                     exclude_documents=req.exclude_documents,
                 )

@@ -114,7 +114,7 @@ class SecondStage:
         started = time.perf_counter()
         try:
             reply = await self.stage.ask(
-                self.stage.topology.every("kb.rerank"),
+                self.stage.topology.subject("kb.rerank", tenant=req.tenant),
                 request.model_copy(update={"budget_ms": max(1, int(timeout_s * 1000))}),
                 RerankReply,
                 stage="reranker",

@@ -14,44 +14,38 @@ from kbus_contract import (
     VersionsReply,
     VersionsRequest,
 )
-from kbus_contract.tenancy import Identity, require_granted, require_tenant
+from kbus_contract.tenancy import Identity
 from weaviate.exceptions import WeaviateBaseError
 
-from kbus_searcher.search.readers import readers_of
-from kbus_searcher.store import ChunkStore
+from kbus_searcher.search.readers import scope_of
+from kbus_searcher.store import ChunkStore, Scope, StoreView
 from kbus_searcher.store.errors import unavailable
 
 
 async def library_stats(store: ChunkStore, req: StatsRequest, sent: Identity) -> StatsReply:
     """Documents and chunks per library of a tenant (those its grant reaches), or the
     documents of one library."""
-    require_tenant(sent, req.tenant)
-    granted = sent.libraries()
-    if req.library is not None:
-        require_granted(sent, (req.library,))
-    readers = readers_of(sent, req.principals)
+    named = None if req.library is None else (req.library,)
+    view = store.view(scope_of(sent, req.tenant, named, req.principals))
+    whole = store.view(scope_of(sent, req.tenant, None, req.principals))
     try:
-        rows = await store.queries.library_stats(req.tenant, readers)
-        listed = await _documents(store, req, readers)
+        rows = await whole.library_stats()
+        listed = await _documents(view, req)
     except WeaviateBaseError as exc:
         raise unavailable(exc, "count") from exc
     return StatsReply(
         documents=listed,
         tenant=req.tenant,
         libraries=tuple(
-            LibraryStats(library=lib, documents=docs, chunks=chunks)
-            for lib, docs, chunks in rows
-            if granted is None or lib in granted
+            LibraryStats(library=lib, documents=docs, chunks=chunks) for lib, docs, chunks in rows
         ),
     )
 
 
-async def _documents(
-    store: ChunkStore, req: StatsRequest, readers: tuple[str, ...]
-) -> tuple[DocumentEntry, ...]:
+async def _documents(view: StoreView, req: StatsRequest) -> tuple[DocumentEntry, ...]:
     if req.library is None:
         return ()
-    rows = await store.queries.documents(req.tenant, req.library, req.filters, req.limit, readers)
+    rows = await view.documents(req.library, req.filters, req.limit)
     return tuple(
         DocumentEntry(
             document_id=row["document_id"],
@@ -68,12 +62,12 @@ async def versions(store: ChunkStore, req: VersionsRequest, sent: Identity) -> V
     """One page of the indexed versions of a library's (or one source's) documents. Every
     document's, whatever its access: only a credential that may write the library asks (ids
     and versions, never text)."""
-    require_tenant(sent, req.tenant)
-    require_granted(sent, (req.library,))
+    scope_of(sent, req.tenant, (req.library,))
+    view = store.view(
+        Scope.whole(req.tenant, (req.library,), "a writer compares its source with the library")
+    )
     try:
-        found, after = await store.queries.versions(
-            req.tenant, req.library, req.source, req.after, req.limit
-        )
+        found, after = await view.versions(req.source, req.after, req.limit)
     except WeaviateBaseError as exc:
         raise unavailable(exc, "list versions") from exc
     return VersionsReply(

@@ -1,6 +1,7 @@
 """The Weaviate index of chunks, by role: the schema and the collections behind the alias
 (:mod:`.schema`, :mod:`.collections`), the indexer's writes and deletes (:mod:`.writes`), and
-queries (:mod:`.queries`, with the filters of :mod:`.filters`)."""
+reads, only through a view scoped to whom they are for (:mod:`.view`, running the kinds of
+search of :mod:`.queries` with the filters of :mod:`.filters`)."""
 
 from __future__ import annotations
 
@@ -10,29 +11,35 @@ from kbus_runtime.store import StoreClient
 
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store.collections import Collections
-from kbus_searcher.store.queries import Candidate, ChunkQueries, Query
+from kbus_searcher.store.queries import Candidate, Query
 from kbus_searcher.store.schema import Replication
+from kbus_searcher.store.view import Scope, StoreView
 from kbus_searcher.store.writes import ChunkWriter, DocumentKey, doc_key
 
 __all__ = [
     "Candidate",
-    "ChunkQueries",
     "ChunkStore",
     "ChunkWriter",
     "Collections",
     "DocumentKey",
     "Query",
+    "Scope",
+    "StoreView",
     "doc_key",
 ]
 
 
 @dataclass(frozen=True)
 class ChunkStore:
-    """The index's three roles over one client."""
+    """The index's roles over one client: its collections, its writes, and its reads (a view
+    per scope)."""
 
     collections: Collections
     writes: ChunkWriter
-    queries: ChunkQueries
+
+    def view(self, scope: Scope) -> StoreView:
+        """The store as ``scope`` may read it: the only way to read chunks."""
+        return StoreView(self.collections, scope)
 
     @classmethod
     def create(
@@ -48,7 +55,7 @@ class ChunkStore:
         collections = Collections(
             client, alias, flat_search_cutoff=flat_search_cutoff, replication=replication
         )
-        return cls(collections, ChunkWriter(collections), ChunkQueries(collections))
+        return cls(collections, ChunkWriter(collections))
 
     @classmethod
     def configured(cls, client: StoreClient, settings: SearcherSettings) -> ChunkStore:

@@ -32,18 +32,11 @@ def _scalar_term(value: MetadataScalar) -> str:
 
 
 def scope(
-    libraries: tuple[str, ...],
-    filters: Filters,
-    exclude_documents: tuple[str, ...] = (),
-    *,
-    readers: tuple[str, ...] | None,
+    libraries: tuple[str, ...], filters: Filters, exclude_documents: tuple[str, ...] = ()
 ) -> _Filters:
-    """Chunks of these libraries whose metadata matches every filter, but those excluded, that
-    one of ``readers`` may read (:func:`readable`; None: any chunk, for what only the service
-    itself reads)."""
+    """Chunks of these libraries whose metadata matches every filter, but those excluded (a
+    view adds who may read them: kbus_searcher.store.view)."""
     where: _Filters = Filter.by_property("library").contains_any(list(libraries))
-    if readers is not None:
-        where = where & readable(readers)
     for key, wanted in filters.items():
         values = wanted if isinstance(wanted, tuple) else (wanted,)
         where = where & Filter.by_property("metadata_kv").contains_any(

@@ -169,7 +169,8 @@ class ChunkWriter:
     async def delete_superseded(self, readies: Sequence[EmbeddingsReady]) -> int:
         """Delete the chunks of every other version of these documents published before them
         (:func:`kbus_searcher.index.recuts.rank`: a text cut again replaces the publish it was cut
-        from, at the same sequence).
+        from, at the same sequence), and what an earlier publish of the same version left at
+        positions this one does not have (the positions it has, it overwrote: same ids).
 
         For several publishes of one model and tenant: one read of the documents' stored chunks,
         then one delete of the superseded ones by id (none when nothing is superseded). A range
@@ -190,11 +191,7 @@ class ChunkWriter:
         ids = [
             chunk.id
             for chunk in stored
-            if any(
-                chunk.version != version
-                and rank(chunk.sequence, chunk.version) < rank(sequence, version)
-                for version, sequence in publishes[chunk.key]
-            )
+            if any(_superseded_by(chunk, v, sequence) for v, sequence in publishes[chunk.key])
         ]
         if not ids:
             return 0
@@ -384,6 +381,15 @@ async def _delete_all(handle: Any, where: _Filters) -> int:
             return removed
 
 
+def _superseded_by(chunk: StoredChunk, version: str, sequence: int) -> bool:
+    """Whether a publish at ``sequence`` of ``version`` supersedes a stored chunk: another
+    version that ranks before it, or the same version published before it (what this publish
+    wrote carries its own sequence: what carries an earlier one is a position it lacks)."""
+    if chunk.version == version:
+        return chunk.sequence < sequence
+    return rank(chunk.sequence, chunk.version) < rank(sequence, version)
+
+
 def _superseded(readies: Sequence[EmbeddingsReady]) -> _Filters:
     # Earlier sequences only: a filter cannot rank two texts at one sequence, so the chunks of
     # the publish a text was cut again from stay (never searched: the versions bucket names the
@@ -391,7 +397,6 @@ def _superseded(readies: Sequence[EmbeddingsReady]) -> _Filters:
     return Filter.any_of(
         [
             filters.document(r.document.library, r.document.document_id)
-            & Filter.by_property("version").not_equal(r.document.version)
             & Filter.by_property("sequence").less_than(r.document.sequence)
             for r in readies
         ]
