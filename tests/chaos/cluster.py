@@ -1,4 +1,4 @@
-"""The chaos run on a cluster: kills of the leader of each stream, bucket and object store,
+"""The chaos run on a cluster: kills of the leader of each stream and bucket,
 kills of Weaviate nodes (the schema's Raft leader among them), and the check that every node,
 asked at ALL, holds everything."""
 
@@ -23,10 +23,9 @@ from tests.helpers import kill_stream_leader
 
 async def kill_next_leader(nc: Client, servers: list[Server], killed: set[str]) -> str:
     """SIGKILL the NATS server leading the first stream, in name order, whose leader has not
-    been killed yet (round and round once all have): kbus's streams, its key-value buckets
-    (``KV_*``) and object stores (``OBJ_*``), as the server lists them now; start it again a
-    second later. Names both."""
-    streams = sorted(await _stream_names(nc))
+    been killed yet (round and round once all have): kbus's streams and its key-value buckets
+    (``KV_*``), as the server lists them now; start it again a second later. Names both."""
+    streams = sorted(await stream_names(nc))
     fresh = [name for name in streams if name not in killed] or streams
     stream = fresh[0]
     killed.add(stream)
@@ -34,7 +33,7 @@ async def kill_next_leader(nc: Client, servers: list[Server], killed: set[str]) 
     return f"{stream} led by {server}"
 
 
-async def _stream_names(nc: Client, timeout_s: float = 60.0) -> list[str]:
+async def stream_names(nc: Client, timeout_s: float = 60.0) -> list[str]:
     """Every stream's name, asked again while the JetStream API does not answer (right after
     another kill, its meta leader may be moving)."""
     deadline = time.monotonic() + timeout_s

@@ -3,7 +3,7 @@
 Every stage runs ``replicas`` processes (the searcher as an indexer and a query searcher); a
 SIGKILLed replica is restarted, as Kubernetes would restart a pod. On one node, NATS is restarted
 once and Weaviate is stopped for 20 seconds once. On a cluster (three NATS servers, three
-Weaviate nodes), the leader of each stream, bucket and object store in turn is SIGKILLed, and
+Weaviate nodes), the leader of each stream and bucket in turn is SIGKILLed, and
 Weaviate nodes are SIGKILLed one at a time (the schema's Raft leader first), each started again;
 then, if asked, every stage is restarted replica by replica. Searches run at a steady rate from
 several clients the whole time. Then the system drains and the checker runs.
@@ -25,8 +25,15 @@ from nats.js import JetStreamContext
 
 from tests.chaos.checker import Findings, check_all, check_index
 from tests.chaos.cluster import replicas_missing
-from tests.chaos.ledger import LIBRARY, SOURCE, Event, LedgerDoc, build_ledger
-from tests.chaos.load import Published, SearchStats, SteadySearches, receipt_delays, searches_for
+from tests.chaos.ledger import LIBRARY, SOURCE, TENANTS, Event, LedgerDoc, build_ledger
+from tests.chaos.load import (
+    Published,
+    SearchStats,
+    SteadySearches,
+    quiet_receipts,
+    receipt_delays,
+    searches_for,
+)
 from tests.chaos.monkey import Monkey, RollingRestart
 from tests.chaos.processes import Cluster
 
@@ -55,9 +62,10 @@ class ChaosConfig:
     replicas: int = 1
     #: Query searchers, if not ``replicas`` (1 on a cluster: the searches' negative control).
     query_replicas: int = 0
-    #: SIGKILLs of a stream's leader, each of a stream, key-value bucket or object store whose
-    #: leader was not killed yet, in name order (cluster only).
-    leader_kills: int = 2
+    #: SIGKILLs of a stream's leader, each of a stream or key-value bucket whose leader was
+    #: not killed yet, in name order (cluster only); -1: one of every stream and bucket that
+    #: exists when the run starts.
+    leader_kills: int = -1
     #: SIGKILLs of a Weaviate node, one at a time, each down this long (cluster only).
     weaviate_kills: int = 2
     weaviate_down_s: float = 15.0
@@ -76,6 +84,9 @@ class ChaosConfig:
     rolling_restart: bool = False
     #: How long the checker waits for Weaviate's repair before it counts what is missing.
     repair_timeout_s: float = 180.0
+    #: Documents published one at a time before the monkey starts: publish-to-receipt with
+    #: nothing failing, the figure beside ``receipts``.
+    quiet_documents: int = 10
 
 
 #: The longest stretch without an answer a cluster run may show (docs/reliability.md).
@@ -105,6 +116,8 @@ class ChaosReport:
     rolling_restart: RollingRestart = field(default_factory=RollingRestart)
     #: Publish-to-receipt times of the versions that were indexed.
     receipts: dict[str, float] = field(default_factory=dict)
+    #: The same on the same servers before anything failed, one document at a time.
+    quiet_receipts: dict[str, float] = field(default_factory=dict)
     #: Per Weaviate node, chunks a read at ALL through it lacked after the repair (cluster).
     missing_at_all: dict[str, int] = field(default_factory=dict)
     #: What a read through one node missed right after the drain, before any repair (cluster).
@@ -299,6 +312,8 @@ async def _run(
     docs, events = build_ledger(config.documents, config.seed)
     topology = Topology(cluster.prefix)
     published = Published()
+    if config.quiet_documents:
+        report.quiet_receipts = await quiet_receipts(kb, config.quiet_documents, TENANTS[0])
     started = time.monotonic()
     supervisor = asyncio.create_task(_supervise(cluster, report))
     searches = _search(config, report, clients, docs)

@@ -19,6 +19,9 @@ from nats.js.errors import ServiceUnavailableError
 
 from tests.chaos.ledger import LIBRARY, LedgerDoc
 
+#: The library of the documents published before the monkey starts (then deleted).
+QUIET_LIBRARY = "quiet"
+
 #: Seconds the receipts are read for while their consumer answers 503 (no leader yet).
 LEADERLESS_BOUND_S = 30.0
 
@@ -151,6 +154,34 @@ class Published:
 
     def mark(self, tenant: str, document_id: str, version: str) -> None:
         self.at.setdefault((tenant, document_id, version), time.time())
+
+
+async def quiet_receipts(kb: KbClient, count: int, tenant: str) -> dict[str, float]:
+    """Publish-to-receipt times with nothing failing yet (the figure beside the run's): ``count``
+    documents of a library of their own, each published and waited for in turn, then deleted
+    (waiting for their removal) so that the checker finds only the ledger's."""
+    delays: list[float] = []
+    for i in range(count):
+        started = time.monotonic()
+        await kb.publish_document(
+            library=QUIET_LIBRARY,
+            document_id=f"quiet-{i:03d}",
+            title=f"quiet {i}",
+            text=" ".join(f"calm baseline sentence {i} number {n}." for n in range(40)),
+            tenant=tenant,
+            wait=True,
+        )
+        delays.append(time.monotonic() - started)
+    for i in range(count):
+        await kb.delete_document(
+            library=QUIET_LIBRARY, document_id=f"quiet-{i:03d}", tenant=tenant, wait=True
+        )
+    return {
+        "indexed": len(delays),
+        "p50_s": round(statistics.median(delays), 2) if delays else 0.0,
+        "p99_s": round(percentile(delays, 0.99), 2),
+        "max_s": round(max(delays, default=0.0), 2),
+    }
 
 
 async def receipt_delays(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kbus_client import KbClient
 from kbus_dev.services import STAGES
 
-from tests.chaos.cluster import bounce_weaviate_node, kill_next_leader
+from tests.chaos.cluster import bounce_weaviate_node, kill_next_leader, stream_names
 from tests.chaos.ledger import TENANTS
 from tests.chaos.load import SEARCH_WAIT_S, SearchStats
 
@@ -41,8 +41,10 @@ class RollingRestart:
     under_publishing: bool = False
 
 
-def schedule(config: ChaosConfig, rng: random.Random) -> list[tuple[float, str]]:
-    """(moment, action) pairs over the publishing window and a little after."""
+def schedule(config: ChaosConfig, rng: random.Random, streams: int = 0) -> list[tuple[float, str]]:
+    """(moment, action) pairs over the publishing window and a little after; ``streams``: how
+    many streams and buckets exist (a leader kill of each, unless the run names a
+    count)."""
     window = config.publish_seconds * 1.2
     stages = config.kill_stages.split(",") if config.kill_stages else CARRIERS
     actions = [
@@ -53,9 +55,8 @@ def schedule(config: ChaosConfig, rng: random.Random) -> list[tuple[float, str]]
     if config.cluster:
         # Leaders go at random moments, a different stream (or bucket, or store) each time;
         # Weaviate nodes in turn, spread over the window, the Raft leader first.
-        actions += [
-            (rng.uniform(0.1, 0.9) * window, f"leader:{i}") for i in range(config.leader_kills)
-        ]
+        kills = streams if config.leader_kills < 0 else config.leader_kills
+        actions += [(rng.uniform(0.1, 0.9) * window, f"leader:{i}") for i in range(kills)]
         actions += [
             ((i + 0.3) / config.weaviate_kills * window, f"node:{i}")
             for i in range(config.weaviate_kills)
@@ -85,9 +86,9 @@ class Monkey:
     async def run(self, publishing: asyncio.Task[None]) -> None:
         """Every scheduled action (they may overlap, as they do in life), then the rolling
         restart if the run asks for one."""
-        await asyncio.gather(
-            *(self._at(at, action) for at, action in schedule(self.config, self.rng))
-        )
+        streams = len(await stream_names(self.kb.nc)) if self.config.cluster else 0
+        actions = schedule(self.config, self.rng, streams)
+        await asyncio.gather(*(self._at(at, action) for at, action in actions))
         if self.config.rolling_restart:
             await self.roll(publishing)
 

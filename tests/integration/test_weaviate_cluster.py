@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from kbus_contract import EmbeddingsReady, SearchType
+from kbus_contract.errors import TransientError
 from kbus_dev.cluster import (
     raft_leader,
     start_weaviate_cluster,
@@ -22,7 +24,7 @@ from kbus_dev.cluster import (
 from kbus_dev.servers import Server
 from kbus_runtime.settings import StoreSettings
 from kbus_runtime.store import WeaviateNodes, weaviate_client
-from kbus_searcher.store import ChunkStore, Scope
+from kbus_searcher.store import ChunkStore, Query, Scope
 from kbus_searcher.store.schema import Replication
 from weaviate.exceptions import WeaviateBaseError
 
@@ -41,11 +43,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
             server.stop()
 
 
-async def _store(node: Server, factor: int, read: str = "QUORUM") -> AsyncIterator[ChunkStore]:
+async def _store(
+    node: Server, factor: int, read: str = "QUORUM", write: str = "QUORUM"
+) -> AsyncIterator[ChunkStore]:
+    """A store through ``node`` (writes at QUORUM unless said: what goes on while a node is
+    down; kbus's default, ALL, waits for it)."""
     settings = StoreSettings(http_port=node.ports["http"], grpc_port=node.ports["grpc"])
     client = weaviate_client(settings)
     await client.connect()
-    replication = Replication(factor=factor, read=read)
+    replication = Replication(factor=factor, read=read, write=write)
     name = f"Cluster{uuid.uuid4().hex[:8]}"
     store = ChunkStore.create(client, name, flat_search_cutoff=10_000, replication=replication)
     try:
@@ -96,7 +102,7 @@ async def test_the_index_moves_to_a_live_node_when_the_one_in_use_stops(
     await nodes.connect()
     name = f"Failover{uuid.uuid4().hex[:8]}"
     store = ChunkStore.create(
-        nodes, name, flat_search_cutoff=10_000, replication=Replication(factor=3)
+        nodes, name, flat_search_cutoff=10_000, replication=Replication(factor=3, write="QUORUM")
     )
     try:
         await _write(store, "acme", range(10))
@@ -202,3 +208,48 @@ async def test_a_new_tenant_while_a_node_is_down_is_written_and_reaches_it_on_re
             victim.restart()
             await asyncio.to_thread(wait_for_weaviate_nodes, cluster, 3)
     await _caught_up(victim, store.collections.alias, "newcomer", {"d0", "d1", "d2"})
+
+
+async def _found_through(node: Server, alias: str, missed: EmbeddingsReady) -> list[str]:
+    """What a hybrid search through ``node`` finds for the document's word and vector."""
+    async for through in _store(node, factor=3):
+        through.collections.alias = alias
+        query = Query(
+            libraries=("ledger",),
+            text="zeppelinword",
+            vector=list(missed.chunks[0].vector),
+            search_type=SearchType.HYBRID,
+            alpha=0.5,
+            limit=10,
+        )
+        view = through.view(Scope.of_caller("acme", None, ("*",)))
+        return [str(c.properties["document_id"]) for c in await view.search(query)]
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("write", ["ALL", "QUORUM"])
+async def test_a_receipt_means_searchable_through_every_node(
+    cluster: list[Server], write: str
+) -> None:
+    """A node searches its own copy of a shard. At ALL (kbus's default) a write is refused
+    while a node is down, and once the node is back it succeeds and is found by a hybrid search
+    through that node at once. At QUORUM (the negative control) the write succeeds without the
+    node, which then answers without it until Weaviate repairs its copy."""
+    victim = _victim(cluster)
+    async for store in _store(cluster[0], factor=3, write=write):
+        await _write(store, "acme", range(1))  # the tenant's shard is on every node
+        missed = ready("acme", "ledger", "missed", "v1", ["the zeppelinword entry"], seed=77)
+        _down(victim, cluster)
+        try:
+            if write == "ALL":
+                with pytest.raises(TransientError):  # refused: a copy cannot confirm it
+                    await store.writes.upsert(missed)
+            else:
+                await store.writes.upsert(missed)
+        finally:
+            victim.restart()
+            await asyncio.to_thread(wait_for_weaviate_nodes, cluster, 3)
+        if write == "ALL":
+            await store.writes.upsert(missed)  # what the indexer's retry does
+        found = await _found_through(victim, store.collections.alias, missed)
+        assert ("missed" in found) == (write == "ALL"), found

@@ -76,7 +76,7 @@ def _indexing(parts: _Parts) -> tuple[Indexer, Reconciler, MaxDeliveries] | None
         parts.syncs,
         settings.sync_settle_max_s,
     )
-    return indexer, reconciler, MaxDeliveries(service.stage("deadletterer"))
+    return indexer, reconciler, MaxDeliveries(service.stage("deadletterer"), indexer.given_up)
 
 
 def _searcher(parts: _Parts) -> Searcher | None:

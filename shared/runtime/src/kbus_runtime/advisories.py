@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from faststream.nats.message import NatsMessage
 from kbus_contract import MaxDeliveriesAdvisory
@@ -30,11 +31,17 @@ def stage_of(topology: Topology, consumer: str) -> str:
     return "indexer" if durable in indexing else durable
 
 
+#: What a stage does with a message the server gave up on, before it leaves its work queue
+#: (the indexer takes out what it may have written): its subject and body.
+GivenUp = Callable[[str, bytes], Awaitable[None]]
+
+
 class MaxDeliveries:
     """Consumes the advisories stream through its own durable consumer."""
 
-    def __init__(self, stage: Stage) -> None:
+    def __init__(self, stage: Stage, given_up: GivenUp | None = None) -> None:
         self.stage = stage
+        self.given_up = given_up
 
     async def handle(self, message: NatsMessage) -> None:
         """Settle one advisory."""
@@ -63,6 +70,8 @@ class MaxDeliveries:
             deliveries=advisory.deliveries,
             body=raw.data or b"",
         )
+        if self.given_up is not None:
+            await self.given_up(raw.subject or "", raw.data or b"")
         with contextlib.suppress(NotFoundError):
             await js.delete_msg(advisory.stream, advisory.stream_seq)
         log.warning(

@@ -195,9 +195,11 @@ class StoreSettings(BaseSettings):
         "deletion wins, so a deleted document never comes back.",
     )
     write_consistency: Literal["ONE", "QUORUM", "ALL"] = Field(
-        default="QUORUM",
-        description="Replicas that must confirm a write before it is acknowledged (a single "
-        "node is its own quorum).",
+        default="ALL",
+        description="Replicas that must confirm a write (and a deletion) before it is "
+        "acknowledged: ALL, so that a receipt means searchable through every node (a node "
+        "searches its own copy); while a node is down, indexing waits for it. Why: "
+        "docs/reliability.md#a-receipt-means-searchable-on-every-node.",
     )
     read_consistency: Literal["ONE", "QUORUM", "ALL"] = Field(
         default="QUORUM",

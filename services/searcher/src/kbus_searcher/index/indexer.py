@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
+from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
 from kbus_contract import DocumentDeleted, DocumentIndexed, DocumentRemoved, EmbeddingsReady
 from kbus_contract.errors import ErrorCode, PermanentError
@@ -13,6 +15,7 @@ from kbus_contract.tenancy import require_library
 from kbus_runtime.batching import Batcher
 from kbus_runtime.stage import Stage, stream_sequence
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from pydantic import ValidationError
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.index.syncmarks import SyncMarks
@@ -81,8 +84,47 @@ class Indexer:
         )
 
     async def handle(self, message: NatsMessage) -> None:
-        """Settle one ``embeddings.ready`` message."""
-        await self.stage.settle(message, EmbeddingsReady, self.index)
+        """Settle one ``embeddings.ready`` message; one dead-lettered takes out whatever it
+        wrote (a part of a publish that can never complete must not be searched)."""
+        taken: list[EmbeddingsReady] = []
+
+        async def work(ready: EmbeddingsReady) -> None:
+            taken.append(ready)
+            await self.index(ready)
+
+        await self.stage.settle(message, EmbeddingsReady, work)
+        if taken and message.committed is AckStatus.REJECTED:
+            await self.undo(taken[0])
+
+    async def given_up(self, subject: str, body: bytes) -> None:
+        """The server gave up on a message: one of ``embeddings.ready`` takes out what its
+        deliveries may have written."""
+        if self.stage.topology.channel_of(subject) != "embeddings.ready":
+            return
+        with contextlib.suppress(ValidationError):
+            await self.undo(EmbeddingsReady.model_validate_json(body))
+
+    async def undo(self, ready: EmbeddingsReady) -> None:
+        """Remove what a publish that will never be the searchable one may have written (by
+        this delivery or an earlier one cut short): unless its version is the searchable one,
+        whose chunks it shares (same ids)."""
+        doc = ready.document
+        current = await self.versions.entry(doc.tenant, doc.library, doc.document_id)
+        if current is not None and current[1] == doc.version:
+            return
+        try:
+            removed = await self.store.delete_publish(ready)
+        except WeaviateBaseError as exc:
+            raise unavailable(exc, "undo a publish") from exc
+        if removed:
+            log.info(
+                "removed %d chunks of %s/%s@%s (seq %d): a later publish or a deletion won",
+                removed,
+                doc.library,
+                doc.document_id,
+                doc.version,
+                doc.sequence,
+            )
 
     async def handle_deletion(self, message: NatsMessage) -> None:
         """Settle one ``document.deleted`` message, for the tenant and library of its subject."""
@@ -169,7 +211,8 @@ class Indexer:
     async def _not_superseded(self, readies: list[EmbeddingsReady]) -> list[int]:
         """The publishes no deletion and no later publish of the same document overtook."""
         newest: dict[DocumentKey, int] = {}
-        kept = []
+        kept: list[int] = []
+        skipped: list[int] = []
         unlisted = await self._unlisted(readies, fresh=False)
         for i, ready in enumerate(readies):
             doc = ready.document
@@ -180,8 +223,10 @@ class Indexer:
             )
             if barrier > doc.sequence:
                 self.skipped.labels("deleted").inc()
+                skipped.append(i)
             elif unlisted[i]:
                 self.skipped.labels("unlisted").inc()
+                skipped.append(i)
             else:
                 kept.append(i)
                 key = doc_key(ready)
@@ -192,6 +237,10 @@ class Indexer:
                 newest[key] = max(newest[key], sequence)
         live = [i for i in kept if newest[doc_key(readies[i])] <= readies[i].document.sequence]
         self.skipped.labels("superseded").inc(len(kept) - len(live))
+        # A delivery before this one may have written and been cut short (a kill between its
+        # write and its own check): what it left goes now, before this one is acked.
+        for i in [*skipped, *(i for i in kept if i not in live)]:
+            await self.undo(readies[i])
         return live
 
     async def _admitted(
@@ -243,7 +292,7 @@ class Indexer:
         advanced = await asyncio.gather(*(advance(readies[i]) for i in complete))
         for i, current in zip(complete, advanced, strict=True):
             if not current:
-                await self.store.delete_publish(readies[i])
+                await self.undo(readies[i])
                 self.skipped.labels("superseded").inc()
         return [i for i, current in zip(complete, advanced, strict=True) if current]
 
@@ -257,7 +306,7 @@ class Indexer:
             if await self.versions.later_than(
                 doc.tenant, doc.library, doc.document_id, doc.sequence, doc.version
             ):
-                await self.store.delete_publish(readies[i])
+                await self.undo(readies[i])
                 self.skipped.labels("superseded").inc()
 
     async def _not_deleted_meanwhile(

@@ -124,7 +124,7 @@ class Replication:
 
     factor: int = 1
     deletion_strategy: str = "DeleteOnConflict"
-    write: str = "QUORUM"
+    write: str = "ALL"
     read: str = "QUORUM"
 
     def config(self) -> ReplicationConfigCreate:

@@ -265,6 +265,8 @@ class ChunkWriter:
             & Filter.by_property("version").equal(doc.version)
         )
         name = self.collections.physical(ready.model)
+        if not await self.collections.tenant_exists(doc.tenant, name):
+            return 0  # nothing of the tenant was ever written there
         return await _delete_all(self.collections.use(name, doc.tenant, write=True), where)
 
 
