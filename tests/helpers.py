@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
@@ -37,6 +37,9 @@ from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 from nats.js.api import ConsumerConfig, DeliverPolicy, StreamInfo
 from nats.js.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from kbus_searcher.store.writes import ChunkWriter
 
 #: Storage limits for the services a test starts on a shared NATS. JetStream reserves each
 #: stream's and bucket's max bytes from the server's store, so the defaults (GiBs) would add up
@@ -323,6 +326,13 @@ def ready(
     return EmbeddingsReady(
         document=ref, model="test", dimension=dim, total_chunks=len(chunks), chunks=chunks
     )
+
+
+async def upsert(writer: ChunkWriter, ready: EmbeddingsReady) -> None:
+    """Write one document's chunks as the indexer does; raise unless every object was stored."""
+    [error] = await writer.write([ready])
+    if error is not None:
+        raise error
 
 
 async def led_stream_info(nc: Client, stream: str, timeout_s: float = 60.0) -> StreamInfo:

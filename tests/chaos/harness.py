@@ -279,8 +279,6 @@ async def run_chaos(config: ChaosConfig, root: Path) -> ChaosReport:
     """One chaos run from empty servers to the checker's findings."""
     report = ChaosReport(config=asdict(config))
     env_extra = {"KBUS_ACK_WAIT_S": str(config.ack_wait_s)}
-    if config.ack_first:
-        env_extra["KBUS_UNSAFE_ACK_FIRST"] = "true"
     cluster = Cluster(root, env_extra, config)
     clients: list[KbClient] = []
     try:

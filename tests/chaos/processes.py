@@ -35,6 +35,8 @@ class Cluster:
         #: Replicas the monkey holds down or replaces on purpose; the supervisor leaves them.
         self.held: set[str] = set()
         self.env_extra = env_extra
+        #: The negative control's services ack first (tests.chaos.ack_first).
+        self.wrapper = "tests.chaos.ack_first" if config.ack_first else None
         self.prefix = f"chaos{uuid.uuid4().hex[:6]}"
         self.collection = "Chaos" + uuid.uuid4().hex[:6]
         self._kills: dict[str, int] = {}
@@ -60,8 +62,11 @@ class Cluster:
         env = self._env()
         for stage in STAGES:
             for n in range(1, self.replicas(stage) + 1):
-                self.services[f"{stage}-{n}"] = start_replica(stage, n, env, self.logs)
+                self.services[f"{stage}-{n}"] = self._start(stage, n, env)
         wait_healthy(list(self.services.values()), timeout_s=400)
+
+    def _start(self, stage: str, n: int, env: dict[str, str], port: int | None = None) -> Server:
+        return start_replica(stage, n, env, self.logs, port, self.wrapper)
 
     def replicas(self, stage: str) -> int:
         """How many replicas ``stage`` runs."""
@@ -71,6 +76,8 @@ class Cluster:
 
     def _env(self) -> dict[str, str]:
         extra = {**TEST_STORAGE, "KBUS_STREAM_MAX_BYTES": str(256 * 1024**2), **self.env_extra}
+        if self.wrapper:
+            extra["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # tests.chaos
         if self.config.cluster:
             factor = str(self.config.replication)
             extra["KBUS_STREAM_REPLICAS"] = factor
@@ -102,13 +109,13 @@ class Cluster:
                 return
             stage, n = label.rsplit("-", 1)
             port = self.services[label].ports["http"]
-            self.services[label] = start_replica(stage, int(n), self._env(), self.logs, port)
+            self.services[label] = self._start(stage, int(n), self._env(), port)
 
     def replace(self, label: str) -> None:
         """What a rolling upgrade does to one pod: a new replica up and healthy first, then
         SIGTERM to the old one, which finishes or hands back its work and exits."""
         stage, n = label.rsplit("-", 1)
-        fresh = start_replica(stage, int(n), self._env(), self.logs)
+        fresh = self._start(stage, int(n), self._env())
         wait_healthy([fresh], timeout_s=300)
         with self._starting:
             old, self.services[label] = self.services[label], fresh

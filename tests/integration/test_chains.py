@@ -43,7 +43,7 @@ from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
 from nats.aio.client import Client
 
-from tests.helpers import LLMRecorder, ask, ready
+from tests.helpers import LLMRecorder, ask, ready, upsert
 
 PRODUCTS = [
     "Trail runner 2: a light running shoe for wet forest paths, with a grippy sole.",
@@ -109,7 +109,7 @@ async def shop(
 ) -> Any:
     """The ingestor (which keeps profiles), a reranker and a searcher on the real LLM, and a
     library of three products whose profile is set."""
-    await store.writes.upsert(ready("shop", "products", "sheet", "v1", PRODUCTS))
+    await upsert(store.writes, ready("shop", "products", "sheet", "v1", PRODUCTS))
     model = LLMSettings(url=llm, model=MODEL_NAME, timeout_s=60)
     prompted = request.param
     async with AsyncExitStack() as apps:

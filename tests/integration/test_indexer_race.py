@@ -26,8 +26,8 @@ from kbus_runtime.settings import BusSettings
 from kbus_runtime.stage import Stage
 from kbus_runtime.stage_metrics import StageMetrics
 from kbus_searcher.index.indexer import Indexer
-from kbus_searcher.index.tombstones import Tombstones
-from kbus_searcher.index.versions import Versions
+from kbus_searcher.state.tombstones import Tombstones
+from kbus_searcher.state.versions import Versions
 from kbus_searcher.store import ChunkStore, Scope
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry

@@ -12,7 +12,7 @@ from kbus_runtime.store import weaviate_client
 from kbus_searcher.store import ChunkStore, Query, Scope
 from weaviate import WeaviateAsyncClient
 
-from tests.helpers import DIM, ready, unit_vector
+from tests.helpers import DIM, ready, unit_vector, upsert
 
 
 async def _search(
@@ -38,9 +38,9 @@ async def _search(
 
 
 async def test_tenants_and_libraries_are_walls(store: ChunkStore) -> None:
-    await store.writes.upsert(ready("t1", "lib-a", "a1", "v1", ["zebra crossing"]))
-    await store.writes.upsert(ready("t1", "lib-b", "b1", "v1", ["zebra stripes"]))
-    await store.writes.upsert(ready("t2", "lib-a", "x1", "v1", ["zebra herd"]))
+    await upsert(store.writes, ready("t1", "lib-a", "a1", "v1", ["zebra crossing"]))
+    await upsert(store.writes, ready("t1", "lib-b", "b1", "v1", ["zebra stripes"]))
+    await upsert(store.writes, ready("t2", "lib-a", "x1", "v1", ["zebra herd"]))
     assert await _search(store, "t1", ("lib-a",), "zebra") == ["a1"]
     assert sorted(await _search(store, "t1", ("lib-a", "lib-b"), "zebra")) == ["a1", "b1"]
     assert await _search(store, "t2", ("lib-a",), "zebra") == ["x1"]
@@ -49,7 +49,7 @@ async def test_tenants_and_libraries_are_walls(store: ChunkStore) -> None:
 
 
 async def test_hybrid_candidates_carry_every_score(store: ChunkStore) -> None:
-    await store.writes.upsert(ready("t1", "lib", "d", "v1", ["quartz watch repair", "other text"]))
+    await upsert(store.writes, ready("t1", "lib", "d", "v1", ["quartz watch repair", "other text"]))
     [top, *_] = await store.view(Scope.of_caller("t1", None, ("*",))).search(
         Query(
             libraries=("lib",),
@@ -72,11 +72,11 @@ async def test_hybrid_candidates_carry_every_score(store: ChunkStore) -> None:
 
 async def test_a_redelivery_overwrites_and_a_new_version_replaces(store: ChunkStore) -> None:
     first = ready("t1", "lib", "doc", "v1", ["one", "two", "three"])
-    await store.writes.upsert(first)
-    await store.writes.upsert(first)
+    await upsert(store.writes, first)
+    await upsert(store.writes, first)
     assert len(await _search(store, "t1", ("lib",), "one two three")) == 3
     second = ready("t1", "lib", "doc", "v2", ["uno"], sequence=2)
-    await store.writes.upsert(second)
+    await upsert(store.writes, second)
     assert await store.writes.count_stored(second) == 1
     assert await store.writes.delete_superseded([second]) == 3
     found = await store.view(Scope.of_caller("t1", None, ("*",))).search(
@@ -101,7 +101,7 @@ async def test_a_text_cut_again_replaces_the_publish_it_was_cut_from_and_no_othe
     recut = ready("t1", "lib", "doc", "v1+profile3", ["one two", "three"], sequence=5)
     older_recut = ready("t1", "lib", "doc", "v1+profile2", ["one two three"], sequence=5)
     for publish in (original, recut, older_recut):
-        await store.writes.upsert(publish)
+        await upsert(store.writes, publish)
     assert await store.writes.delete_superseded([older_recut]) == 3  # the original's chunks
     assert await store.writes.delete_superseded([recut]) == 1  # the older re-cut's
     assert await store.writes.delete_superseded([original]) == 0  # never a newer one
@@ -109,11 +109,12 @@ async def test_a_text_cut_again_replaces_the_publish_it_was_cut_from_and_no_othe
 
 
 async def test_metadata_filters(store: ChunkStore) -> None:
-    await store.writes.upsert(
-        ready("t1", "lib", "en", "v1", ["apple pie"], metadata={"lang": "en"})
+    await upsert(
+        store.writes, ready("t1", "lib", "en", "v1", ["apple pie"], metadata={"lang": "en"})
     )
-    await store.writes.upsert(
-        ready("t1", "lib", "de", "v1", ["apple strudel"], metadata={"lang": "de", "year": 2024})
+    await upsert(
+        store.writes,
+        ready("t1", "lib", "de", "v1", ["apple strudel"], metadata={"lang": "de", "year": 2024}),
     )
     assert await _search(store, "t1", ("lib",), "apple", lang="de") == ["de"]
     assert await _search(store, "t1", ("lib",), "apple", year=2024) == ["de"]
@@ -121,22 +122,22 @@ async def test_metadata_filters(store: ChunkStore) -> None:
 
 
 async def test_per_object_errors_are_raised_not_swallowed(store: ChunkStore) -> None:
-    await store.writes.upsert(ready("t1", "lib", "good", "v1", ["fine"]))
+    await upsert(store.writes, ready("t1", "lib", "good", "v1", ["fine"]))
     with pytest.raises(PermanentError, match="1 of 1 chunks were not stored"):
-        await store.writes.upsert(ready("t1", "lib", "wrong-dim", "v1", ["bad"], dim=DIM + 4))
+        await upsert(store.writes, ready("t1", "lib", "wrong-dim", "v1", ["bad"], dim=DIM + 4))
     # One bad object among good ones: the batch reports it without raising; we must not.
     mixed = ready("t1", "lib", "mixed", "v1", ["a", "b", "c"])
     bad_chunk = mixed.chunks[1].model_copy(update={"vector": (0.5,) * (DIM + 1)})
     mixed = mixed.model_copy(update={"chunks": (mixed.chunks[0], bad_chunk, mixed.chunks[2])})
     with pytest.raises(PermanentError, match="1 of 3 chunks were not stored"):
-        await store.writes.upsert(mixed)
+        await upsert(store.writes, mixed)
 
 
 async def test_a_shared_write_fails_only_the_document_with_a_refused_chunk(
     store: ChunkStore,
 ) -> None:
     # The first vector stored fixes the index's dimension (a batch's objects go in concurrently).
-    await store.writes.upsert(ready("t1", "lib", "good", "v1", ["fine"]))
+    await upsert(store.writes, ready("t1", "lib", "good", "v1", ["fine"]))
     mixed = ready("t1", "lib", "mixed", "v1", ["a", "b"])
     bad_chunk = mixed.chunks[1].model_copy(update={"vector": (0.5,) * (DIM + 1)})
     mixed = mixed.model_copy(update={"chunks": (mixed.chunks[0], bad_chunk)})
@@ -157,8 +158,8 @@ async def test_a_shared_write_fails_only_the_document_with_a_refused_chunk(
 async def test_one_query_finds_the_later_publishes_of_several_documents(
     store: ChunkStore,
 ) -> None:
-    await store.writes.upsert(ready("t1", "lib", "a", "v5", ["a five"], sequence=5))
-    await store.writes.upsert(ready("t1", "lib", "b", "v3", ["b three"], sequence=3))
+    await upsert(store.writes, ready("t1", "lib", "a", "v5", ["a five"], sequence=5))
+    await upsert(store.writes, ready("t1", "lib", "b", "v3", ["b three"], sequence=3))
     asked = [
         ready("t1", "lib", "a", "v4", ["a four"], sequence=4),
         ready("t1", "lib", "a", "v6", ["a six"], sequence=6),
@@ -203,7 +204,7 @@ async def test_collections_take_the_flat_search_cutoff(store_settings: StoreSett
     old = f"{store_settings.collection}Old"
     try:
         new = ChunkStore.create(client, store_settings.collection, flat_search_cutoff=1_234)
-        await new.writes.upsert(ready("t1", "lib", "d", "v1", ["text"]))
+        await upsert(new.writes, ready("t1", "lib", "d", "v1", ["text"]))
         assert await _cutoff(client, new.collections.physical("test")) == 1_234
         # A model's collection made with Weaviate's default is brought to the setting at start.
         await client.collections.create(
@@ -228,8 +229,8 @@ async def test_a_scope_above_the_cutoff_is_searched_through_the_graph_and_stays_
     try:
         for i in range(12):
             seed = 0 if i == 4 else 100 + i  # d4 (lib-1) holds the query's own vector
-            await store.writes.upsert(
-                ready("t1", f"lib-{i % 3}", f"d{i}", "v1", ["zebra"], seed=seed)
+            await upsert(
+                store.writes, ready("t1", f"lib-{i % 3}", f"d{i}", "v1", ["zebra"], seed=seed)
             )
         for kind in (SearchType.VECTOR, SearchType.HYBRID):
             found = await _search(store, "t1", ("lib-1",), "zebra", kind)
@@ -255,7 +256,7 @@ async def test_several_documents_lose_exactly_their_superseded_chunks(
         ready("t1", "lib", "c", "v4", ["c four, republished"], sequence=4),  # same version
         ready("t1", "other", "a", "v0", ["another library's a"], sequence=1),
     ):
-        await store.writes.upsert(stored)
+        await upsert(store.writes, stored)
     published = [
         ready("t1", "lib", "a", "v3", ["a three"], sequence=3),
         ready("t1", "lib", "b", "v5", ["b five"], sequence=5),
@@ -298,8 +299,8 @@ async def test_a_matching_text_finds_its_chunk_once_and_says_which(store: ChunkS
     sheet = ready("t1", "shop", "sheet", "v1", ["Trail runner 2: grippy sole.", "City sneaker."])
     described = ("A waterproof shoe for running forest trails in the rain.", "A trail shoe.")
     sheet = _with_matching(sheet, 0, described, seed=50)
-    await store.writes.upsert(sheet)
-    await store.writes.upsert(sheet)  # a redelivery overwrites its matching texts too
+    await upsert(store.writes, sheet)
+    await upsert(store.writes, sheet)  # a redelivery overwrites its matching texts too
 
     [hit] = await store.view(T1).search(_query(("shop",), "waterproof rain", None))
     assert (hit.uuid, hit.properties["text"]) == (sheet.chunks[0].chunk_id, sheet.chunks[0].text)
@@ -318,7 +319,7 @@ async def test_a_matching_text_finds_its_chunk_once_and_says_which(store: ChunkS
     assert len(await store.view(Scope.of_caller("t1", None, ("*",))).documents("shop", {}, 10)) == 1
 
     newer = ready("t1", "shop", "sheet", "v2", ["Trail runner 3."], sequence=2)
-    await store.writes.upsert(newer)
+    await upsert(store.writes, newer)
     assert await store.writes.delete_superseded([newer]) == 4  # 2 chunks, 2 matching texts
     assert await store.view(T1).search(_query(("shop",), "waterproof", None)) == []
 
@@ -353,7 +354,7 @@ async def test_every_read_of_a_view_holds_its_scope(store: ChunkStore) -> None:
     )
     other = ready("t1", "elsewhere", "far", "v1", ["the lockedword elsewhere"], seed=30)
     for doc in (public, secret, other):
-        await store.writes.upsert(doc)
+        await upsert(store.writes, doc)
     caller = store.view(Scope.of_caller("t1", ("held",), ("*",)))
     whole = store.view(Scope.whole("t1", ("held",), "the test compares"))
     locked_ids = [c.chunk_id for c in secret.chunks]
@@ -387,8 +388,8 @@ async def test_a_republish_of_the_same_version_leaves_nothing_of_the_older_one(
     complete (the others it overwrote, same ids)."""
     first = ready("t1", "lib", "same", "v1", ["one", "two", "three"], seed=40, sequence=5)
     second = ready("t1", "lib", "same", "v1", ["only"], seed=50, sequence=9)
-    await store.writes.upsert(first)
-    await store.writes.upsert(second)
+    await upsert(store.writes, first)
+    await upsert(store.writes, second)
     assert await store.writes.delete_superseded([second]) == 2
     whole = store.view(Scope.whole("t1", None, "the test counts"))
     assert await whole.count_chunks() == 1

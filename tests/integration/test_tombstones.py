@@ -6,7 +6,7 @@ import asyncio
 
 from kbus_contract import DocumentDeleted
 from kbus_contract.topology import Topology
-from kbus_searcher.index.tombstones import Tombstones
+from kbus_searcher.state.tombstones import Tombstones
 from nats.aio.client import Client
 
 

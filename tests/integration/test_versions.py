@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kbus_contract.topology import Topology
-from kbus_searcher.index.tombstones import scope_key
-from kbus_searcher.index.versions import Versions
+from kbus_searcher.state.tombstones import scope_key
+from kbus_searcher.state.versions import Versions
 from nats.aio.client import Client
 
 

@@ -28,7 +28,7 @@ from kbus_searcher.store import ChunkStore, Query, Scope
 from kbus_searcher.store.schema import Replication
 from weaviate.exceptions import WeaviateBaseError
 
-from tests.helpers import ready
+from tests.helpers import ready, upsert
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +67,7 @@ async def _documents(store: ChunkStore, tenant: str) -> set[str]:
 
 async def _write(store: ChunkStore, tenant: str, ids: range) -> None:
     for n in ids:
-        await store.writes.upsert(ready(tenant, "ledger", f"d{n}", "v1", [f"entry {n}"], seed=n))
+        await upsert(store.writes, ready(tenant, "ledger", f"d{n}", "v1", [f"entry {n}"], seed=n))
 
 
 async def _caught_up(node: Server, alias: str, tenant: str, expected: set[str]) -> None:
@@ -243,13 +243,13 @@ async def test_a_receipt_means_searchable_through_every_node(
         try:
             if write == "ALL":
                 with pytest.raises(TransientError):  # refused: a copy cannot confirm it
-                    await store.writes.upsert(missed)
+                    await upsert(store.writes, missed)
             else:
-                await store.writes.upsert(missed)
+                await upsert(store.writes, missed)
         finally:
             victim.restart()
             await asyncio.to_thread(wait_for_weaviate_nodes, cluster, 3)
         if write == "ALL":
-            await store.writes.upsert(missed)  # what the indexer's retry does
+            await upsert(store.writes, missed)  # what the indexer's retry does
         found = await _found_through(victim, store.collections.alias, missed)
         assert ("missed" in found) == (write == "ALL"), found

@@ -27,9 +27,10 @@ from kbus_reranker.prompting import PromptedScorer
 from kbus_reranker.reranking import Reranker
 from kbus_runtime.chat import MalformedAnswerError
 from kbus_runtime.deadlines import Deadline
-from kbus_searcher.search.chains import Chain, _parsed, chain_of
+from kbus_searcher.search.chains import Chain, chain_of
 from kbus_searcher.search.second_stage import SecondStage
 from kbus_searcher.settings import SearcherSettings
+from kbus_searcher.state.profiles import _parsed
 from kbus_searcher.store import Candidate
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError

@@ -7,7 +7,7 @@ import pytest
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.topology import Topology
 from kbus_runtime.budgets import Budgets, BudgetSettings, TenantBudget
-from kbus_searcher.search.quotas import Quotas
+from kbus_searcher.state.quotas import Quotas
 
 
 def budgets(named: dict[str, TenantBudget], default: TenantBudget | None = None) -> Budgets:

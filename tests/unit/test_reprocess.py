@@ -17,9 +17,9 @@ from kbus_contract.errors import PermanentError
 from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.ingesting import chunk_document, ranked_as
 from kbus_ingestor.profiling import Cutter
-from kbus_searcher.index.recuts import profile_version, rank
 from kbus_searcher.jobs.reprocess import recut, source_text
 from kbus_searcher.jobs.stored import StoredDocument
+from kbus_searcher.store.recuts import profile_version, rank
 
 MARKDOWN = (
     "# Pump manual\n\nRead this first.\n\n## Priming\n\n"

@@ -268,13 +268,6 @@ async def test_long_work_tells_the_server_it_is_in_progress() -> None:
     assert message.done[-1] == ("ack", None)
 
 
-async def test_the_unsafe_control_acks_before_the_work() -> None:
-    stage, _ = _stage(unsafe_ack_first=True)
-    message = Message(_body())
-    await _settle(stage, message, PermanentError("lost"))
-    assert message.done == [("ack", None)]
-
-
 # -- requests: every failure becomes an error reply -----------------------------------------
 
 STATS = StatsRequest(tenant="acme").model_dump_json().encode()

@@ -6,8 +6,8 @@ from kbus_contract import ContentType, DocumentRef, EmbeddedChunk, EmbeddingsRea
 from kbus_contract.identifiers import chunk_id
 from kbus_searcher.jobs.stored import StoredDocument
 from kbus_searcher.store.filters import metadata_terms
+from kbus_searcher.store.objects import matching_id, objects_of
 from kbus_searcher.store.queries import Candidate, as_chunk, distinct, parse_explain
-from kbus_searcher.store.writes import _objects, matching_id
 
 EXPLAIN = (
     "\nHybrid (Result Set keyword,bm25) Document f02f: original score 0.19748051, "
@@ -79,7 +79,7 @@ def test_a_chunk_s_matching_texts_are_objects_of_their_own_that_map_back_to_it()
     )
     ref = _ref("sheet", title="Spring")
     ready = EmbeddingsReady(document=ref, model="m", dimension=2, total_chunks=1, chunks=(chunk,))
-    own, *matching = _objects(ready)
+    own, *matching = objects_of(ready)
     assert (str(own.uuid), own.properties["match"], own.properties["matched"]) == (
         chunk.chunk_id,
         0,

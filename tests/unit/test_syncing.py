@@ -7,7 +7,7 @@ import pytest
 from kbus_contract import DocumentAdded, LibrarySync, SyncEntry
 from kbus_contract.errors import PermanentError
 from kbus_searcher.index.reconciling import parse_listing, plan_sync
-from kbus_searcher.index.syncmarks import PART_BYTES, mark_key, parts
+from kbus_searcher.state.syncmarks import PART_BYTES, mark_key, parts
 from kbus_searcher.store.queries import newest
 from pydantic import ValidationError
 

@@ -15,6 +15,7 @@ from kbus_client import (
     nothing_matched,
     why_no_match,
 )
+from kbus_contract import SearchReply
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -204,6 +205,11 @@ def search(
     except (KbError, ValueError) as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(1) from exc
+    _print_reply(reply, as_json)
+
+
+def _print_reply(reply: SearchReply, as_json: bool) -> None:
+    """A search's reply as JSON, its context with citations, or a table of its hits."""
     if as_json:
         out.print_json(reply.model_dump_json())
         return

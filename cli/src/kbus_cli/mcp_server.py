@@ -72,6 +72,21 @@ def build_server(config: McpConfig) -> MCPServer[Any]:
                 await holder.pop("client").close()
 
     server: MCPServer[Any] = MCPServer(name="kbus", instructions=INSTRUCTIONS, lifespan=lifespan)
+    _search_tool(server, config, client)
+
+    @server.tool(name="list_libraries", description="The libraries this server can search.")
+    async def list_libraries() -> list[str]:
+        return list(config.libraries)
+
+    if config.memory_library is not None:
+        _memory_tools(server, config, client)
+    return server
+
+
+def _search_tool(
+    server: MCPServer[Any], config: McpConfig, client: Callable[[], Awaitable[KbClient]]
+) -> None:
+    """``search_knowledge_base``, within the configured libraries."""
 
     @server.tool(
         name="search_knowledge_base",
@@ -120,14 +135,6 @@ def build_server(config: McpConfig) -> MCPServer[Any]:
         if budget_tokens is None:
             return format_for_model(reply)
         return format_context(reply, nothing_matched(reply))
-
-    @server.tool(name="list_libraries", description="The libraries this server can search.")
-    async def list_libraries() -> list[str]:
-        return list(config.libraries)
-
-    if config.memory_library is not None:
-        _memory_tools(server, config, client)
-    return server
 
 
 def _memory_tools(

@@ -9,56 +9,22 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
-from kbus_contract import DocumentEntry, DocumentRemoved, MetadataScalar
+from kbus_contract import DocumentEntry
+
+if TYPE_CHECKING:
+    from kbus_client.client import KbClient
 
 MEMORY_KIND = "memory"
-
-
-class Documents(Protocol):
-    """What a memory needs of a client (:class:`kbus_client.KbClient` is one)."""
-
-    async def publish_document(
-        self,
-        *,
-        library: str,
-        document_id: str,
-        title: str = "",
-        text: str = "",
-        tenant: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        access: Sequence[str] | None = None,
-        wait: bool = False,
-    ) -> object: ...
-
-    async def documents(
-        self,
-        library: str,
-        *,
-        filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
-        limit: int = 100,
-        tenant: str | None = None,
-        principals: Sequence[str] = (),
-    ) -> tuple[DocumentEntry, ...]: ...
-
-    async def delete_document(
-        self,
-        *,
-        library: str | None = None,
-        document_id: str | None = None,
-        tenant: str | None = None,
-        wait: bool = False,
-    ) -> DocumentRemoved | None: ...
 
 
 @dataclass(frozen=True)
 class Memory:
     """One agent's memory in one library."""
 
-    client: Documents
+    client: KbClient
     library: str
     conversation: str
     source: str

@@ -15,33 +15,18 @@ from kbus_contract import (
     MetadataScalar,
     ProfileReply,
     ProfileRequest,
-    SearchRequest,
     StatsReply,
     StatsRequest,
 )
 from pydantic import BaseModel
 
+from kbus_client.connection import Connection
+
 R = TypeVar("R", bound=BaseModel)
 
 
-class LibraryReads:
+class LibraryReads(Connection):
     """The reads of :class:`kbus_client.KbClient` besides search, each one request."""
-
-    def tenant_for(self, tenant: str | None = None) -> str:
-        raise NotImplementedError
-
-    async def _ask(
-        self,
-        name: str,
-        asked: SearchRequest | StatsRequest | ProfileRequest | FeedRequest,
-        reply: type[R],
-        timeout_s: float | None = None,
-        restricted: bool = False,
-    ) -> R:
-        raise NotImplementedError
-
-    async def _ask_feed(self, asked: FeedRequest, restricted: bool = False) -> FeedReply:
-        return await self._ask("kb.feed", asked, FeedReply, restricted=restricted)
 
     async def stats(
         self, *, tenant: str | None = None, principals: Sequence[str] = ()

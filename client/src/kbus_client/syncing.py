@@ -21,14 +21,12 @@ from kbus_contract import (
 from kbus_contract.claimcheck import body_ref
 from kbus_contract.errors import PermanentError
 from kbus_contract.syncing import MAX_INLINE_ENTRIES
-from kbus_contract.topology import Topology
 from kbus_contract.wire import describe_validation_error
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from pydantic import ValidationError
 
-from kbus_client.bodies import STORED_MESSAGE_BYTES, ClaimChecks
-from kbus_client.results import PublishResult
+from kbus_client.bodies import STORED_MESSAGE_BYTES
+from kbus_client.documents import DocumentWrites
 from kbus_client.storing import until_stored
 
 #: Seconds the client waits for the receipt beyond the sync's own settle time.
@@ -43,26 +41,8 @@ class SyncResult:
     published: int
 
 
-class LibrarySyncs:
+class LibrarySyncs(DocumentWrites):
     """The syncs of :class:`kbus_client.KbClient`."""
-
-    nc: Client
-    topology: Topology
-    _bodies: ClaimChecks
-
-    def tenant_for(self, tenant: str | None = None) -> str:
-        raise NotImplementedError
-
-    async def _ask(
-        self, name: str, asked: Any, reply: type[Any], timeout_s: float | None = None
-    ) -> Any:
-        raise NotImplementedError
-
-    def new_document(self, **fields: Any) -> DocumentAdded:
-        raise NotImplementedError
-
-    async def publish(self, doc: DocumentAdded, data: bytes | None = None) -> PublishResult:
-        raise NotImplementedError
 
     async def versions(
         self, library: str, *, source: str | None = None, tenant: str | None = None

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kbus_contract import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, Expand, NoMatchReason, SearchReply
 from opentelemetry import trace
 
 from kbus_client.citing import format_context
 from kbus_client.memory import Memory
+
+if TYPE_CHECKING:
+    from kbus_client.client import KbClient
 
 MAX_TOOL_K = 20
 
@@ -24,35 +27,6 @@ class Ask:
     budget_tokens: int | None = None
     expand: Expand = Expand.NONE
     cursor: str | None = None
-
-
-class Searching(Protocol):
-    """What a tool needs of a client (:class:`kbus_client.KbClient` is one)."""
-
-    def tenant_for(self, tenant: str | None = None) -> str: ...
-
-    def memory(
-        self,
-        library: str,
-        *,
-        conversation: str,
-        source: str = "agent",
-        tenant: str | None = None,
-        principals: Sequence[str] = (),
-    ) -> Memory: ...
-
-    async def search(
-        self,
-        query: str,
-        *,
-        libraries: list[str] | tuple[str, ...],
-        tenant: str | None = None,
-        k: int | None = None,
-        budget_tokens: int | None = None,
-        expand: Expand | str = Expand.NONE,
-        cursor: str | None = None,
-        principals: Sequence[str] = (),
-    ) -> SearchReply: ...
 
 
 _tracer = trace.get_tracer("kbus.client")
@@ -283,7 +257,7 @@ def why_no_match(reply: SearchReply) -> str:
 
 
 def scoped_tool(
-    client: Searching,
+    client: KbClient,
     *,
     libraries: list[str] | tuple[str, ...],
     name: str = "search_knowledge_base",

@@ -49,24 +49,36 @@ def service_env(
 
 
 def start_service(
-    name: str, env: dict[str, str], log_dir: Path, port: int | None = None, label: str = ""
+    name: str,
+    env: dict[str, str],
+    log_dir: Path,
+    port: int | None = None,
+    label: str = "",
+    wrapper: str | None = None,
 ) -> Server:
     """Start ``python -m kbus_<name>`` with its HTTP port set; returns at once. ``label``
-    names the process and its log (by default the service's name)."""
+    names the process and its log (by default the service's name); ``wrapper``, a module
+    run instead that is given the service's module name (a test's fault injection)."""
     port = port or free_port()
     label = label or name
     proc_env = {**env, f"KBUS_{name.upper()}_HTTP_PORT": str(port)}
-    cmd = [sys.executable, "-m", f"kbus_{name}"]
+    cmd = [sys.executable, "-m", *([wrapper] if wrapper else []), f"kbus_{name}"]
     proc = _spawn(cmd, log_dir / f"{label}.log", proc_env)
     return Server(label, proc, log_dir / f"{label}.log", {"http": port}, cmd, proc_env)
 
 
 def start_replica(
-    stage: str, replica: int, env: dict[str, str], log_dir: Path, port: int | None = None
+    stage: str,
+    replica: int,
+    env: dict[str, str],
+    log_dir: Path,
+    port: int | None = None,
+    wrapper: str | None = None,
 ) -> Server:
     """Start replica ``replica`` (from 1) of a stage, named ``<stage>-<replica>``."""
     service, role = STAGES[stage]
-    return start_service(service, {**env, **role}, log_dir, port, f"{stage}-{replica}")
+    label = f"{stage}-{replica}"
+    return start_service(service, {**env, **role}, log_dir, port, label, wrapper)
 
 
 def replica_names(replicas: int) -> list[tuple[str, int]]:

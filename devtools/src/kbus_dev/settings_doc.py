@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from kbus_runtime.budgets import BudgetSettings
-from kbus_runtime.settings import BusSettings, CohereSettings, StoreSettings
+from kbus_runtime.chat import LLMSettings
+from kbus_runtime.settings import BusSettings, CohereSettings, ProcessSettings, StoreSettings
 from kbus_runtime.tracing import TracingSettings
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
@@ -29,11 +30,13 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
     from kbus_searcher.settings import SearcherSettings
 
     return [
+        ("Every service: the process", ProcessSettings),
         ("Every service: NATS", BusSettings),
         ("Every service: traces", TracingSettings),
         ("Every service: tenants' budgets", BudgetSettings),
         ("Searcher: Weaviate", StoreSettings),
         ("Embedder and reranker: Cohere", CohereSettings),
+        ("Generator, searcher and reranker: an OpenAI-compatible chat model", LLMSettings),
         ("Gateway", GatewaySettings),
         ("Ingestor", IngestorSettings),
         ("Embedder", EmbedderSettings),
@@ -72,28 +75,49 @@ def _default(field: FieldInfo) -> str:
 def _type(field: FieldInfo) -> str:
     text = str(field.annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
     text = text.replace("pydantic.types.", "").replace("Literal", "one of ")
+    text = re.sub(r"\b(?:\w+\.)+(\w+)", r"\1", text)  # a class, not its module's path
+    text = re.sub(r"Annotated\[(\w+), Gt\(gt=0\)\]", r"\1 > 0", text)
     return text.replace(" | None", ", optional").replace("|", "or")
 
 
-def table() -> str:
-    """Markdown tables, one per settings class."""
-    out = []
-    for title, cls in _classes():
-        prefix = str(cls.model_config.get("env_prefix", ""))
-        rows = []
-        for name, field in cls.model_fields.items():
-            annotation = field.annotation
-            if isinstance(annotation, type) and issubclass(annotation, BaseSettings):
-                continue
-            description = (field.description or "").replace("|", "\\|").replace("\n", " ")
-            description = re.sub(r"(docs/([\w.]+#[\w-]+))", r"[\1](\2)", description)
-            rows.append(
-                f"| `{prefix}{name.upper()}` | {_type(field)} | {_default(field)} | {description} |"
-            )
-        out.append(
-            f"**{title}**\n\n| variable | type | default | meaning |\n| --- | --- | --- "
-            f"| --- |\n" + "\n".join(rows)
+def _deploys(field: FieldInfo) -> bool:
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    return bool(extra.get("deploy"))
+
+
+def _rows(cls: type[BaseSettings], deploys: bool) -> list[str]:
+    """One class's settings a deployment sets (``deploys``) or its tuning knobs."""
+    prefix = str(cls.model_config.get("env_prefix", ""))
+    rows = []
+    for name, field in cls.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseSettings):
+            continue
+        if _deploys(field) != deploys:
+            continue
+        description = (field.description or "").replace("|", "\\|").replace("\n", " ")
+        description = re.sub(r"(docs/([\w.]+#[\w-]+))", r"[\1](\2)", description)
+        rows.append(
+            f"| `{prefix}{name.upper()}` | {_type(field)} | {_default(field)} | {description} |"
         )
+    return rows
+
+
+HEADER = "| variable | type | default | meaning |\n| --- | --- | --- | --- |\n"
+
+
+def table() -> str:
+    """The settings a deployment sets, then every class's tuning knobs."""
+    deploy = [row for _, cls in _classes() for row in _rows(cls, deploys=True)]
+    out = [
+        "### What a deployment sets\n\nWhere the servers are, the credentials and keys, and "
+        "how many copies: the rest can stay at its default.\n\n" + HEADER + "\n".join(deploy),
+        "### Tuning, by service",
+    ]
+    for title, cls in _classes():
+        rows = _rows(cls, deploys=False)
+        if rows:
+            out.append(f"**{title}**\n\n" + HEADER + "\n".join(rows))
     return "\n\n".join(out)
 
 

@@ -168,6 +168,23 @@ def service_permissions(t: Topology) -> dict[str, Permissions]:
                 f"{t.bodies_stream.subjects[0]}",
             ],
         ),
+        **_pipeline(t),
+        "searcher": _answering(
+            t,
+            "searcher",
+            [
+                *_searcher(t),
+                # A sync's list by claim check: read, and removed once applied.
+                *_bodies_reader(t),
+            ],
+        ),
+        "reranker": _answering(t, "reranker", _kv_reads(t.token_states_bucket)),
+    }
+
+
+def _pipeline(t: Topology) -> dict[str, Permissions]:
+    """The stages a document passes before the searcher: ingestor, generator, embedder."""
+    return {
         "ingestor": _answering(
             t,
             "ingestor",
@@ -204,16 +221,6 @@ def service_permissions(t: Topology) -> dict[str, Permissions]:
                 t.document_failed,
             ],
         ),
-        "searcher": _answering(
-            t,
-            "searcher",
-            [
-                *_searcher(t),
-                # A sync's list by claim check: read, and removed once applied.
-                *_bodies_reader(t),
-            ],
-        ),
-        "reranker": _answering(t, "reranker", _kv_reads(t.token_states_bucket)),
     }
 
 

@@ -8,7 +8,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 from kbus_contract import Chunk, DocumentRef, InputType
-from kbus_contract.errors import ErrorCode, PermanentError, TransientError
+from kbus_runtime import cohere_api
 from kbus_runtime.batching import Batcher
 from kbus_runtime.passages import passage_text
 from kbus_runtime.settings import CohereSettings
@@ -105,9 +105,7 @@ class CohereEmbedder:
     }
 
     def __init__(self, settings: CohereSettings) -> None:
-        import cohere
-
-        self.client = cohere.AsyncClientV2(**settings.client_options("the Cohere backend"))
+        self.client = cohere_api.async_client(settings, "the Cohere backend")
         self.model = f"cohere/{settings.embed_model}"
         self._model_id = settings.embed_model
         self.dimension = self.DIMENSIONS.get(settings.embed_model, 1024)
@@ -116,23 +114,15 @@ class CohereEmbedder:
         return await self._vectors(texts, input_type), None
 
     async def _vectors(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
-        import cohere
-
         vectors: list[list[float]] = []
         for begin in range(0, len(texts), 96):  # Cohere takes at most 96 texts per call
-            try:
+            with cohere_api.calling("embed"):
                 response = await self.client.embed(
                     texts=list(texts[begin : begin + 96]),
                     model=self._model_id,
                     input_type=input_type.value,
                     embedding_types=["float"],
                 )
-            except cohere.errors.BadRequestError as exc:
-                raise PermanentError(
-                    f"Cohere refused the texts: {exc}", code=ErrorCode.COHERE
-                ) from exc
-            except Exception as exc:
-                raise TransientError(f"Cohere embed failed: {exc}", code=ErrorCode.COHERE) from exc
             vectors.extend(response.embeddings.float_ or [])
         array = np.asarray(vectors, dtype=np.float32)
         unit: np.ndarray = array / np.clip(

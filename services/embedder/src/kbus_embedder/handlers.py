@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from kbus_runtime.bus import BusMessage
 from kbus_runtime.service import Service
 
 from kbus_embedder.settings import EmbedderSettings
@@ -12,18 +11,12 @@ from kbus_embedder.vectorizing import Vectorizer
 
 def register(service: Service, vectorizer: Vectorizer, settings: EmbedderSettings) -> None:
     """Consume ``chunks.ready``; serve ``kb.embed`` as the NATS micro service ``kbus-embed``."""
-    topology = service.topology
-
-    @service.consume(
-        topology.chunks_ready,
-        topology.chunks_stream,
-        topology.embedder_durable,
+    service.consume(
+        "embedder",
+        vectorizer.handle_chunks,
         concurrency=settings.concurrency,
-        title="embedder:chunks.ready",
         description="Embed a document's chunks; publish them on embeddings.ready.",
     )
-    async def on_chunks_ready(message: BusMessage) -> None:
-        await vectorizer.handle_chunks(message)
 
     service.answer(
         {"kb.embed": vectorizer.answer},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from kbus_runtime.bus import BusMessage
 from kbus_runtime.service import Service
 
 from kbus_generator.generating import Generator
@@ -11,15 +10,9 @@ from kbus_generator.settings import GeneratorSettings
 
 def register(service: Service, generator: Generator, settings: GeneratorSettings) -> None:
     """Consume ``chunks.generate``."""
-    topology = service.topology
-
-    @service.consume(
-        topology.chunks_generate,
-        topology.chunks_stream,
-        topology.generator_durable,
+    service.consume(
+        "generator",
+        generator.handle,
         concurrency=settings.concurrency,
-        title="generator:chunks.generate",
         description="Write each chunk's matching texts; publish the chunks on chunks.ready.",
     )
-    async def on_chunks_generate(message: BusMessage) -> None:
-        await generator.handle(message)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from kbus_runtime.bus import BusMessage
 from kbus_runtime.service import Service
 
 from kbus_ingestor.ingesting import Ingestor
@@ -15,20 +14,15 @@ def register(
 ) -> None:
     """Consume ``document.added`` through the shared durable pull consumer; answer
     ``kb.profile`` and ``kb.readprofile``."""
-    topology = service.topology
     service.answer(
         {"kb.profile": profiles.answer, "kb.readprofile": profiles.answer_read},
         description="kbus library profiles: read and set how a library's documents are cut",
         concurrency=4,
     )
 
-    @service.consume(
-        topology.document_added,
-        topology.documents_stream,
-        topology.ingestor_durable,
+    service.consume(
+        "ingestor",
+        ingestor.handle,
         concurrency=settings.concurrency,
-        title="ingestor:document.added",
         description="Validate and chunk a document; publish its chunks on chunks.ready.",
     )
-    async def on_document_added(message: BusMessage) -> None:
-        await ingestor.handle(message)

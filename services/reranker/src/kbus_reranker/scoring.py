@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
-from kbus_contract.errors import ErrorCode, PermanentError, TransientError
+from kbus_runtime import cohere_api
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.settings import CohereSettings
 
@@ -118,83 +117,21 @@ class MaxSimScorer:
         return np.array([(query @ p.T).max(axis=1).mean() for p in passages], dtype=np.float32)
 
 
-class OnnxCrossEncoder:
-    """A cross-encoder exported to ONNX (``model.onnx`` + ``tokenizer.json`` in a directory)."""
-
-    local = True
-
-    def __init__(self, directory: Path, threads: int) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        self.name = directory.name
-        self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
-        self.tokenizer.enable_truncation(max_length=512)
-        self.tokenizer.enable_padding()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        self.session = ort.InferenceSession(
-            str(directory / "model.onnx"), options, providers=["CPUExecutionProvider"]
-        )
-        self.inputs = {i.name for i in self.session.get_inputs()}
-
-    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        encodings = self.tokenizer.encode_batch([(query, p) for p in passages])
-        feed = {
-            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
-        }
-        (logits,) = self.session.run(None, {k: v for k, v in feed.items() if k in self.inputs})
-        return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float32).reshape(len(passages))))
-
-
-class SentenceTransformersCrossEncoder:
-    """A sentence-transformers CrossEncoder (needs ``sentence-transformers``, not shipped)."""
-
-    local = True
-
-    def __init__(self, path: str) -> None:
-        try:
-            from sentence_transformers import CrossEncoder
-        except ImportError as exc:
-            raise RuntimeError(
-                "backend=cross-encoder with a PyTorch model needs `pip install "
-                "sentence-transformers`; or export the model to ONNX (model.onnx + tokenizer.json)"
-            ) from exc
-        self.model: Any = CrossEncoder(path)
-        self.name = Path(path).name
-
-    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        scores = self.model.predict([(query, p) for p in passages], activation_fn=None)
-        return 1.0 / (1.0 + np.exp(-np.asarray(scores, dtype=np.float32)))
-
-
 class CohereScorer:
     """Cohere rerank: relevance scores in 0..1."""
 
     local = False
 
     def __init__(self, settings: CohereSettings) -> None:
-        import cohere
-
-        self.client = cohere.ClientV2(**settings.client_options("the Cohere backend"))
+        self.client = cohere_api.client(settings, "the Cohere backend")
         self.model = settings.rerank_model
         self.name = f"cohere/{settings.rerank_model}"
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        import cohere
-
-        try:
+        with cohere_api.calling("rerank"):
             response = self.client.rerank(
                 model=self.model, query=query, documents=list(passages), top_n=len(passages)
             )
-        except cohere.errors.BadRequestError as exc:
-            raise PermanentError(
-                f"Cohere refused the request: {exc}", code=ErrorCode.COHERE
-            ) from exc
-        except Exception as exc:
-            raise TransientError(f"Cohere rerank failed: {exc}", code=ErrorCode.COHERE) from exc
         scores = np.zeros(len(passages), dtype=np.float32)
         for result in response.results:
             scores[result.index] = result.relevance_score
@@ -212,11 +149,6 @@ def create_scorer(settings: RerankerSettings) -> Scorer:
         return MaxSimScorer(settings.model_path or "all-MiniLM-L6-v2", settings.threads)
     if backend == "encoder":
         return EncoderScorer(settings.model_path or "all-MiniLM-L6-v2", settings.threads)
-    if backend == "cross-encoder":
-        path = Path(settings.model_path).expanduser()
-        if (path / "model.onnx").is_file():
-            return OnnxCrossEncoder(path, settings.threads)
-        return SentenceTransformersCrossEncoder(settings.model_path)
     return E5Scorer(settings.threads)
 
 

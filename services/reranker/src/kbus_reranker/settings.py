@@ -16,15 +16,14 @@ class RerankerSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="KBUS_RERANKER_", extra="ignore")
 
     http_port: int = Field(default=8104, description="Port of /health and /metrics.")
-    backend: Literal["auto", "maxsim", "e5", "encoder", "cross-encoder", "cohere"] = Field(
+    backend: Literal["auto", "maxsim", "e5", "encoder", "cohere"] = Field(
         default="auto",
         description="auto: Cohere with a Cohere key, else maxsim (MaxSim over an encoder's token "
-        "states); e5, encoder or cross-encoder by name. Why: docs/tuning.md#kbus_reranker_backend.",
+        "states); e5 or encoder by name. Why: docs/tuning.md#kbus_reranker_backend.",
     )
     model_path: str = Field(
         default="",
-        description="maxsim or encoder: a model name or directory (default all-MiniLM-L6-v2); "
-        "cross-encoder: a directory with model.onnx and tokenizer.json.",
+        description="maxsim or encoder: a model name or directory (default all-MiniLM-L6-v2).",
     )
     threads: int = Field(
         default=0,

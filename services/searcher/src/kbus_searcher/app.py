@@ -11,18 +11,19 @@ from kbus_runtime.advisories import MaxDeliveries
 from kbus_runtime.service import Service, StartUp
 from kbus_runtime.store import WeaviateNodes
 
-from kbus_searcher.handlers import register
+from kbus_searcher.handlers import Indexing, register
+from kbus_searcher.index.deleting import Deleter
 from kbus_searcher.index.indexer import Indexer
 from kbus_searcher.index.reconciling import Reconciler
-from kbus_searcher.index.syncmarks import SyncMarks
-from kbus_searcher.index.tombstones import Tombstones
-from kbus_searcher.index.versions import Versions
-from kbus_searcher.search.chains import LibraryProfiles
 from kbus_searcher.search.feed import Feed
-from kbus_searcher.search.quotas import Quotas
 from kbus_searcher.search.rewriting import create_rewriter
 from kbus_searcher.search.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
+from kbus_searcher.state.profiles import LibraryProfiles
+from kbus_searcher.state.quotas import Quotas
+from kbus_searcher.state.syncmarks import SyncMarks
+from kbus_searcher.state.tombstones import Tombstones
+from kbus_searcher.state.versions import Versions
 from kbus_searcher.store import ChunkStore, Scope
 
 
@@ -51,7 +52,7 @@ def store_count(store: ChunkStore) -> Callable[[str], Awaitable[int]]:
     return count
 
 
-def _indexing(parts: _Parts) -> tuple[Indexer, Reconciler, MaxDeliveries] | None:
+def _indexing(parts: _Parts) -> Indexing | None:
     """The indexing consumer, the syncs, and the dead-letterer of what they gave up on
     (``INDEX``)."""
     if not parts.settings.index:
@@ -68,15 +69,17 @@ def _indexing(parts: _Parts) -> tuple[Indexer, Reconciler, MaxDeliveries] | None
         quotas=parts.quotas,
         syncs=parts.syncs,
     )
+    deleter = Deleter(service.stage("deleter"), parts.store.writes, parts.tombstones)
     reconciler = Reconciler(
         service.stage("syncer"),
         parts.store,
-        indexer,
+        deleter,
         parts.versions,
         parts.syncs,
         settings.sync_settle_max_s,
     )
-    return indexer, reconciler, MaxDeliveries(service.stage("deadletterer"), indexer.given_up)
+    advisories = MaxDeliveries(service.stage("deadletterer"), indexer.given_up)
+    return Indexing(indexer, deleter, reconciler, advisories)
 
 
 def _searcher(parts: _Parts) -> Searcher | None:

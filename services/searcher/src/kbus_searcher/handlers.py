@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kbus_runtime.advisories import MaxDeliveries
-from kbus_runtime.bus import BusMessage
 from kbus_runtime.service import Service
 
+from kbus_searcher.index.deleting import Deleter
 from kbus_searcher.index.indexer import Indexer
 from kbus_searcher.index.reconciling import Reconciler
 from kbus_searcher.search.feed import Feed
@@ -14,17 +16,27 @@ from kbus_searcher.search.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
 
 
+@dataclass(frozen=True)
+class Indexing:
+    """What an indexing process runs: each on its stage's consumer."""
+
+    indexer: Indexer
+    deleter: Deleter
+    reconciler: Reconciler
+    advisories: MaxDeliveries
+
+
 def register(
     service: Service,
     settings: SearcherSettings,
-    indexing: tuple[Indexer, Reconciler, MaxDeliveries] | None,
+    indexing: Indexing | None,
     searcher: Searcher | None,
     feed: Feed | None = None,
 ) -> None:
     """The indexing consumers and ``kb.search`` / ``kb.stats`` / ``kb.feed``, each where this
     process runs them (``KBUS_SEARCHER_INDEX``, ``KBUS_SEARCHER_SERVE``)."""
     if indexing is not None:
-        _register_indexing(service, *indexing, settings)
+        _register_indexing(service, indexing, settings)
     if searcher is not None and feed is not None:
         service.answer(
             {
@@ -38,57 +50,33 @@ def register(
         )
 
 
-def _register_indexing(
-    service: Service,
-    indexer: Indexer,
-    reconciler: Reconciler,
-    advisories: MaxDeliveries,
-    settings: SearcherSettings,
-) -> None:
+def _register_indexing(service: Service, indexing: Indexing, settings: SearcherSettings) -> None:
     """``embeddings.ready`` (``concurrency`` at once), deletions, syncs and max-deliveries
     advisories, each on its shared durable consumer."""
-    topology = service.topology
-
-    @service.consume(
-        topology.embeddings_ready,
-        topology.embeddings_stream,
-        topology.indexer_durable,
+    service.consume(
+        "indexer",
+        indexing.indexer.handle,
         concurrency=settings.index_concurrency,
-        title="searcher:embeddings.ready",
         description="Upsert a document's embedded chunks into Weaviate; publish document.indexed.",
     )
-    async def on_embeddings_ready(message: BusMessage) -> None:
-        await indexer.handle(message)
 
-    @service.consume(
-        topology.document_deleted,
-        topology.documents_stream,
-        topology.deleter_durable,
-        title="searcher:document.deleted",
+    service.consume(
+        "deleter",
+        indexing.deleter.handle,
         description="Delete a document, library or tenant; publish document.removed.",
     )
-    async def on_document_deleted(message: BusMessage) -> None:
-        await indexer.handle_deletion(message)
 
-    @service.consume(
-        topology.document_synced,
-        topology.documents_stream,
-        topology.syncer_durable,
+    service.consume(
+        "syncer",
+        indexing.reconciler.handle,
         concurrency=settings.sync_concurrency,
-        title="searcher:document.synced",
         description="Delete what a source no longer lists, wait for what it lists; publish "
         "document.reconciled.",
     )
-    async def on_document_synced(message: BusMessage) -> None:
-        await reconciler.handle(message)
 
-    @service.consume(
-        topology.max_deliveries_advisories,
-        topology.advisories_stream,
-        topology.advisory_durable,
-        title="searcher:max-deliveries advisories",
+    service.consume(
+        "deadletterer",
+        indexing.advisories.handle,
         description="Dead-letter each message the server gave up on, and remove it from its "
         "work queue.",
     )
-    async def on_max_deliveries(message: BusMessage) -> None:
-        await advisories.handle(message)

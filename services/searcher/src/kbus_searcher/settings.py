@@ -11,7 +11,8 @@ from kbus_runtime.settings import CohereSettings, ServiceSettings, StoreSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from kbus_searcher.search.tokens import DEFAULT_TOKENIZER
+#: The tokenizer a package ships (all-MiniLM-L6-v2's WordPiece), used unless another is set.
+DEFAULT_TOKENIZER = "all-MiniLM-L6-v2"
 
 
 class SearcherSettings(ServiceSettings):

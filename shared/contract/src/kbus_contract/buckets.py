@@ -14,11 +14,14 @@ _PROFILES_MAX_BYTES = 64 * 1024**2
 class Buckets:
     """Bucket names and configurations, from the installation's prefix, copies and sizes."""
 
+    prefix: str
     replicas: int
     stream_max_bytes: int
 
     def _name(self, name: str) -> str:
-        raise NotImplementedError
+        """A stream's or bucket's name: the prefix's, or kbus's by default."""
+        stem = f"{self.prefix}_{name}" if self.prefix else f"KBUS_{name}"
+        return stem.upper().replace(".", "_").replace("-", "_")
 
     @property
     def embed_cache_bucket(self) -> str:

@@ -37,6 +37,15 @@ def profile_key(tenant: str, library: str) -> str:
     return f"{tenant}.{library}"
 
 
+def _given_exactly_when(
+    value: object, field: str, kind: StrEnum | None, needs: StrEnum, what: str
+) -> None:
+    """The rule of a kind that takes a field: ``field`` is set exactly when ``kind`` is ``needs``
+    (``what`` names the part of the profile)."""
+    if (kind is needs) != (value is not None):
+        raise ValueError(f"{field} is given exactly when the {what} is '{needs.value}'")
+
+
 class ChunkerKind(StrEnum):
     """How a library's documents are cut."""
 
@@ -83,8 +92,7 @@ class Chunker(Contract):
 
     @model_validator(mode="after")
     def _consistent(self) -> Chunker:
-        if (self.kind is ChunkerKind.PATTERN) != (self.pattern is not None):
-            raise ValueError("a pattern is given exactly when the chunker is 'pattern'")
+        _given_exactly_when(self.pattern, "a pattern", self.kind, ChunkerKind.PATTERN, "chunker")
         if self.size is not None and self.overlap is not None and self.overlap >= self.size // 2:
             raise ValueError("overlap must be less than half the chunk size")
         if self.pattern is not None:
@@ -126,8 +134,9 @@ class Transformer(Contract):
 
     @model_validator(mode="after")
     def _prompt_for_prompt(self) -> Transformer:
-        if (self.kind is TransformerKind.PROMPT) != (self.prompt is not None):
-            raise ValueError("a prompt is given exactly when the transformer is 'prompt'")
+        _given_exactly_when(
+            self.prompt, "a prompt", self.kind, TransformerKind.PROMPT, "transformer"
+        )
         return self
 
 
@@ -162,8 +171,9 @@ class Reranking(Contract):
 
     @model_validator(mode="after")
     def _instruction_for_prompted(self) -> Reranking:
-        if (self.kind is RerankerKind.PROMPTED) != (self.instruction is not None):
-            raise ValueError("an instruction is given exactly when the reranker is 'prompted'")
+        _given_exactly_when(
+            self.instruction, "an instruction", self.kind, RerankerKind.PROMPTED, "reranker"
+        )
         return self
 
 

@@ -20,7 +20,8 @@ from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from kbus_runtime.settings import CohereSettings
+from kbus_runtime import cohere_api
+from kbus_runtime.settings import DEPLOY, CohereSettings
 
 ChatBackend = Literal["cohere", "openai"]
 
@@ -31,6 +32,7 @@ class LLMSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KBUS_LLM_", extra="ignore")
 
     url: str = Field(
+        json_schema_extra=DEPLOY,
         default="http://127.0.0.1:8180/v1",
         description="Base URL of an OpenAI-compatible chat API (it ends before /chat/completions); "
         "the default is where python -m kbus_dev up --llm serves one.",
@@ -40,7 +42,9 @@ class LLMSettings(BaseSettings):
         description="Model name sent to the endpoint; the default is the one devtools serves.",
     )
     api_key: SecretStr | None = Field(
-        default=None, description="Bearer token for the endpoint (secret), if it wants one."
+        json_schema_extra=DEPLOY,
+        default=None,
+        description="Bearer token for the endpoint (secret), if it wants one.",
     )
     timeout_s: float = Field(default=30.0, gt=0, description="Timeout of one chat call, seconds.")
 
@@ -108,7 +112,26 @@ class OpenAIChat:
         self.name = f"openai/{settings.model}"
 
     async def chat(self, instruction: str, message: str, *, max_tokens: int) -> str:
+        return _reply_text(
+            self.name, await self._post(self._body(instruction, message, max_tokens))
+        )
+
+    async def choose(
+        self, instruction: str, message: str, options: Sequence[str]
+    ) -> dict[str, float]:
+        """One token, with its top alternatives' log-probabilities."""
         body = {
+            **self._body(instruction, message, 1),
+            "logprobs": True,
+            "top_logprobs": TOP_LOGPROBS,
+        }
+        response = await self._post(body)
+        text = _reply_text(self.name, response)
+        return option_probabilities(self.name, text, _first_top(response), options)
+
+    def _body(self, instruction: str, message: str, max_tokens: int) -> dict[str, Any]:
+        """An OpenAI chat request: the instruction as the system's, greedy decoding."""
+        return {
             "model": self.model,
             "messages": [
                 {"role": "system", "content": instruction},
@@ -117,26 +140,6 @@ class OpenAIChat:
             "temperature": 0.0,
             "max_tokens": max_tokens,
         }
-        return _reply_text(self.name, await self._post(body))
-
-    async def choose(
-        self, instruction: str, message: str, options: Sequence[str]
-    ) -> dict[str, float]:
-        """One token, with its top alternatives' log-probabilities."""
-        body = {
-            "model": self.model,
-            "messages": [
-                {"role": "system", "content": instruction},
-                {"role": "user", "content": message},
-            ],
-            "temperature": 0.0,
-            "max_tokens": 1,
-            "logprobs": True,
-            "top_logprobs": TOP_LOGPROBS,
-        }
-        response = await self._post(body)
-        text = _reply_text(self.name, response)
-        return option_probabilities(self.name, text, _first_top(response), options)
 
     async def _post(self, body: dict[str, Any]) -> httpx.Response:
         try:
@@ -176,24 +179,23 @@ class CohereChat:
     """A Cohere chat model (needs ``KBUS_COHERE_API_KEY``)."""
 
     def __init__(self, settings: CohereSettings, purpose: str) -> None:
-        import cohere
-
-        self.client = cohere.AsyncClientV2(**settings.client_options(purpose))
+        self.client = cohere_api.async_client(settings, purpose)
         self.model = settings.chat_model
         self.name = f"cohere/{settings.chat_model}"
 
     async def chat(self, instruction: str, message: str, *, max_tokens: int) -> str:
         from cohere import SystemChatMessageV2, UserChatMessageV2
 
-        response = await self.client.chat(
-            model=self.model,
-            messages=[
-                SystemChatMessageV2(content=instruction),
-                UserChatMessageV2(content=message),
-            ],
-            temperature=0.0,
-            max_tokens=max_tokens,
-        )
+        with cohere_api.calling("chat"):
+            response = await self.client.chat(
+                model=self.model,
+                messages=[
+                    SystemChatMessageV2(content=instruction),
+                    UserChatMessageV2(content=message),
+                ],
+                temperature=0.0,
+                max_tokens=max_tokens,
+            )
         parts = response.message.content or []
         return "".join(getattr(p, "text", "") for p in parts)
 

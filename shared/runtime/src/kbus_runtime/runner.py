@@ -32,9 +32,9 @@ def serve(app: AsgiFastStream, settings: ServiceSettings) -> None:
     server = uvicorn.Server(
         uvicorn.Config(
             app,
-            host=settings.http_host,
+            host=settings.process.http_host,
             port=settings.http_port,
-            log_level=settings.log_level.lower(),
+            log_level=settings.process.log_level.lower(),
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=GRACE_S,

@@ -18,13 +18,13 @@ from importlib.metadata import version
 
 from faststream.asgi import AsgiFastStream, make_ping_asgi
 from faststream.nats import NatsBroker
-from kbus_contract.topology import StageConsumer, Stream, Topology
+from kbus_contract.topology import StageConsumer, Topology
 from prometheus_client import CollectorRegistry, make_asgi_app
 
 from kbus_runtime.answering import Answer, Served, serve
 from kbus_runtime.backlog import BacklogGauges
 from kbus_runtime.budgets import Budgets, waiting_budget
-from kbus_runtime.bus import Handler, make_broker, work_subscriber
+from kbus_runtime.bus import BusMessage, Handler, make_broker, work_subscriber
 from kbus_runtime.declaring import consumers_answer, declare_streams, one_kind_of_consumer
 from kbus_runtime.fair_share import FairShare
 from kbus_runtime.lanes import LanePuller, downstream_full, pull_fairly
@@ -68,14 +68,14 @@ class Service:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
-        configure_logging(self.settings.log_level)
+        configure_logging(self.settings.process.log_level)
         self.topology: Topology = self.settings.bus.topology
         self.tracer_provider = start_tracing(self.name, self.settings.tracing)
         self.broker: NatsBroker = make_broker(
             self.settings.bus,
             self.registry,
             app_name=self.name,
-            log_level=self.settings.log_level,
+            log_level=self.settings.process.log_level,
             tracer_provider=self.tracer_provider,
         )
         self.metrics = StageMetrics(self.registry)
@@ -97,57 +97,51 @@ class Service:
         )
 
     def consume(
-        self,
-        subject: str,
-        stream: Stream,
-        durable: str,
-        *,
-        title: str,
-        description: str,
-        concurrency: int = 1,
-    ) -> Callable[[Handler], Handler]:
-        """Register a handler on a stage's durable pull consumer (``concurrency`` at once); a
-        fair stage's messages come from its tenants' lanes by turn instead
-        (:mod:`kbus_runtime.lanes`)."""
+        self, stage: str, handle: Handler, *, description: str, concurrency: int = 1
+    ) -> None:
+        """Hand a stage's messages to ``handle`` from its durable pull consumer
+        (``concurrency`` at once), all of it as ``Topology.stages`` declares it; a fair stage's
+        messages come from its tenants' lanes by turn instead (:mod:`kbus_runtime.lanes`)."""
 
         self.metrics.declare_stream_counters()
-        lanes = self._lanes_of(durable)
+        consumer = self.topology.stage(stage)
+        lanes = self._lanes_of(consumer)
         if lanes is None:
-            self._consumers.append((stream.name, durable))
+            self._consumers.append((consumer.stream, consumer.durable))
 
-        def register(handler: Handler) -> Handler:
-            subscriber = work_subscriber(
-                self.broker,
-                self.topology,
-                subject,
-                stream,
-                durable,
-                title=title,
-                description=description,
-                max_workers=1 if lanes else concurrency,
-            )
-            subscriber(handler)
-            if lanes is not None:
-                pull_fairly(subscriber, lanes, concurrency, self.stopping)
-            return handler
+        async def on_message(message: BusMessage) -> None:
+            await handle(message)
 
-        return register
+        subscriber = work_subscriber(
+            self.broker,
+            self.topology,
+            self.topology.queued(consumer.channel),
+            self.topology.stream_of(consumer),
+            consumer.durable,
+            title=f"{self.name}:{consumer.channel}",
+            description=description,
+            max_workers=1 if lanes else concurrency,
+        )
+        subscriber(on_message)
+        if lanes is not None:
+            pull_fairly(subscriber, lanes, concurrency, self.stopping)
 
-    def _lanes_of(self, durable: str) -> LanePuller | None:
+    def _lanes_of(self, consumer: StageConsumer) -> LanePuller | None:
         """The source of a fair stage's messages, the stage noted as one this service takes by
         turn (None: the stage takes its stream in order)."""
         bus = self.settings.bus
-        found = [s for s in self.topology.stages if s.durable == durable and s.fair]
-        self._stages += found
-        if not bus.fair_share or not found:
+        if not consumer.fair:
+            return None
+        self._stages.append(consumer)
+        if not bus.fair_share:
             return None
         return LanePuller(
             lambda: self.broker.connection,
             self.topology,
-            found[0],
+            consumer,
             FairShare(bus.tenant_weights),
             bus.fair_share_poll_s,
-            downstream_full(self.topology, found[0], waiting_budget(self.budgets, self.topology)),
+            downstream_full(self.topology, consumer, waiting_budget(self.budgets, self.topology)),
         )
 
     def answer(self, answers: Mapping[str, Answer], *, description: str, concurrency: int) -> None:

@@ -6,17 +6,20 @@ environment configures all four services; service settings from ``KBUS_<SERVICE>
 
 from __future__ import annotations
 
-import os
 import ssl
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from kbus_contract.topology import Topology
-from pydantic import Field, PositiveFloat, SecretStr
+from pydantic import Field, JsonValue, PositiveFloat, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kbus_runtime.budgets import BudgetSettings
 from kbus_runtime.tracing import TracingSettings
+
+#: Marks a setting a deployment sets (where the servers are, credentials, keys, copies): the
+#: configuration page lists these first, the tuning knobs after.
+DEPLOY: dict[str, JsonValue] = {"deploy": True}
 
 
 class BusSettings(BaseSettings):
@@ -25,6 +28,7 @@ class BusSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KBUS_", extra="ignore")
 
     nats_url: str = Field(
+        json_schema_extra=DEPLOY,
         default="nats://127.0.0.1:4222",
         description="NATS server URL, or several separated by commas (a cluster's servers).",
     )
@@ -40,15 +44,25 @@ class BusSettings(BaseSettings):
         pattern=r"^[A-Za-z0-9_-]*$",
         description="Prefix for every subject and stream name (empty: the plain names).",
     )
-    nats_user: str | None = Field(default=None, description="NATS user name.")
-    nats_password: SecretStr | None = Field(default=None, description="NATS password (secret).")
+    nats_user: str | None = Field(
+        json_schema_extra=DEPLOY, default=None, description="NATS user name."
+    )
+    nats_password: SecretStr | None = Field(
+        json_schema_extra=DEPLOY, default=None, description="NATS password (secret)."
+    )
     nats_tls_ca: str | None = Field(
-        default=None, description="CA file that signed the NATS server's certificate (TLS)."
+        json_schema_extra=DEPLOY,
+        default=None,
+        description="CA file that signed the NATS server's certificate (TLS).",
     )
     nats_tls_cert: str | None = Field(
-        default=None, description="Client certificate file, where the server asks for one."
+        json_schema_extra=DEPLOY,
+        default=None,
+        description="Client certificate file, where the server asks for one.",
     )
-    nats_tls_key: str | None = Field(default=None, description="The client certificate's key.")
+    nats_tls_key: str | None = Field(
+        json_schema_extra=DEPLOY, default=None, description="The client certificate's key."
+    )
 
     @property
     def nats_servers(self) -> list[str]:
@@ -60,7 +74,11 @@ class BusSettings(BaseSettings):
     )
 
     stream_replicas: int = Field(
-        default=1, ge=1, le=5, description="Copies of each stream (3 in a production cluster)."
+        json_schema_extra=DEPLOY,
+        default=1,
+        ge=1,
+        le=5,
+        description="Copies of each stream (3 in a production cluster).",
     )
     declare_streams: bool = Field(
         default=True,
@@ -110,11 +128,6 @@ class BusSettings(BaseSettings):
         description='Fair-share weights by tenant, as JSON ({"gold": 4}): a tenant of weight '
         "4 is served four times as often as one of weight 1 while both have work waiting.",
     )
-    unsafe_ack_first: bool = Field(
-        default=False,
-        description="Fault injection for the chaos test's negative control: ack before "
-        "processing, so a crash loses messages. Never enable it in a real installation.",
-    )
 
     def tls_context(self) -> ssl.SSLContext | None:
         """The TLS context of NATS connections (None: plain connections)."""
@@ -134,7 +147,6 @@ class BusSettings(BaseSettings):
             self.declare_streams,
             self.inbox_prefix,
             self.ack_wait_s,
-            self.unsafe_ack_first,
             self.max_deliver,
         )
 
@@ -154,12 +166,22 @@ class StoreSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="KBUS_WEAVIATE_", extra="ignore")
 
-    http_host: str = Field(default="127.0.0.1", description="Weaviate REST host.")
-    http_port: int = Field(default=8080, description="Weaviate REST port.")
-    grpc_host: str = Field(default="127.0.0.1", description="Weaviate gRPC host.")
-    grpc_port: int = Field(default=50051, description="Weaviate gRPC port.")
+    http_host: str = Field(
+        json_schema_extra=DEPLOY, default="127.0.0.1", description="Weaviate REST host."
+    )
+    http_port: int = Field(
+        json_schema_extra=DEPLOY, default=8080, description="Weaviate REST port."
+    )
+    grpc_host: str = Field(
+        json_schema_extra=DEPLOY, default="127.0.0.1", description="Weaviate gRPC host."
+    )
+    grpc_port: int = Field(
+        json_schema_extra=DEPLOY, default=50051, description="Weaviate gRPC port."
+    )
     secure: bool = Field(default=False, description="Use TLS for REST and gRPC.")
-    api_key: SecretStr | None = Field(default=None, description="Weaviate API key (secret).")
+    api_key: SecretStr | None = Field(
+        json_schema_extra=DEPLOY, default=None, description="Weaviate API key (secret)."
+    )
     collection: str = Field(
         default="KbusChunks",
         pattern=r"^[A-Z][A-Za-z0-9_]{0,127}$",
@@ -169,6 +191,7 @@ class StoreSettings(BaseSettings):
     )
     timeout_s: float = Field(default=30.0, description="Timeout of Weaviate calls, seconds.")
     hosts: str = Field(
+        json_schema_extra=DEPLOY,
         default="",
         pattern=r"^$|^[^,:\s]+:\d+:\d+(,[^,:\s]+:\d+:\d+)*$",
         description="A cluster's nodes, host:rest_port:grpc_port, comma-separated: a client "
@@ -182,6 +205,7 @@ class StoreSettings(BaseSettings):
         "several: a lost node is left within about two checks.",
     )
     replication_factor: int = Field(
+        json_schema_extra=DEPLOY,
         default=1,
         ge=1,
         description="Copies of each new collection's shards (3 on a three-node cluster; a "
@@ -196,9 +220,8 @@ class StoreSettings(BaseSettings):
     )
     write_consistency: Literal["ONE", "QUORUM", "ALL"] = Field(
         default="ALL",
-        description="Replicas that must confirm a write (and a deletion) before it is "
-        "acknowledged: ALL, so that a receipt means searchable through every node (a node "
-        "searches its own copy); while a node is down, indexing waits for it. Why: "
+        description="Copies that must confirm a write or deletion: ALL, so a receipt means "
+        "searchable on every node; indexing waits while one is down. Why: "
         "docs/reliability.md#a-receipt-means-searchable-on-every-node.",
     )
     read_consistency: Literal["ONE", "QUORUM", "ALL"] = Field(
@@ -223,7 +246,9 @@ class CohereSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KBUS_COHERE_", extra="ignore")
 
     api_key: SecretStr | None = Field(
-        default=None, description="Cohere API key (secret); enables Cohere embed and rerank."
+        json_schema_extra=DEPLOY,
+        default=None,
+        description="Cohere API key (secret); enables Cohere embed and rerank.",
     )
     embed_model: str = Field(default="embed-english-v3.0", description="Cohere embed model.")
     rerank_model: str = Field(default="rerank-english-v3.0", description="Cohere rerank model.")
@@ -248,6 +273,23 @@ class CohereSettings(BaseSettings):
         }
 
 
+class ProcessSettings(BaseSettings):
+    """What every service process shares, set once for all of them."""
+
+    model_config = SettingsConfigDict(env_prefix="KBUS_", extra="ignore")
+
+    http_host: str = Field(
+        json_schema_extra=DEPLOY,
+        default="127.0.0.1",
+        description="Address of every service's /health and /metrics (the images set 0.0.0.0).",
+    )
+    log_level: str = Field(
+        default="INFO",
+        description="DEBUG, INFO, WARNING or ERROR. DEBUG adds a line per message received and "
+        "per message processed.",
+    )
+
+
 class ServiceSettings(BaseSettings):
     """What every service process has: the bus and an HTTP port for /health and /metrics."""
 
@@ -256,15 +298,5 @@ class ServiceSettings(BaseSettings):
     bus: BusSettings = Field(default_factory=BusSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
-    http_host: str = Field(
-        default_factory=lambda: os.environ.get("KBUS_HTTP_HOST", "127.0.0.1"),
-        description="Address of /health and /metrics (unset: KBUS_HTTP_HOST, which the images "
-        "set to 0.0.0.0, else 127.0.0.1).",
-        json_schema_extra={"default_doc": "`$KBUS_HTTP_HOST` or `127.0.0.1`"},
-    )
+    process: ProcessSettings = Field(default_factory=ProcessSettings)
     http_port: int = Field(default=0, description="Port of /health and /metrics.")
-    log_level: str = Field(
-        default="INFO",
-        description="DEBUG, INFO, WARNING or ERROR. DEBUG adds a line per message received and "
-        "per message processed.",
-    )

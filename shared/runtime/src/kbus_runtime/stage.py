@@ -109,10 +109,6 @@ class Stage:
     budgets: Budgets | None = None
     usage: Usage | None = None
 
-    def __post_init__(self) -> None:
-        if self.topology.unsafe_ack_first:
-            log.warning("%s: UNSAFE_ACK_FIRST is on: a crash loses messages", self.name)
-
     async def settle(
         self, message: Message, model: type[M], work: Callable[[M], Awaitable[None]]
     ) -> None:
@@ -122,9 +118,6 @@ class Stage:
             # Another replica takes it (after the pause, by when this one has stopped fetching).
             await message.nack(HAND_BACK_S)
             self.metrics.handed_back.labels(self.name).inc()
-            return
-        if self.topology.unsafe_ack_first:
-            await self._ack_first(message, model, work)
             return
         try:
             payload = decode(message.body, model)
@@ -140,16 +133,6 @@ class Stage:
         else:
             await message.ack()
             self.metrics.processed.labels(self.name).inc()
-
-    async def _ack_first(
-        self, message: Message, model: type[M], work: Callable[[M], Awaitable[None]]
-    ) -> None:
-        # The negative control of the chaos test: what "at most once" looks like.
-        await message.ack()
-        try:
-            await work(decode(message.body, model))
-        except Exception:
-            log.exception("%s: failed after acking; the message is lost", self.name)
 
     async def answer(
         self,

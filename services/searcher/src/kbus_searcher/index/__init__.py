@@ -1,1 +1,1 @@
-"""Indexing: embeddings.ready into the store, versions, tombstones and deletions."""
+"""Indexing: embeddings.ready into the store, deletions, and a sync's reconciliation."""

@@ -8,20 +8,19 @@ import logging
 
 from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
-from kbus_contract import DocumentDeleted, DocumentIndexed, DocumentRemoved, EmbeddingsReady
+from kbus_contract import DocumentIndexed, EmbeddingsReady
 from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.restricted import is_everyones
-from kbus_contract.tenancy import require_library
 from kbus_runtime.batching import Batcher
-from kbus_runtime.stage import Stage, stream_sequence
+from kbus_runtime.stage import Stage
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import ValidationError
 from weaviate.exceptions import WeaviateBaseError
 
-from kbus_searcher.index.syncmarks import SyncMarks
-from kbus_searcher.index.tombstones import Tombstones
-from kbus_searcher.index.versions import Versions
-from kbus_searcher.search.quotas import Quotas
+from kbus_searcher.state.quotas import Quotas
+from kbus_searcher.state.syncmarks import SyncMarks
+from kbus_searcher.state.tombstones import Tombstones
+from kbus_searcher.state.versions import Versions
 from kbus_searcher.store import ChunkWriter, DocumentKey, doc_key
 from kbus_searcher.store.errors import unavailable
 
@@ -125,17 +124,6 @@ class Indexer:
                 doc.version,
                 doc.sequence,
             )
-
-    async def handle_deletion(self, message: NatsMessage) -> None:
-        """Settle one ``document.deleted`` message, for the tenant and library of its subject."""
-        sequence = stream_sequence(message) or 0
-        sent = self.stage.topology.identity(message.raw_message.subject)
-
-        async def work(deletion: DocumentDeleted) -> None:
-            require_library(sent, deletion.tenant, deletion.library)
-            await self.delete(deletion, sequence)
-
-        await self.stage.settle(message, DocumentDeleted, work)
 
     async def index(self, ready: EmbeddingsReady) -> None:
         """Index a part of a document, in one batch with what other handlers hand in meanwhile.
@@ -332,7 +320,7 @@ class Indexer:
 
     async def _unlisted(self, readies: list[EmbeddingsReady], *, fresh: bool) -> list[bool]:
         """Whether a sync of each publish's source, published after it, did not list it (the
-        source no longer holds it: :mod:`kbus_searcher.index.syncmarks`)."""
+        source no longer holds it: :mod:`kbus_searcher.state.syncmarks`)."""
         if self.syncs is None:
             return [False] * len(readies)
         return await self.syncs.unlisted(
@@ -369,33 +357,5 @@ class Indexer:
             msg_id=f"indexed:{doc.tenant}:{doc.library}:{doc.document_id}:{doc.sequence}:"
             f"{doc.version}",
             tenant=doc.tenant,
-            budget="receipts",
-        )
-
-    async def delete(
-        self, deletion: DocumentDeleted, sequence: int, receipt_id: str | None = None
-    ) -> None:
-        """Apply a deletion to everything published before it, and remember it; its receipt's
-        message id is ``receipt_id`` (a sync deletes several documents at one sequence)."""
-        await self.tombstones.record(deletion, sequence)
-        try:
-            # A library's or tenant's deletion names no document: everyone of it hears that.
-            named = deletion.document_id is not None
-            restricted = named and await self.store.deletes_restricted(deletion, sequence)
-            removed = await self.store.delete_scope(deletion, sequence)
-        except WeaviateBaseError as exc:
-            raise unavailable(exc, "delete") from exc
-        topology = self.stage.topology
-        await self.stage.record(
-            DocumentRemoved(
-                tenant=deletion.tenant,
-                library=deletion.library,
-                document_id=deletion.document_id,
-                chunks_deleted=removed,
-            ),
-            topology.removed(deletion.tenant, deletion.library, restricted),
-            stream=topology.receipts_stream.name,
-            msg_id=receipt_id or f"removed:{sequence}",
-            tenant=deletion.tenant,
             budget="receipts",
         )

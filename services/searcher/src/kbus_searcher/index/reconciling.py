@@ -30,9 +30,9 @@ from kbus_runtime.stage import Stage, stream_sequence
 from pydantic import ValidationError
 from weaviate.exceptions import WeaviateBaseError
 
-from kbus_searcher.index.indexer import Indexer
-from kbus_searcher.index.syncmarks import PART_BYTES, SyncMarks, parts
-from kbus_searcher.index.versions import Versions
+from kbus_searcher.index.deleting import Deleter
+from kbus_searcher.state.syncmarks import PART_BYTES, SyncMarks, parts
+from kbus_searcher.state.versions import Versions
 from kbus_searcher.store import ChunkStore, Scope
 from kbus_searcher.store.errors import unavailable
 
@@ -110,14 +110,14 @@ class Reconciler:
         self,
         stage: Stage,
         store: ChunkStore,
-        indexer: Indexer,
+        deleter: Deleter,
         versions: Versions,
         syncs: SyncMarks,
         settle_max_s: float = 600.0,
     ) -> None:
         self.stage = stage
         self.store = store
-        self.indexer = indexer
+        self.deleter = deleter
         self.versions = versions
         self.syncs = syncs
         self.settle_max_s = settle_max_s
@@ -245,7 +245,7 @@ class Reconciler:
         deletion = DocumentDeleted(
             tenant=sync.tenant, library=sync.library, document_id=document_id
         )
-        await self.indexer.delete(deletion, sequence, f"removed:{sequence}:{document_id}")
+        await self.deleter.delete(deletion, sequence, f"removed:{sequence}:{document_id}")
 
     async def _settle(
         self, sync: LibrarySync, pending: dict[str, tuple[str, bool]], sequence: int
@@ -269,7 +269,7 @@ class Reconciler:
                     entry[1] == pending[document_id][0] or entry[0] > sequence
                 ):
                     settled.add(document_id)
-            marks = await self.indexer.tombstones.barriers(
+            marks = await self.deleter.tombstones.barriers(
                 [(sync.tenant, sync.library, i) for i in ids]
             )
             superseded |= {i for i, mark in zip(ids, marks, strict=True) if mark > sequence}

@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds to wait")
     args = parser.parse_args(argv)
     settings = SearcherSettings()
-    configure_logging(settings.log_level)
+    configure_logging(settings.process.log_level)
     asyncio.run(reembed(settings, args.timeout))
     return 0
 

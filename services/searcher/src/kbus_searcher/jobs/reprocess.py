@@ -12,7 +12,7 @@ again. This publishes each of them again, as the library's current profile would
    and ``recut_of`` = the stored publish's sequence: the ingestor cuts it with the profile,
    generates its matching texts if the profile asks, and the indexer replaces the old chunks
    without a mix, as for any new version. It ranks as the publish it was cut from
-   (:mod:`kbus_searcher.index.recuts`), so a publisher's newer publish of the document, even one
+   (:mod:`kbus_searcher.store.recuts`), so a publisher's newer publish of the document, even one
    still on its way through the pipeline, wins over it, and so does a deletion. Unchanged
    chunk texts are not embedded again (the embedding cache). A document already at the
    profile's revision is left alone, so a second run publishes nothing.
@@ -48,10 +48,10 @@ from kbus_runtime.logs import configure_logging
 from nats.aio.client import Client
 from nats.js.errors import KeyNotFoundError
 
-from kbus_searcher.index.recuts import profile_version, rank
-from kbus_searcher.index.versions import Versions
 from kbus_searcher.jobs.stored import StoredDocument, connected, read_documents
 from kbus_searcher.settings import SearcherSettings
+from kbus_searcher.state.versions import Versions
+from kbus_searcher.store.recuts import profile_version, rank
 
 log = logging.getLogger("kbus.reprocess")
 
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait")
     args = parser.parse_args(argv)
     settings = SearcherSettings()
-    configure_logging(settings.log_level)
+    configure_logging(settings.process.log_level)
     outcome = asyncio.run(reprocess(settings, args.tenant, args.library, args.timeout))
     print(json.dumps(outcome.__dict__, indent=2))
     return 1 if outcome.pending else 0

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     settings = SearcherSettings()
-    configure_logging(settings.log_level)
+    configure_logging(settings.process.log_level)
     asyncio.run(setup(settings, args.remove_tenant))
 
 

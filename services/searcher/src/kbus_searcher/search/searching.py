@@ -36,11 +36,9 @@ from nats.errors import Error as NatsError
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
-from kbus_searcher.index.versions import Versions
 from kbus_searcher.search.baseline import Baselines
-from kbus_searcher.search.chains import LibraryProfiles, chain_of
+from kbus_searcher.search.chains import chain_of
 from kbus_searcher.search.context import ContextBuilder
-from kbus_searcher.search.quotas import Quotas
 from kbus_searcher.search.ranking import final_hits, first_order, ranked_hits, reranker_name
 from kbus_searcher.search.readers import scope_of
 from kbus_searcher.search.relevance import Relevance, Verdict
@@ -50,6 +48,9 @@ from kbus_searcher.search.second_stage import SecondStage
 from kbus_searcher.search.statistics import library_stats, versions
 from kbus_searcher.search.tokens import TokenCounter
 from kbus_searcher.settings import SearcherSettings
+from kbus_searcher.state.profiles import LibraryProfiles
+from kbus_searcher.state.quotas import Quotas
+from kbus_searcher.state.versions import Versions
 from kbus_searcher.store import Candidate, ChunkStore, DocumentKey, Query, StoreView
 from kbus_searcher.store.errors import failure, unavailable
 from kbus_searcher.store.queries import MAX_RESULT_WINDOW

@@ -8,8 +8,7 @@ from typing import Any
 
 from kbus_contract.errors import PermanentError
 
-#: The tokenizer a package ships (all-MiniLM-L6-v2's WordPiece), used unless another is set.
-DEFAULT_TOKENIZER = "all-MiniLM-L6-v2"
+from kbus_searcher.settings import DEFAULT_TOKENIZER
 
 
 def _tokenizer_file(spec: str) -> Path:

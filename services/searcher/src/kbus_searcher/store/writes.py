@@ -6,28 +6,24 @@ object by object, so one document's bad chunk fails that document and not the ot
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from kbus_contract import DocumentDeleted, EmbeddedChunk, EmbeddingsReady
-from kbus_contract.base import Metadata
+from kbus_contract import DocumentDeleted, EmbeddingsReady
 from kbus_contract.identifiers import EVERYONE
-from kbus_runtime.analysis import keyword_text
 from kbus_runtime.tracing import store_span
 from weaviate.classes.data import DataObject
 from weaviate.classes.query import Filter, Sort
 from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
-from kbus_searcher.index.recuts import rank
 from kbus_searcher.store import filters
 from kbus_searcher.store.collections import Collections
 from kbus_searcher.store.errors import write_error
-from kbus_searcher.store.schema import ALL_PROPERTIES, CHUNK_VECTOR, DOCUMENT_VECTOR
+from kbus_searcher.store.objects import objects_of
+from kbus_searcher.store.recuts import rank
+from kbus_searcher.store.schema import ALL_PROPERTIES
 
 #: Stored chunks of a batch's documents one read returns before asking per document or
 #: deleting by filter.
@@ -70,7 +66,7 @@ class ChunkWriter:
         objects: list[DataObject[dict[str, Any], None]] = []
         owner: list[int] = []
         for i, ready in enumerate(readies):
-            made = _objects(ready)
+            made = objects_of(ready)
             objects.extend(made)
             owner.extend([i] * len(made))
         try:
@@ -88,12 +84,6 @@ class ChunkWriter:
             write_error(len(failed[i]), len(r.chunks), failed[i][0]) if i in failed else None
             for i, r in enumerate(readies)
         ]
-
-    async def upsert(self, ready: EmbeddingsReady) -> None:
-        """Write one document's chunks; raise unless every object was stored."""
-        [error] = await self.write([ready])
-        if error is not None:
-            raise error
 
     async def count_stored(self, ready: EmbeddingsReady) -> int:
         """How many chunks of this publish of a document are stored."""
@@ -168,7 +158,7 @@ class ChunkWriter:
 
     async def delete_superseded(self, readies: Sequence[EmbeddingsReady]) -> int:
         """Delete the chunks of every other version of these documents published before them
-        (:func:`kbus_searcher.index.recuts.rank`: a text cut again replaces the publish it was cut
+        (:func:`kbus_searcher.store.recuts.rank`: a text cut again replaces the publish it was cut
         from, at the same sequence), and what an earlier publish of the same version left at
         positions this one does not have (the positions it has, it overwrote: same ids).
 
@@ -268,93 +258,6 @@ class ChunkWriter:
         if not await self.collections.tenant_exists(doc.tenant, name):
             return 0  # nothing of the tenant was ever written there
         return await _delete_all(self.collections.use(name, doc.tenant, write=True), where)
-
-
-def document_vector(ready: EmbeddingsReady) -> list[float]:
-    """The normalised mean of the chunk vectors of a message (all of a document's, unless it
-    travels in parts); a chunk whose vector is not of the stated dimension is left out (the
-    store refuses that chunk itself)."""
-    vectors = [c.vector for c in ready.chunks if len(c.vector) == ready.dimension]
-    if not vectors:
-        return [0.0] * ready.dimension
-    mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
-    norm = float(np.linalg.norm(mean))
-    return (mean / norm if norm > 0 else mean).tolist()  # type: ignore[no-any-return]
-
-
-def _objects(ready: EmbeddingsReady) -> list[DataObject[dict[str, Any], None]]:
-    doc = ready.document
-    whole = document_vector(ready)
-    base = {
-        "title": doc.title,
-        "library": doc.library,
-        "document_id": doc.document_id,
-        "version": doc.version,
-        "sequence": doc.sequence,
-        "model": ready.model,
-        "source_uri": doc.source_uri,
-        "source": doc.source,
-        "access": list(doc.access),
-    }
-    objects = []
-    for chunk in ready.chunks:
-        properties = {
-            **base,
-            "text": chunk.text,
-            "keywords": chunk.keywords,
-            "heading_path": list(chunk.heading_path),
-            "heading_text": " > ".join(chunk.heading_path),
-            "position": chunk.position,
-            "char_start": chunk.char_start,
-            "char_end": chunk.char_end,
-            "page": chunk.page or 0,
-            "match": 0,
-            "matched": "",
-            **_metadata({**doc.metadata, **chunk.metadata}),
-        }
-        objects.append(
-            DataObject(
-                uuid=uuid.UUID(chunk.chunk_id),
-                vector={CHUNK_VECTOR: list(chunk.vector), DOCUMENT_VECTOR: whole},
-                properties=properties,
-            )
-        )
-        objects.extend(_matching_objects(doc.title, chunk, properties, whole))
-    return objects
-
-
-def _matching_objects(
-    title: str, chunk: EmbeddedChunk, properties: dict[str, Any], whole: list[float]
-) -> list[DataObject[dict[str, Any], None]]:
-    """One object per matching text: found by that text's vector and words, showing the chunk."""
-    return [
-        DataObject(
-            uuid=matching_id(chunk.chunk_id, i),
-            vector={CHUNK_VECTOR: list(vector), DOCUMENT_VECTOR: whole},
-            properties={
-                **properties,
-                "keywords": keyword_text(title, chunk.heading_path, text),
-                "match": i,
-                "matched": text,
-            },
-        )
-        for i, (text, vector) in enumerate(
-            zip(chunk.matching, chunk.matching_vectors, strict=True), 1
-        )
-    ]
-
-
-def matching_id(chunk_id: str, match: int) -> uuid.UUID:
-    """The id of a chunk's ``match``-th matching text (deterministic: a redelivery overwrites)."""
-    return uuid.uuid5(uuid.UUID(chunk_id), f"match-{match}")
-
-
-def _metadata(metadata: Metadata) -> dict[str, Any]:
-    """A chunk's metadata (its document's, with its own over it), as stored and as filtered."""
-    return {
-        "metadata_json": json.dumps(metadata),
-        "metadata_kv": filters.metadata_terms(metadata),
-    }
 
 
 def _deleted_by(deletion: DocumentDeleted, before_sequence: int) -> _Filters:

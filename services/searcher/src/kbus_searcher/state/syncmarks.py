@@ -21,8 +21,8 @@ from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from kbus_searcher.buckets import FollowedBucket
-from kbus_searcher.index.tombstones import scope_key
+from kbus_searcher.state.buckets import FollowedBucket
+from kbus_searcher.state.tombstones import scope_key
 
 #: The mark of a sync of a whole library (a source name never starts with ``_``).
 WHOLE_LIBRARY = "_library"

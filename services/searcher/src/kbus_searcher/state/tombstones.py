@@ -15,7 +15,7 @@ from kbus_contract import DocumentDeleted
 from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError
 
-from kbus_searcher.buckets import FollowedBucket
+from kbus_searcher.state.buckets import FollowedBucket
 
 
 def scope_key(tenant: str, library: str | None = None, document_id: str | None = None) -> str:

@@ -20,10 +20,10 @@ import contextlib
 from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
-from kbus_searcher.buckets import FollowedBucket
-from kbus_searcher.index.recuts import rank
-from kbus_searcher.index.tombstones import scope_key
+from kbus_searcher.state.buckets import FollowedBucket
+from kbus_searcher.state.tombstones import scope_key
 from kbus_searcher.store import DocumentKey
+from kbus_searcher.store.recuts import rank
 
 
 class Versions(FollowedBucket[str]):
