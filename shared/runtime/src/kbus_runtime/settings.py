@@ -196,9 +196,8 @@ class StoreSettings(BaseSettings):
     )
     write_consistency: Literal["ONE", "QUORUM", "ALL"] = Field(
         default="ALL",
-        description="Replicas that must confirm a write (and a deletion) before it is "
-        "acknowledged: ALL, so that a receipt means searchable through every node (a node "
-        "searches its own copy); while a node is down, indexing waits for it. Why: "
+        description="Copies that must confirm a write or deletion: ALL, so a receipt means "
+        "searchable on every node; indexing waits while one is down. Why: "
         "docs/reliability.md#a-receipt-means-searchable-on-every-node.",
     )
     read_consistency: Literal["ONE", "QUORUM", "ALL"] = Field(
