@@ -4,12 +4,15 @@ nodes, outages), then, when asked, a rolling restart of every stage while the lo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import httpx
 from kbus_client import KbClient
 from kbus_dev.services import STAGES
 
@@ -22,6 +25,10 @@ if TYPE_CHECKING:
     from tests.chaos.processes import Cluster
 
 log = logging.getLogger("kbus.chaos")
+
+#: Seconds a killed replica may take to answer ``/health`` again (a model to load, a start-up
+#: during an election that exits and is restarted by the supervisor).
+BACK_WITHIN_S = 300.0
 
 #: The stages the ledger's documents pass through, which the monkey kills. The generator runs
 #: too but carries none of them: its libraries need a chat model, which a chaos run does not
@@ -80,6 +87,9 @@ class Monkey:
         self.kb = kb
         self.rng = random.Random(config.seed + 1)
         self.one_node_at_a_time = asyncio.Lock()
+        #: Two replicas cover one failure: a stage's next kill waits until the replica killed
+        #: before answers again (its kills may still overlap other stages' and every leader's).
+        self.one_replica_at_a_time: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         #: Streams whose leader was killed, so each kill takes another.
         self.leaders_killed: set[str] = set()
 
@@ -100,6 +110,13 @@ class Monkey:
         self.report.actions.append(f"{at:6.1f}s {action} {done}".rstrip())
 
     async def _kill(self, stage: str) -> str:
+        if self.cluster.replicas(stage) == 1:  # the only one: its outage is the point
+            return await self._kill_once(stage)
+        async with self.one_replica_at_a_time[stage]:
+            label = await self._kill_once(stage)
+            return f"{label}, back in {await self._back(label):.1f} s"
+
+    async def _kill_once(self, stage: str) -> str:
         label = self.cluster.next_victim(stage)
         self.cluster.held.add(label)
         self.cluster.kill(label)
@@ -107,6 +124,19 @@ class Monkey:
         await asyncio.to_thread(self.cluster.revive, label)
         self.cluster.held.discard(label)
         return label
+
+    async def _back(self, label: str) -> float:
+        """Seconds until ``label`` answers ``/health`` (restarted by the supervisor if it exits
+        on the way: the same port)."""
+        started = time.monotonic()
+        url = f"http://127.0.0.1:{self.cluster.services[label].ports['http']}/health"
+        async with httpx.AsyncClient(timeout=1.0) as http:
+            while time.monotonic() - started < BACK_WITHIN_S:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(url)).status_code < 300:
+                        break
+                await asyncio.sleep(0.5)
+        return time.monotonic() - started
 
     async def _leader(self, _: str) -> str:
         return await kill_next_leader(self.kb.nc, self.cluster.nats, self.leaders_killed)

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 
 import pytest
 from kbus_contract import EmbeddingsReady
+from kbus_contract.errors import TransientError
 from kbus_contract.topology import Topology
 from kbus_runtime.bus import make_broker
 from kbus_runtime.declaring import declare_streams
 from kbus_runtime.settings import BusSettings
 from kbus_runtime.stage import Stage
 from kbus_runtime.stage_metrics import StageMetrics
-from kbus_searcher.index.indexer import Indexer
+from kbus_searcher.index.indexer import LATE_WRITE_S, Indexer, OvertakenError
 from kbus_searcher.state.tombstones import Tombstones
 from kbus_searcher.state.versions import Versions
 from kbus_searcher.store import ChunkStore, Scope
@@ -50,8 +51,10 @@ class Replica(Indexer):
         self.checked = asyncio.Event()
         self.resume = asyncio.Event()
 
-    async def _not_superseded(self, readies: list[EmbeddingsReady]) -> list[int]:
-        live = await super()._not_superseded(readies)
+    async def _not_superseded(
+        self, readies: list[EmbeddingsReady], outcomes: list[Exception | None]
+    ) -> list[int]:
+        live = await super()._not_superseded(readies, outcomes)
         if self.pause:
             self.checked.set()
             await self.resume.wait()
@@ -102,7 +105,8 @@ async def _older_written_after_newer(
     r.a.pause, r.a.kill = True, True
     first = asyncio.create_task(r.a._index_group([older]))
     await r.a.checked.wait()
-    assert await r.b._index_group([newer]) == [None]
+    [outcome] = await r.b._index_group([newer])
+    assert outcome is None or isinstance(outcome, OvertakenError)  # (an even newer one won)
     r.a.resume.set()
     if written:
         with pytest.raises(KilledError):
@@ -130,8 +134,32 @@ async def test_an_older_publish_written_after_a_newer_one_is_removed_when_delive
     assert await _stored(replicas.store, v1, v2) == [2, 1]  # the killed write landed
     # JetStream delivers v1 again, to either replica: it is superseded, and what an earlier
     # delivery of it wrote goes before it is acked.
-    assert await replicas.b._index_group([v1]) == [None]
+    [outcome] = await replicas.b._index_group([v1])
+    assert isinstance(outcome, OvertakenError)  # undone, not indexed
     assert await _stored(replicas.store, v1, v2) == [0, 1]
+
+
+async def test_a_write_that_lands_after_its_delivery_failed_is_undone_before_it_is_acked(
+    replicas: Replicas,
+) -> None:
+    """The interleaving of the second cluster run (seed 3: doc-00029, doc-00374): a delivery of
+    the older publish fails while a Weaviate node is down (its client gives up; the server goes
+    on), the newer publish becomes searchable, the older one's redelivery is undone, and then
+    the write the first delivery sent lands. A redelivered publish that is undone is settled
+    only after a second undo, LATE_WRITE_S later."""
+    v1 = ready("t1", "lib", "late", "v1", ["old one", "old two", "old three"], sequence=63)
+    v2 = ready("t1", "lib", "late", "v2", ["new one", "new two"], sequence=143)
+    assert await replicas.b._index_group([v2]) == [None]
+    with pytest.raises(TransientError) as paused:
+        await replicas.a.index(v1, redelivered=True)  # superseded: undone, not yet settled
+    assert paused.value.retry_after_s == LATE_WRITE_S
+    assert await replicas.store.writes.write([v1]) == [None]  # the first delivery's write lands
+    # Delivered again after the pause, to the same replica: undone again, and settled. (The
+    # other replica would pause it once more first: it holds no mark of the first undo.)
+    await replicas.a.index(v1, redelivered=True)
+    assert await _stored(replicas.store, v1, v2) == [0, 2]
+    await replicas.a.index(v1)  # a first delivery has no earlier write to wait for
+    assert await _stored(replicas.store, v1, v2) == [0, 2]
 
 
 async def test_a_publish_the_server_gave_up_on_leaves_nothing(replicas: Replicas) -> None:

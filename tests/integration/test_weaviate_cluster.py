@@ -253,3 +253,27 @@ async def test_a_receipt_means_searchable_through_every_node(
             await upsert(store.writes, missed)  # what the indexer's retry does
         found = await _found_through(victim, store.collections.alias, missed)
         assert ("missed" in found) == (write == "ALL"), found
+
+
+async def test_a_deletion_a_copy_missed_fails_and_succeeds_once_the_node_is_back(
+    cluster: list[Server],
+) -> None:
+    """A deletion at ALL while a node is down fails (its message is delivered again), though the
+    live copies apply it (``left``: nothing found through one); delivered again once the node is
+    back, nothing of the document is found through any node."""
+    victim = _victim(cluster)
+    async for store in _store(cluster[0], factor=3, write="ALL"):
+        doomed = ready("acme", "ledger", "doomed", "v1", ["the zeppelinword entry"], seed=78)
+        await upsert(store.writes, doomed)
+        _down(victim, cluster)
+        try:
+            with pytest.raises((TransientError, WeaviateBaseError)):
+                await store.writes.delete_publish(doomed)
+            left = await _found_through(cluster[0], store.collections.alias, doomed)
+            assert "doomed" not in left
+        finally:
+            victim.restart()
+            await asyncio.to_thread(wait_for_weaviate_nodes, cluster, 3)
+        await store.writes.delete_publish(doomed)  # the redelivery
+        found = [await _found_through(n, store.collections.alias, doomed) for n in cluster]
+        assert not any("doomed" in hits for hits in found), (left, found)

@@ -113,7 +113,7 @@ class Stage:
         self, message: Message, model: type[M], work: Callable[[M], Awaitable[None]]
     ) -> None:
         """Decode, process and acknowledge one stream message according to how it ended."""
-        deliveries = _deliveries(message)
+        delivered = deliveries(message)
         if self.stopping.is_set():
             # Another replica takes it (after the pause, by when this one has stopped fetching).
             await message.nack(HAND_BACK_S)
@@ -124,12 +124,12 @@ class Stage:
             async with self._keep_alive(message):
                 await work(payload)
         except PermanentError as exc:
-            await self._dead_letter(message, exc.code, exc.reason, deliveries)
+            await self._dead_letter(message, exc.code, exc.reason, delivered)
         except asyncio.CancelledError:
             await message.nack()
             raise
         except Exception as exc:
-            await self._retry_or_give_up(message, exc, deliveries)
+            await self._retry_or_give_up(message, exc, delivered)
         else:
             await message.ack()
             self.metrics.processed.labels(self.name).inc()
@@ -364,7 +364,8 @@ class Stage:
                 await task
 
 
-def _deliveries(message: Message) -> int:
+def deliveries(message: Message) -> int:
+    """How many times the server has delivered this message (1: the first time)."""
     try:
         return int(message.raw_message.metadata.num_delivered)
     except Exception:

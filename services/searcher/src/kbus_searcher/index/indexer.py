@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 
 from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
 from kbus_contract import DocumentIndexed, EmbeddingsReady
-from kbus_contract.errors import ErrorCode, PermanentError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.restricted import is_everyones
 from kbus_runtime.batching import Batcher
-from kbus_runtime.stage import Stage
+from kbus_runtime.stage import Stage, deliveries
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import ValidationError
 from weaviate.exceptions import WeaviateBaseError
@@ -25,6 +26,26 @@ from kbus_searcher.store import ChunkWriter, DocumentKey, doc_key
 from kbus_searcher.store.errors import unavailable
 
 log = logging.getLogger("kbus.searcher")
+
+
+#: Seconds a store call its client gave up on may still take effect in Weaviate (the server
+#: goes on with a write after the client's deadline): a publish undone on a delivery after a
+#: failed one is undone once more this much later, and only then settled.
+LATE_WRITE_S = 60.0
+
+
+#: Publishes held for their second undo, at most (the oldest forgotten: undone once more).
+MAX_CONFIRMING = 10_000
+
+
+def _publish_key(ready: EmbeddingsReady) -> tuple[str, str, str, int, str]:
+    doc = ready.document
+    return doc.tenant, doc.library, doc.document_id, doc.sequence, doc.version
+
+
+class OvertakenError(Exception):
+    """The outcome of a publish this delivery undid instead of indexing (a later publish or a
+    deletion won): settled, unless an earlier delivery's write may still land."""
 
 
 class Indexer:
@@ -78,6 +99,8 @@ class Indexer:
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
             registry=registry,
         )
+        #: Publishes undone once on a redelivery, waiting to be undone again.
+        self._confirming: OrderedDict[tuple[str, str, str, int, str], None] = OrderedDict()
         self._batches: Batcher[EmbeddingsReady, None] = Batcher(
             self._index_batch, max_size=max_batch, linger_s=linger_s, name="index"
         )
@@ -86,10 +109,11 @@ class Indexer:
         """Settle one ``embeddings.ready`` message; one dead-lettered takes out whatever it
         wrote (a part of a publish that can never complete must not be searched)."""
         taken: list[EmbeddingsReady] = []
+        again = deliveries(message) > 1
 
         async def work(ready: EmbeddingsReady) -> None:
             taken.append(ready)
-            await self.index(ready)
+            await self.index(ready, redelivered=again)
 
         await self.stage.settle(message, EmbeddingsReady, work)
         if taken and message.committed is AckStatus.REJECTED:
@@ -125,13 +149,31 @@ class Indexer:
                 doc.sequence,
             )
 
-    async def index(self, ready: EmbeddingsReady) -> None:
+    async def index(self, ready: EmbeddingsReady, *, redelivered: bool = False) -> None:
         """Index a part of a document, in one batch with what other handlers hand in meanwhile.
 
         Raises this part's own error (a bad vector, a chunk the store refused, the store or the
-        bus unavailable): the other parts of the batch end on their own.
+        bus unavailable): the other parts of the batch end on their own. A publish undone on a
+        ``redelivered`` message (an earlier delivery failed, and what it sent the store may
+        still land) is undone again :data:`LATE_WRITE_S` later before it is settled.
         """
-        await self._batches.submit(ready, ready.document.tenant)
+        try:
+            await self._batches.submit(ready, ready.document.tenant)
+        except OvertakenError:
+            if not redelivered:
+                return
+            key = _publish_key(ready)
+            if key in self._confirming:
+                del self._confirming[key]
+                return  # undone again after the pause: nothing late can come any more
+            self._confirming[key] = None
+            while len(self._confirming) > MAX_CONFIRMING:
+                self._confirming.popitem(last=False)
+            raise TransientError(
+                "an earlier delivery's write may still land: undone again later",
+                code=ErrorCode.STORE_WRITE_FAILED,
+                retry_after_s=LATE_WRITE_S,
+            ) from None
 
     async def _index_batch(self, batch: list[EmbeddingsReady]) -> list[Exception | None]:
         self.batch_sizes.observe(len(batch))
@@ -164,7 +206,9 @@ class Indexer:
         a search sees the old version or the new one, never neither.
         """
         outcomes: list[Exception | None] = [None] * len(readies)
-        live = await self._admitted(readies, await self._not_superseded(readies), outcomes)
+        live = await self._admitted(
+            readies, await self._not_superseded(readies, outcomes), outcomes
+        )
         if not live:
             return outcomes
         errors = await self.store.write([readies[i] for i in live])
@@ -175,17 +219,18 @@ class Indexer:
                 written.append(i)
                 self.chunks_indexed.labels(readies[i].document.tenant).inc(len(readies[i].chunks))
         complete = await self._complete(readies, written)
-        await self._undo_overtaken_parts(readies, [i for i in written if i not in complete])
+        parts = [i for i in written if i not in complete]
+        await self._undo_overtaken_parts(readies, parts, outcomes)
         if not complete:
             return outcomes
         # Searches switch to each new version here, before its old one is deleted.
-        complete = await self._advanced(readies, complete)
+        complete = await self._advanced(readies, complete, outcomes)
         if not complete:
             return outcomes
         removed = await self.store.delete_superseded([readies[i] for i in complete])
         if removed:
             log.info("replaced %d chunks of older versions of %d documents", removed, len(complete))
-        receipts = await self._not_deleted_meanwhile(readies, complete)
+        receipts = await self._not_deleted_meanwhile(readies, complete, outcomes)
         sent = await asyncio.gather(
             *(self._receipt(readies[i]) for i in receipts), return_exceptions=True
         )
@@ -196,8 +241,11 @@ class Indexer:
                 raise result
         return outcomes
 
-    async def _not_superseded(self, readies: list[EmbeddingsReady]) -> list[int]:
-        """The publishes no deletion and no later publish of the same document overtook."""
+    async def _not_superseded(
+        self, readies: list[EmbeddingsReady], outcomes: list[Exception | None]
+    ) -> list[int]:
+        """The publishes no deletion and no later publish of the same document overtook; the
+        others are undone."""
         newest: dict[DocumentKey, int] = {}
         kept: list[int] = []
         skipped: list[int] = []
@@ -229,6 +277,7 @@ class Indexer:
         # write and its own check): what it left goes now, before this one is acked.
         for i in [*skipped, *(i for i in kept if i not in live)]:
             await self.undo(readies[i])
+            outcomes[i] = OvertakenError()
         return live
 
     async def _admitted(
@@ -260,7 +309,9 @@ class Indexer:
         done = await asyncio.gather(*(whole(readies[i]) for i in written))
         return [i for i, complete in zip(written, done, strict=True) if complete]
 
-    async def _advanced(self, readies: list[EmbeddingsReady], complete: list[int]) -> list[int]:
+    async def _advanced(
+        self, readies: list[EmbeddingsReady], complete: list[int], outcomes: list[Exception | None]
+    ) -> list[int]:
         """Make each complete publish the searchable one; those a later publish overtook
         meanwhile remove what they wrote.
 
@@ -281,10 +332,13 @@ class Indexer:
         for i, current in zip(complete, advanced, strict=True):
             if not current:
                 await self.undo(readies[i])
+                outcomes[i] = OvertakenError()
                 self.skipped.labels("superseded").inc()
         return [i for i, current in zip(complete, advanced, strict=True) if current]
 
-    async def _undo_overtaken_parts(self, readies: list[EmbeddingsReady], parts: list[int]) -> None:
+    async def _undo_overtaken_parts(
+        self, readies: list[EmbeddingsReady], parts: list[int], outcomes: list[Exception | None]
+    ) -> None:
         """Remove the parts, written here, of a publish that cannot complete any more: a later
         one became searchable meanwhile (as :meth:`_advanced` does for whole publishes; the
         other replica's deletion of older chunks follows its advance, so it sees this write
@@ -295,10 +349,11 @@ class Indexer:
                 doc.tenant, doc.library, doc.document_id, doc.sequence, doc.version
             ):
                 await self.undo(readies[i])
+                outcomes[i] = OvertakenError()
                 self.skipped.labels("superseded").inc()
 
     async def _not_deleted_meanwhile(
-        self, readies: list[EmbeddingsReady], complete: list[int]
+        self, readies: list[EmbeddingsReady], complete: list[int], outcomes: list[Exception | None]
     ) -> list[int]:
         # A deletion records its tombstone before it deletes; checking again after writing means
         # that either the deletion saw these chunks or this check sees the deletion.
@@ -310,9 +365,11 @@ class Indexer:
         for i, barrier, gone in zip(complete, barriers, unlisted, strict=True):
             if barrier > readies[i].document.sequence:
                 await self.store.delete_publish(readies[i])
+                outcomes[i] = OvertakenError()
                 self.skipped.labels("deleted").inc()
             elif gone:
                 await self.store.delete_publish(readies[i])
+                outcomes[i] = OvertakenError()
                 self.skipped.labels("unlisted").inc()
             else:
                 kept.append(i)

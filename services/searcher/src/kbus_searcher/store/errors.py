@@ -39,6 +39,15 @@ def failure(exc: WeaviateBaseError, doing: str) -> PermanentError | TransientErr
     return unavailable(exc, doing)
 
 
+def deletion_error(failed: int, matched: int) -> TransientError:
+    """A deletion a copy did not confirm (Weaviate counts it failed, and raises nothing): what
+    it meant to remove may still be searchable there, so its message is delivered again."""
+    return TransientError(
+        f"{failed} of {matched} chunks were not deleted (a copy did not confirm it)",
+        code=ErrorCode.STORE_WRITE_FAILED,
+    )
+
+
 def write_error(failed: int, total: int, first: str) -> PermanentError | TransientError:
     """Failed objects fail their document: permanently for data the store rejects."""
     summary = f"{failed} of {total} chunks were not stored: {first}"

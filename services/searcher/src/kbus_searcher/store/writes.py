@@ -20,7 +20,7 @@ from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
 from kbus_searcher.store import filters
 from kbus_searcher.store.collections import Collections
-from kbus_searcher.store.errors import write_error
+from kbus_searcher.store.errors import deletion_error, write_error
 from kbus_searcher.store.objects import objects_of
 from kbus_searcher.store.recuts import rank
 from kbus_searcher.store.schema import ALL_PROPERTIES
@@ -277,10 +277,13 @@ async def _count(handle: Any, where: _Filters) -> int:
 
 
 async def _delete_all(handle: Any, where: _Filters) -> int:
-    """Delete every match: one request deletes at most the server's query maximum."""
+    """Delete every match: one request deletes at most the server's query maximum. Objects a
+    copy did not delete are counted, not raised: they fail the deletion here."""
     removed = 0
     while True:
         result = await handle.data.delete_many(where=where)
+        if result.failed:
+            raise deletion_error(int(result.failed), int(result.matches))
         removed += int(result.successful)
         if result.matches < DELETE_LIMIT or not result.successful:
             return removed
