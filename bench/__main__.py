@@ -227,7 +227,7 @@ async def _kbus(
     drift: _Drift,
 ) -> dict[str, Any]:
     collection = f"Bench{uuid.uuid4().hex[:8]}"
-    store = StoreSettings(http_port=http, grpc_port=grpc, collection=collection)
+    store = StoreSettings(hosts=f"127.0.0.1:{http}:{grpc}", collection=collection)
     env = service_env(nats_url, http, grpc, collection=collection)
     services = start_all(env, args.out / "logs")
     memory: dict[str, list[dict[str, int]]] = {s.name: [] for s in services}
@@ -307,7 +307,7 @@ async def main() -> None:
         encode, vectors = floors.encode_rate(data, bare, batch)
         drift = _Drift(args.drift_documents, data, bare, batch)
         drift("floor")
-        store = StoreSettings(http_port=http, grpc_port=grpc)
+        store = StoreSettings(hosts=f"127.0.0.1:{http}:{grpc}")
         imported = await floors.import_rate(data, vectors, store, args.model, weaviate_server)
         ceiling = report.ceiling(encode["chunks_per_s"], imported["chunks_per_s"])
         print("kbus: ingestion twice, then queries", flush=True)

@@ -6,6 +6,10 @@ three small documents for its own tenant, and answers one ``kb.search`` request 
 does, under a profiler. A module is *entered* when a function of it starts (a coroutine's
 first step, not its resumptions) called from another module; the list is those entries in
 order. It reads nothing of a module's layout, so it measures any version of the searcher.
+
+Then the steps: the entries the orchestrator (``kbus_searcher.search.searching``) makes, those
+into one module one after another counted once. Goal (issue 59): no module is entered at two
+steps, so a search's path reads top-down.
 """
 
 from __future__ import annotations
@@ -34,8 +38,12 @@ DOCUMENTS = {
 Profiler = Callable[[FrameType, str, Any], None]
 
 
-def profiler(package: str, entries: list[str]) -> Profiler:
-    """A ``sys.setprofile`` hook appending each entry into a module of ``package``."""
+ORCHESTRATOR = "kbus_searcher.search.searching"
+
+
+def profiler(package: str, entries: list[tuple[str, str]]) -> Profiler:
+    """A ``sys.setprofile`` hook appending each entry into a module of ``package``, with the
+    module it came from."""
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
         if event != "call":
@@ -46,7 +54,7 @@ def profiler(package: str, entries: list[str]) -> Profiler:
         module = str(frame.f_globals.get("__name__", ""))
         caller = str(frame.f_back.f_globals.get("__name__", "")) if frame.f_back else ""
         if module.startswith(package) and caller != module:
-            entries.append(module)
+            entries.append((caller, module))
 
     return profile
 
@@ -57,7 +65,17 @@ async def _index(nats_url: str, tenant: str) -> None:
             await kb.publish_document(library="handbook", document_id=name, text=text, wait=True)
 
 
-async def trace(nats_url: str, query: str) -> list[str]:
+def steps(entries: list[tuple[str, str]]) -> list[str]:
+    """The modules the orchestrator enters, in order, one entry per step (consecutive entries
+    into one module are one step)."""
+    out: list[str] = []
+    for caller, module in entries:
+        if caller == ORCHESTRATOR and (not out or out[-1] != module):
+            out.append(module)
+    return out
+
+
+async def trace(nats_url: str, query: str) -> list[tuple[str, str]]:
     """The entries of one search, answered by a searcher started in this process."""
     import kbus_searcher.app as app_module
     from kbus_searcher.settings import SearcherSettings
@@ -75,7 +93,7 @@ async def trace(nats_url: str, query: str) -> list[str]:
     await _index(nats_url, tenant)
     body = {"tenant": tenant, "libraries": ["handbook"], "query": query}
     inbound = Inbound(json.dumps(body).encode(), f"kb.search.{tenant}._all")
-    entries: list[str] = []
+    entries: list[tuple[str, str]] = []
     async with app.start_lifespan_context():
         await captured["searcher"].answer_search(inbound)  # warm: models, buckets, baselines
         sys.setprofile(profiler("kbus_searcher", entries))
@@ -94,12 +112,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--query", default="how do I connect to the VPN?")
     args = parser.parse_args(argv)
     entries = asyncio.run(trace(args.nats_url, args.query))
-    counts = Counter(entries)
+    modules = [module for _, module in entries]
+    counts = Counter(modules)
     print(f"{len(counts)} modules, {len(entries)} entries")
     for module, n in counts.most_common():
         print(f"{n:4d}  {module}")
-    print("order:", " > ".join(m.removeprefix("kbus_searcher.") for m in entries))
+    print("order:", " > ".join(m.removeprefix("kbus_searcher.") for m in modules))
+    path = steps(entries)
+    twice = {m: n for m, n in Counter(path).items() if n > 1}
+    print(f"the orchestrator's steps ({len(path)}):", " > ".join(_short(m) for m in path))
+    print(
+        "entered at more than one step:",
+        ", ".join(f"{_short(m)} {n}" for m, n in twice.items()) or "none",
+    )
     return 0
+
+
+def _short(module: str) -> str:
+    return module.removeprefix("kbus_searcher.")
 
 
 if __name__ == "__main__":

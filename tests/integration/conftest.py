@@ -39,8 +39,7 @@ def bus(servers: Servers, namespace: Namespace) -> BusSettings:
 @pytest.fixture
 def store_settings(servers: Servers, namespace: Namespace) -> StoreSettings:
     return StoreSettings(
-        http_port=servers.weaviate_http,
-        grpc_port=servers.weaviate_grpc,
+        hosts=f"127.0.0.1:{servers.weaviate_http}:{servers.weaviate_grpc}",
         collection=namespace.collection,
     )
 

@@ -48,7 +48,7 @@ async def _store(
 ) -> AsyncIterator[ChunkStore]:
     """A store through ``node`` (writes at QUORUM unless said: what goes on while a node is
     down; kbus's default, ALL, waits for it)."""
-    settings = StoreSettings(http_port=node.ports["http"], grpc_port=node.ports["grpc"])
+    settings = StoreSettings(hosts=f"127.0.0.1:{node.ports['http']}:{node.ports['grpc']}")
     client = weaviate_client(settings)
     await client.connect()
     replication = Replication(factor=factor, read=read, write=write)

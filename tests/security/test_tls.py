@@ -54,8 +54,7 @@ def secured(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Itera
             "KBUS_NATS_TLS_CA": str(certs.ca),
             "KBUS_NATS_TLS_CERT": str(certs.client_cert),
             "KBUS_NATS_TLS_KEY": str(certs.client_key),
-            "KBUS_WEAVIATE_HTTP_PORT": str(servers.weaviate_http),
-            "KBUS_WEAVIATE_GRPC_PORT": str(servers.weaviate_grpc),
+            "KBUS_WEAVIATE_HOSTS": f"127.0.0.1:{servers.weaviate_http}:{servers.weaviate_grpc}",
             "KBUS_WEAVIATE_COLLECTION": f"Tls{tag}",
             "KBUS_STREAM_MAX_BYTES": str(64 * 1024**2),
         }

@@ -149,21 +149,27 @@ async def test_a_request_the_reranker_refuses_is_an_error_not_a_degraded_answer(
         await _rerank(Bus(PermanentError("too many", code="too_many_candidates")), Chain())
 
 
+NO_RERANKER = LibraryProfile(reranker=Reranking(kind=RerankerKind.NONE))
+
+
 async def test_a_profile_without_reranker_is_not_reranked_unless_asked() -> None:
     bus = Bus()
-    none = Chain(reranker=RerankerKind.NONE)
+    none = chain_of(_request(), [NO_RERANKER], rewrite=False)
+    asked = chain_of(_request(rerank=True), [NO_RERANKER], rewrite=False)
     assert (await _rerank(bus, none)).scores is None
-    assert (await _rerank(bus, none, rerank=True)).scores == [0.5] * 5
+    assert (await _rerank(bus, asked, rerank=True)).scores == [0.5] * 5
     assert len(bus.asked) == 1
 
 
 def test_the_query_s_token_states_are_asked_for_only_where_the_reranker_reads_them() -> None:
-    second = SecondStage(Bus(), SearcherSettings())  # type: ignore[arg-type]
-    prompted = chain_of(_request(), [PRODUCTS], rewrite=False)
-    assert second.wants_query_states(_request(), Chain())
-    assert not second.wants_query_states(_request(), prompted)
-    assert not second.wants_query_states(_request(rerank=False), Chain())
-    assert not second.wants_query_states(_request(), Chain(reranker=RerankerKind.NONE))
+    def chain(profile: LibraryProfile, **asked: Any) -> Chain:
+        return chain_of(_request(**asked), [profile], rewrite=False)
+
+    assert chain(LibraryProfile()).query_states
+    assert not chain(PRODUCTS).query_states  # the prompted reranker reads only the text
+    assert not chain(LibraryProfile(), rerank=False).query_states
+    assert not chain(NO_RERANKER).query_states
+    assert not chain_of(_request(), [LibraryProfile()], rewrite=False, rerank=False).query_states
 
 
 class Judge:

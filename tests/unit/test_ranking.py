@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from kbus_contract import SearchType
-from kbus_searcher.search.ranking import blend, first_stage, order, rank, reranker_name, score_kind
+from kbus_searcher.search.blending import blend, rank, reranker_name, score_kind
+from kbus_searcher.search.ranking import first_stage, order
 from kbus_searcher.store import Candidate
 
 

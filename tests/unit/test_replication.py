@@ -35,7 +35,7 @@ def test_hosts_name_one_client_per_node_and_one_node_is_the_default() -> None:
         ("10.0.0.7", 8081, 50052),
     ]
     assert len(WeaviateNodes(cluster).clients) == 2  # built, not connected
-    single = StoreSettings(http_host="a", http_port=1, grpc_host="b", grpc_port=2)
+    single = StoreSettings(hosts="a:1:2:b")
     assert [(n.host, n.http_port, n.grpc_host, n.grpc_port) for n in single.nodes()] == [
         ("a", 1, "b", 2)
     ]

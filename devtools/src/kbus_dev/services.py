@@ -41,8 +41,7 @@ def service_env(
         **os.environ,
         "KBUS_NATS_URL": nats_url,
         "KBUS_BUS_PREFIX": prefix,
-        "KBUS_WEAVIATE_HTTP_PORT": str(weaviate_http),
-        "KBUS_WEAVIATE_GRPC_PORT": str(weaviate_grpc),
+        "KBUS_WEAVIATE_HOSTS": f"127.0.0.1:{weaviate_http}:{weaviate_grpc}",
         "KBUS_WEAVIATE_COLLECTION": collection,
         **(extra or {}),
     }

@@ -166,17 +166,13 @@ class StoreSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="KBUS_WEAVIATE_", extra="ignore")
 
-    http_host: str = Field(
-        json_schema_extra=DEPLOY, default="127.0.0.1", description="Weaviate REST host."
-    )
-    http_port: int = Field(
-        json_schema_extra=DEPLOY, default=8080, description="Weaviate REST port."
-    )
-    grpc_host: str = Field(
-        json_schema_extra=DEPLOY, default="127.0.0.1", description="Weaviate gRPC host."
-    )
-    grpc_port: int = Field(
-        json_schema_extra=DEPLOY, default=50051, description="Weaviate gRPC port."
+    hosts: str = Field(
+        json_schema_extra=DEPLOY,
+        default="127.0.0.1:8080:50051",
+        pattern=r"^[^,:\s]+:\d+:\d+(:[^,:\s]+)?(,[^,:\s]+:\d+:\d+(:[^,:\s]+)?)*$",
+        description="Where Weaviate answers: host:rest_port:grpc_port[:grpc_host] per node, "
+        "comma-separated (a cluster's: a client per node, the next taking over when the one in "
+        "use stops).",
     )
     secure: bool = Field(default=False, description="Use TLS for REST and gRPC.")
     api_key: SecretStr | None = Field(
@@ -190,14 +186,6 @@ class StoreSettings(BaseSettings):
         "switches).",
     )
     timeout_s: float = Field(default=30.0, description="Timeout of Weaviate calls, seconds.")
-    hosts: str = Field(
-        json_schema_extra=DEPLOY,
-        default="",
-        pattern=r"^$|^[^,:\s]+:\d+:\d+(,[^,:\s]+:\d+:\d+)*$",
-        description="A cluster's nodes, host:rest_port:grpc_port, comma-separated: a client "
-        "per node, moving to the next that answers when the one in use stops. Empty: "
-        "http_host and grpc_host.",
-    )
     failover_check_s: float = Field(
         default=1.0,
         gt=0,
@@ -230,13 +218,13 @@ class StoreSettings(BaseSettings):
     )
 
     def nodes(self) -> list[WeaviateNode]:
-        """The nodes to connect to: those of ``hosts``, or the single node."""
-        if not self.hosts:
-            return [WeaviateNode(self.http_host, self.http_port, self.grpc_port, self.grpc_host)]
+        """The nodes to connect to, as ``hosts`` names them."""
         nodes = []
         for entry in self.hosts.split(","):
-            host, rest, grpc = entry.split(":")
-            nodes.append(WeaviateNode(host, int(rest), int(grpc), host))
+            host, rest, grpc, *grpc_host = entry.split(":")
+            nodes.append(
+                WeaviateNode(host, int(rest), int(grpc), grpc_host[0] if grpc_host else host)
+            )
         return nodes
 
 

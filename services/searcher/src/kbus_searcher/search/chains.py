@@ -37,6 +37,15 @@ class Chain:
     reranker: RerankerKind = RerankerKind.DEFAULT
     instruction: str | None = None  # the prompted reranker's
     depth: int | None = None  # candidates re-scored (None: the request's or the server's)
+    #: Whether the first candidates are re-scored: the request's choice, else the libraries'
+    #: (a reranker of kind none), else the server's.
+    rerank: bool = True
+
+    @property
+    def query_states(self) -> bool:
+        """Whether the reranker reads the query's token states (the prompted one reads only
+        the text): the embedder then sends them with the query's vector."""
+        return self.rerank and not self.instruction
 
 
 def _common(links: Sequence[L], default: L) -> L:
@@ -44,9 +53,12 @@ def _common(links: Sequence[L], default: L) -> L:
     return links[0] if links and all(link == links[0] for link in links) else default
 
 
-def chain_of(req: SearchRequest, profiles: Sequence[LibraryProfile], rewrite: bool) -> Chain:
+def chain_of(
+    req: SearchRequest, profiles: Sequence[LibraryProfile], rewrite: bool, rerank: bool = True
+) -> Chain:
     """The chain of ``req`` over libraries with ``profiles`` (``rewrite``: the server turns
-    queries into questions when neither the request nor the profiles choose).
+    queries into questions when neither the request nor the profiles choose; ``rerank``: the
+    server re-scores unless either says no).
 
     Raises:
         PermanentError: the request asks for the prompt transformer where the libraries do
@@ -66,6 +78,9 @@ def chain_of(req: SearchRequest, profiles: Sequence[LibraryProfile], rewrite: bo
         reranker=reranking.kind,
         instruction=reranking.instruction,
         depth=reranking.depth,
+        rerank=req.rerank
+        if req.rerank is not None
+        else rerank and reranking.kind is not RerankerKind.NONE,
     )
 
 

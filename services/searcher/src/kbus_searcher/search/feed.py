@@ -17,13 +17,15 @@ from typing import Any
 
 from kbus_contract import ErrorReply, FeedEntry, FeedKind, FeedReply, FeedRequest
 from kbus_contract.errors import ErrorCode, TransientError
-from kbus_contract.tenancy import Identity, require_granted, require_tenant
+from kbus_contract.tenancy import Identity
 from kbus_runtime.answering import Inbound
 from kbus_runtime.stage import Stage
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError
+
+from kbus_searcher.search.readers import scope_of
 
 #: Seconds the searcher waits for the server to hand over the entries it counted.
 _FETCH_TIMEOUT_S = 5.0
@@ -47,9 +49,7 @@ class Feed:
 
     async def read(self, req: FeedRequest, sent: Identity) -> FeedReply:
         """The entries of the request's tenant and libraries, oldest first."""
-        require_tenant(sent, req.tenant)
-        if req.library is not None:
-            require_granted(sent, (req.library,))
+        scope_of(sent, req.tenant, None if req.library is None else (req.library,))
         stream, subjects = self._where(req, sent)
         try:
             return await self._read(req, stream, subjects)

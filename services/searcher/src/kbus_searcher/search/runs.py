@@ -18,7 +18,7 @@ from kbus_contract import (
 from kbus_runtime.deadlines import Deadline
 
 from kbus_searcher.search.chains import Chain
-from kbus_searcher.search.ranking import score_kind
+from kbus_searcher.search.ranking import first_kind
 from kbus_searcher.search.relevance import Verdict
 from kbus_searcher.settings import SearcherSettings
 
@@ -41,6 +41,8 @@ class SearchRun:
     model: str = ""
     query_states: QueryStates | None = None  # the query's token states, from its embedding
     reranker: str = ""
+    #: What the hits' ``final`` scores are (set where they are blended).
+    score_kind: str = ""
     candidates: int = 0
     degraded_reason: DegradedReason | None = None
     hits: tuple[SearchHit, ...] = ()
@@ -91,7 +93,7 @@ class SearchRun:
             document_weight=run.document_weight,
             query=run.query or req.query,
             transformer=run.transformer,
-            score_kind=score_kind(req.search_type, bool(run.reranker), run.document_weight),
+            score_kind=run.score_kind or first_kind(req.search_type, run.document_weight),
             model=run.model,
             reranker=run.reranker,
             degraded=run.degraded_reason is not None,

@@ -37,14 +37,15 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.search.baseline import Baselines
+from kbus_searcher.search.blending import Blend, blended
 from kbus_searcher.search.chains import chain_of
 from kbus_searcher.search.context import ContextBuilder
-from kbus_searcher.search.ranking import final_hits, first_order, ranked_hits, reranker_name
+from kbus_searcher.search.ranking import first_order
 from kbus_searcher.search.readers import scope_of
 from kbus_searcher.search.relevance import Relevance, Verdict
 from kbus_searcher.search.rewriting import QueryRewriter, rewrite_or_none
 from kbus_searcher.search.runs import SearchRun
-from kbus_searcher.search.second_stage import SecondStage
+from kbus_searcher.search.second_stage import Reranked, SecondStage
 from kbus_searcher.search.statistics import library_stats, versions
 from kbus_searcher.search.tokens import TokenCounter
 from kbus_searcher.settings import SearcherSettings
@@ -187,7 +188,7 @@ class Searcher:
 
     async def _search(self, req: SearchRequest, run: SearchRun, view: StoreView) -> SearchReply:
         profiles = await self.profiles.of(req.tenant, req.libraries)
-        run.chain = chain_of(req, profiles, self.settings.rewrite)
+        run.chain = chain_of(req, profiles, self.settings.rewrite, self.settings.rerank)
         run.query = await self._rewrite(req, run)
         vector, run.model = await self._embed(run.query, req.search_type, run)
         found = await self._same_model_candidates(req, run, vector, view)
@@ -196,12 +197,11 @@ class Searcher:
         if run.verdict.reason is not None:
             return self._reply(run)
         found, firsts = first_order(found, req.search_type, run.document_weight)
-        weight = self._prior_weight(req)
-        rerank_scores = await self._rerank(req, run, found, weight)
-        ranked = ranked_hits(found, firsts, rerank_scores, weight, run.min_score)
-        run.hits = final_hits(ranked, req.group_by_document, run.k)
-        if req.budget_tokens is not None and ranked:
-            run.context = await self._context(req, run, ranked, view)
+        reranked = await self._rerank(req, run, found)
+        hits = blended(found, firsts, reranked.scores, reranked.model, self._blend(req, run))
+        run.hits, run.reranker, run.score_kind = hits.hits, hits.reranker, hits.score_kind
+        if req.budget_tokens is not None and hits.ranked:
+            run.context = await self._context(req, run, hits.ranked, view)
         return self._reply(run)
 
     async def _context(
@@ -262,7 +262,7 @@ class Searcher:
                 texts=(query,),
                 input_type=InputType.QUERY,
                 budget_ms=run.deadline.left_ms() or 1,
-                token_states=self.second_stage.wants_query_states(run.request, run.chain),
+                token_states=run.chain.query_states,
             ),
             EmbedReply,
             stage="embedder",
@@ -361,28 +361,29 @@ class Searcher:
         return min(MAX_RESULT_WINDOW, max(self.settings.overfetch_min, factor * k))
 
     async def _rerank(
-        self,
-        req: SearchRequest,
-        run: SearchRun,
-        found: Sequence[Candidate],
-        prior_weight: float,
-    ) -> list[float] | None:
+        self, req: SearchRequest, run: SearchRun, found: Sequence[Candidate]
+    ) -> Reranked:
         reranked = await self.second_stage.rerank(
             req, run.chain, run.query, found, run.deadline, run.query_states
         )
         if reranked.waited_s:
             self.latency.labels("rerank").observe(reranked.waited_s)
         run.timings["rerank_ms"] = reranked.waited_s * 1000.0
-        run.reranker = reranker_name(reranked.model, prior_weight)
         run.degraded_reason = reranked.degraded or run.degraded_reason
-        return reranked.scores
+        return reranked
 
-    def _prior_weight(self, req: SearchRequest) -> float:
-        """How much of the first stage's score a reranked hit keeps: none in keyword search,
-        whose raw BM25 score is on no common scale."""
-        if req.search_type is SearchType.KEYWORD:
-            return 0.0
-        return self.settings.rerank_prior_weight
+    def _blend(self, req: SearchRequest, run: SearchRun) -> Blend:
+        """How the hits are made: a reranked hit keeps a share of its first-stage score, none
+        in keyword search (a raw BM25 score is on no common scale)."""
+        keyword = req.search_type is SearchType.KEYWORD
+        return Blend(
+            search_type=req.search_type,
+            prior_weight=0.0 if keyword else self.settings.rerank_prior_weight,
+            document_weight=run.document_weight,
+            min_score=run.min_score,
+            by_document=req.group_by_document,
+            k=run.k,
+        )
 
     def _observe(self, stage: str, t0: float) -> float:
         elapsed = time.perf_counter() - t0

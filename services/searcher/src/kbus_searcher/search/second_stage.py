@@ -65,7 +65,7 @@ class SecondStage:
     ) -> Reranked:
         """The reranker's own scores for the first candidates of ``found`` (in first-stage
         order), by the reranker the chain names; :mod:`.ranking` makes the order from them."""
-        if not (self.wanted(req, chain) and found):
+        if not (chain.rerank and found):
             return Reranked()
         candidates = self._candidates(req, chain, found)
         reserve_s = self.settings.reserve_ms / 1000.0
@@ -80,17 +80,6 @@ class SecondStage:
             instruction=chain.instruction,
         )
         return await self._ask(req, request, deadline, reserve_s, cost)
-
-    def wanted(self, req: SearchRequest, chain: Chain | None = None) -> bool:
-        """Whether the request is to be reranked (its libraries' profile may say no)."""
-        if req.rerank is not None:
-            return req.rerank
-        return self.settings.rerank and (chain is None or chain.reranker is not RerankerKind.NONE)
-
-    def wants_query_states(self, req: SearchRequest, chain: Chain) -> bool:
-        """Whether the reranker will read the query's token states (the prompted one reads
-        only the text, so the embedder need not send them)."""
-        return self.wanted(req, chain) and not chain.instruction
 
     def _candidates(
         self,

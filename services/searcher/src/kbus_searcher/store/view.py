@@ -81,14 +81,20 @@ class StoreView:
     def __init__(self, collections: Collections, scope: Scope) -> None:
         self.collections = collections
         self.scope = scope
+        #: The collection and handle this view opened (a request's queries share them).
+        self._opened: tuple[str, Any] | None = None
 
     async def _handle(self) -> tuple[str, Any] | None:
-        """The active collection's handle for the scope's tenant (None: nothing stored)."""
+        """The active collection's handle for the scope's tenant (None: nothing stored), opened
+        once per collection the alias names (a model switch mid-request opens the new one)."""
         name = await self.collections.active()
-        tenant = self.scope.tenant
-        if name is None or not await self.collections.tenant_exists(tenant, name):
+        if name is None:
             return None
-        return name, self.collections.use(name, tenant)
+        if self._opened is None or self._opened[0] != name:
+            if not await self.collections.tenant_exists(self.scope.tenant, name):
+                return None
+            self._opened = (name, self.collections.use(name, self.scope.tenant))
+        return self._opened
 
     async def search(self, query: Query) -> list[Candidate]:
         """Candidates for a query, within the scope (and the query's own libraries)."""
