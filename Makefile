@@ -25,7 +25,7 @@ test: install
 	$(RUN) ruff format --check .
 	$(RUN) mypy
 	$(RUN) lint-imports
-	$(RUN) pytest -q -p no:cacheprovider
+	$(RUN) pytest -q -p no:cacheprovider --durations=15
 
 unit:
 	$(RUN) pytest -q tests/unit
