@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 from kbus_client import KbClient
+from kbus_dev.cluster import wait_for_meta_leader
 from kbus_dev.services import STAGES
 
 from tests.chaos.cluster import bounce_weaviate_node, kill_next_leader, stream_names
@@ -87,6 +88,10 @@ class Monkey:
         self.kb = kb
         self.rng = random.Random(config.seed + 1)
         self.one_node_at_a_time = asyncio.Lock()
+        #: Three NATS servers keep a majority through one loss: the next leader kill waits
+        #: until the server killed before is back and current (two down at once is an
+        #: outage no copy count covers).
+        self.one_server_at_a_time = asyncio.Lock()
         #: Two replicas cover one failure: a stage's next kill waits until the replica killed
         #: before answers again (its kills may still overlap other stages' and every leader's).
         self.one_replica_at_a_time: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -139,7 +144,10 @@ class Monkey:
         return time.monotonic() - started
 
     async def _leader(self, _: str) -> str:
-        return await kill_next_leader(self.kb.nc, self.cluster.nats, self.leaders_killed)
+        async with self.one_server_at_a_time:
+            killed = await kill_next_leader(self.kb.nc, self.cluster.nats, self.leaders_killed)
+            await asyncio.to_thread(wait_for_meta_leader, self.cluster.nats)
+        return killed
 
     async def _node(self, turn: str) -> str:
         async with self.one_node_at_a_time:
