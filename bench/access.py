@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import statistics
 import time
@@ -28,6 +27,7 @@ from typing import Any
 from kbus_cli.evaluation import Dataset
 from kbus_client import KbClient
 
+from bench.report import save
 from bench.stack import bench_stack
 
 TENANT = "access"
@@ -136,8 +136,7 @@ async def run(args: argparse.Namespace) -> str:
         "abstracts": len(data.corpus),
         "indexed_s": round(indexed_s, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"about": about, "rows": rows}, indent=2))
+    save(args.out, {"about": about, "rows": rows})
     return markdown(rows, about)
 
 

@@ -35,6 +35,7 @@ from kbus_cli.metrics import ndcg_at
 from kbus_client import KbClient
 from kbus_contract import Expand, SearchReply
 
+from bench.report import save
 from bench.stack import bench_stack
 
 TENANT = "context"
@@ -275,14 +276,9 @@ async def run(args: argparse.Namespace) -> str:
         "indexed_s": round(indexed_s, 1),
         "settings": args.set,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"about": about, "rows": rows}, indent=2))
+    save(args.out, {"about": about, "rows": rows})
     return markdown(rows, about)
 
 
-def main() -> None:
-    print(asyncio.run(run(_args())))
-
-
 if __name__ == "__main__":
-    main()
+    print(asyncio.run(run(_args())))

@@ -38,6 +38,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from bench.corpus import as_added, load
+from bench.report import save
 
 BULK, OTHERS, EDIT = "a", ("b", "c"), "a-edit"
 #: What a probe says (every probe document has the same length; its id makes it unique).
@@ -280,8 +281,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         nats_server.stop()
         weaviate_server.stop()
         shutil.rmtree(root, ignore_errors=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
+    save(args.out, results)
     return results
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import logging
 import shutil
 import statistics
@@ -58,6 +57,7 @@ from pydantic import BaseModel
 from bench import corpus as corpora
 from bench import report
 from bench.pipeline import cpu_seconds
+from bench.report import save
 
 WORKERS = 16
 DIMENSION = 384
@@ -381,8 +381,7 @@ async def _main() -> None:
     logging.basicConfig(level=logging.WARNING)
     data = corpora.load(args.dataset, args.documents, 0)
     floor = await run(data, args.rounds)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(floor, indent=2) + "\n")
+    save(args.out, floor)
     print("\n".join(report.framework_floor(floor, args.services_ms_per_chunk)))
 
 

@@ -20,6 +20,7 @@ from kbus_ingestor.ingesting import chunk_document
 from kbus_ingestor.parsing import Limits, Parsed, parse
 from kbus_ingestor.profiling import Cutter
 
+from bench.report import save
 from tests import samples
 
 LIMITS = Limits(max_unpacked_bytes=2**31, max_records=10**6)
@@ -125,8 +126,7 @@ def main() -> None:
             }
         )
         print(json.dumps(rows[-1]), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=2))
+    save(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -369,3 +370,9 @@ def plot(r: dict[str, Any], path: Path) -> None:
     right.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def save(out: Path, result: Any) -> None:
+    """A bench's result as JSON at ``out`` (its folder made if missing)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")

@@ -21,6 +21,7 @@ from kbus_cli.metrics import evaluate
 from kbus_models.encoder import MINILM, MINILM_INT8, MINILM_Q8, Encoder, resolve
 
 from bench.corpus import load as load_corpus
+from bench.report import save
 
 RATE_SAMPLE = 300
 ROUNDS = 6
@@ -112,8 +113,7 @@ def main() -> int:
             model: results[MINILM]["ndcg@10"] - results[model]["ndcg@10"] for model in MODELS
         }
     summary["chunks"] = len(texts)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n")
+    save(args.out, summary)
     print(json.dumps(summary, indent=2))
     return 0
 

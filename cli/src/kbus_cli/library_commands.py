@@ -9,16 +9,15 @@ from typing import Annotated, Any
 import typer
 from kbus_client import KbError
 from kbus_contract import (
-    Chunker,
     ChunkerKind,
     LibraryProfile,
-    Matching,
     MatchingKind,
     ProfileReply,
     RerankerKind,
     Reranking,
     Transformer,
     TransformerKind,
+    profiles,
 )
 from pydantic import ValidationError
 from rich.table import Table
@@ -232,11 +231,13 @@ def _links(
     try:
         links: dict[str, Any] = {}
         if chunker is not None:
-            links["chunker"] = Chunker(
+            links["chunker"] = profiles.Chunker(
                 kind=chunker, size=size, overlap=overlap, max_chars=max_chars, pattern=pattern
             )
         if matching is not None:
-            links["matching"] = Matching(kind=matching, count=count, prompt=matching_prompt)
+            links["matching"] = profiles.Matching(
+                kind=matching, count=count, prompt=matching_prompt
+            )
         if transformer is not None:
             links["transformer"] = Transformer(kind=transformer, prompt=prompt)
         if reranker is not None:

@@ -3,6 +3,7 @@ publish to the gate resent until stored, and the receipt it waits for."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kbus_contract import DocumentAdded
@@ -34,22 +35,15 @@ def new_document(**fields: Any) -> DocumentAdded:
         raise ValueError(describe_validation_error(exc)) from exc
 
 
+@dataclass(eq=False)
 class Publisher:
     """Publishes documents for one client, in the caller's trace."""
 
-    def __init__(
-        self,
-        nc: Client,
-        topology: Topology,
-        bodies: ClaimChecks,
-        receipts: ReceiptWatcher,
-        ids: MessageIds,
-    ) -> None:
-        self.nc = nc
-        self.topology = topology
-        self._bodies = bodies
-        self._receipts = receipts
-        self._ids = ids
+    nc: Client
+    topology: Topology
+    bodies: ClaimChecks
+    receipts: ReceiptWatcher
+    ids: MessageIds
 
     async def publish(
         self,
@@ -61,7 +55,7 @@ class Publisher:
     ) -> PublishResult:
         """Publish ``doc`` (``data``: the file its claim check refers to) in the tenant's
         ``lane``; with ``wait``, return once it is searchable."""
-        waiting = await self._receipts.expect_receipt(doc) if wait else None
+        waiting = await self.receipts.expect_receipt(doc) if wait else None
         try:
             with _tracer.start_as_current_span(
                 "kbus publish", kind=SpanKind.PRODUCER, attributes=document_attributes(doc)
@@ -71,7 +65,7 @@ class Publisher:
                 return result
         finally:
             if waiting is not None:
-                self._receipts.forget(waiting)
+                self.receipts.forget(waiting)
 
     async def _send(
         self,
@@ -81,11 +75,11 @@ class Publisher:
         data: bytes | None,
         lane: Lane,
     ) -> PublishResult:
-        msg_id = self._ids.for_publish(doc)
+        msg_id = self.ids.for_publish(doc)
         try:
             if data is not None and doc.body is not None:
-                await self._bodies.put_file(doc.tenant, doc.library, doc.body, data)
-            payload = await self._bodies.payload(doc, msg_id)
+                await self.bodies.put_file(doc.tenant, doc.library, doc.body, data)
+            payload = await self.bodies.payload(doc, msg_id)
             headers = {"content-type": "application/json", "Nats-Msg-Id": msg_id}
             propagate.inject(headers)  # the trace context, when the caller traces
             subject = self.topology.added(doc.tenant, doc.library, lane)
@@ -96,5 +90,5 @@ class Publisher:
             raise DocumentRejectedError(exc.reason, code=exc.code, stage=exc.stage) from exc
         if ack.duplicate:
             return PublishResult(doc, None, duplicate=True)
-        receipt = await self._receipts.wait(waiting, timeout_s) if waiting else None
+        receipt = await self.receipts.wait(waiting, timeout_s) if waiting else None
         return PublishResult(doc, receipt)

@@ -59,28 +59,34 @@ def work_stream(name: str, subjects: list[str], *, replicas: int, max_bytes: int
 
 def receipts_stream(name: str, subjects: list[str], *, replicas: int, max_bytes: int) -> Stream:
     """Receipts for whoever listens: kept a week, the oldest dropped when full."""
-    return _declared(
-        name,
-        num_replicas=replicas,
-        subjects=subjects,
-        retention=RetentionPolicy.LIMITS,
-        max_age=7 * DAY,
-        max_bytes=max_bytes,
-        discard=DiscardPolicy.OLD,
-        duplicate_window=DEDUPE_WINDOW_S,
-    )
+    return _records(name, subjects, replicas, max_bytes, 7 * DAY, DiscardPolicy.OLD)
 
 
 def dead_letter_stream(name: str, subjects: list[str], *, replicas: int, max_bytes: int) -> Stream:
     """Dead letters are the record of what failed: refuse new ones rather than drop old ones."""
+    return _records(name, subjects, replicas, max_bytes, 30 * DAY, DiscardPolicy.NEW, dedupe=False)
+
+
+def _records(
+    name: str,
+    subjects: list[str],
+    replicas: int,
+    max_bytes: int,
+    max_age: float,
+    discard: DiscardPolicy,
+    dedupe: bool = True,
+) -> Stream:
+    """A log of records kept ``max_age`` seconds."""
+    window = {"duplicate_window": DEDUPE_WINDOW_S} if dedupe else {}
     return _declared(
         name,
         num_replicas=replicas,
         subjects=subjects,
         retention=RetentionPolicy.LIMITS,
-        max_age=30 * DAY,
-        discard=DiscardPolicy.NEW,
+        max_age=max_age,
         max_bytes=max_bytes,
+        discard=discard,
+        **window,
     )
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Generic, TypeVar
 
 from opentelemetry import context as otel_context
@@ -48,6 +48,7 @@ class _Pending(Generic[T, R]):
     key: str = ""
 
 
+@dataclass(eq=False)
 class Batcher(Generic[T, R]):
     """Gathers items from concurrent callers into batches of up to ``max_size``.
 
@@ -55,38 +56,32 @@ class Batcher(Generic[T, R]):
     a batch goes alone, and items are never split. ``on_batch`` is told each batch's size.
     """
 
-    def __init__(
-        self,
-        run: RunBatch[T, R],
-        *,
-        max_size: int,
-        linger_s: float = 0.0,
-        in_flight: int = 1,
-        size: Callable[[T], int] = lambda _: 1,
-        on_batch: Callable[[int], None] | None = None,
-        name: str = "batch",
-    ) -> None:
-        self._run = run
-        self.name = name
-        self.max_size = max_size
-        self.linger_s = linger_s
-        self._size = size
-        self._on_batch = on_batch
-        self._pending: list[_Pending[T, R]] = []
-        self._count = 0
-        self._full = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._slots = asyncio.Semaphore(in_flight)
-        self._calls: set[asyncio.Task[None]] = set()
-        self._served_at: dict[str, int] = {}
-        self._turns = 0
+    run: RunBatch[T, R]
+    _: KW_ONLY
+    max_size: int
+    linger_s: float = 0.0
+    in_flight: int = 1
+    size: Callable[[T], int] = lambda _: 1
+    on_batch: Callable[[int], None] | None = None
+    name: str = "batch"
+    _pending: list[_Pending[T, R]] = field(default_factory=list, init=False)
+    _count: int = field(default=0, init=False)
+    _full: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _slots: asyncio.Semaphore = field(init=False)
+    _calls: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _served_at: dict[str, int] = field(default_factory=dict, init=False)
+    _turns: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._slots = asyncio.Semaphore(self.in_flight)
 
     async def submit(self, item: T, key: str = "") -> R:
         """Wait until the batch holding ``item`` has run; return its result or raise its error
         (``key``: whose item it is, served in turn with the other keys)."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._pending.append(_Pending(item, future, otel_context.get_current(), key))
-        self._count += self._size(item)
+        self._count += self.size(item)
         if self._count >= self.max_size:
             self._full.set()
         if self._task is None or self._task.done():
@@ -106,13 +101,13 @@ class Batcher(Generic[T, R]):
 
     async def _call(self, batch: list[_Pending[T, R]]) -> None:
         items = [pending.item for pending in batch]
-        size = sum(self._size(item) for item in items)
-        if self._on_batch is not None:
-            self._on_batch(size)
+        size = sum(self.size(item) for item in items)
+        if self.on_batch is not None:
+            self.on_batch(size)
         span = batch_span(self.name, [pending.context for pending in batch], size)
         try:
             with trace.use_span(span, end_on_exit=True):
-                outcomes: Sequence[R | Exception] = await self._run(items)
+                outcomes: Sequence[R | Exception] = await self.run(items)
         except Exception as exc:  # a failure of the whole batch is every item's
             outcomes = [exc] * len(batch)
         except asyncio.CancelledError:
@@ -134,7 +129,7 @@ class Batcher(Generic[T, R]):
         count = 0
         while self._pending:
             index = self._next()
-            size = self._size(self._pending[index].item)
+            size = self.size(self._pending[index].item)
             if taken and count + size > self.max_size:
                 break
             pending = self._pending.pop(index)

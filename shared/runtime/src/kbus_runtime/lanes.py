@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from kbus_contract.backlog import held_for
@@ -80,27 +81,19 @@ def downstream_full(
     return full
 
 
+@dataclass(eq=False)
 class LanePuller:
     """One replica's source of a fair stage's messages."""
 
-    def __init__(
-        self,
-        connection: Callable[[], Client],
-        topology: Topology,
-        stage: StageConsumer,
-        share: FairShare,
-        poll_s: float,
-        full: Full | None = None,
-    ) -> None:
-        self.connection = connection
-        self.topology = topology
-        self.stage = stage
-        self.share = share
-        self.poll_s = poll_s
-        self.full = full
-        self._news = asyncio.Event()
-        self._made: set[str] = set()
-        self._refused: set[str] = set()
+    connection: Callable[[], Client]
+    topology: Topology
+    stage: StageConsumer
+    share: FairShare
+    poll_s: float
+    full: Full | None = None
+    _news: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _made: set[str] = field(default_factory=set, init=False)
+    _refused: set[str] = field(default_factory=set, init=False)
 
     async def watch(self, running: Callable[[], bool]) -> None:
         """Read what each tenant's lanes hold, every ``poll_s``, while ``running``."""

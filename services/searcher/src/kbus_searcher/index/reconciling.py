@@ -103,24 +103,16 @@ def _add(listed: dict[str, str], entry: SyncEntry) -> None:
         )
 
 
+@dataclass(eq=False)
 class Reconciler:
     """Applies ``document.synced`` messages, one receipt each on ``document.reconciled``."""
 
-    def __init__(
-        self,
-        stage: Stage,
-        store: ChunkStore,
-        deleter: Deleter,
-        versions: Versions,
-        syncs: SyncMarks,
-        settle_max_s: float = 600.0,
-    ) -> None:
-        self.stage = stage
-        self.store = store
-        self.deleter = deleter
-        self.versions = versions
-        self.syncs = syncs
-        self.settle_max_s = settle_max_s
+    stage: Stage
+    store: ChunkStore
+    deleter: Deleter
+    versions: Versions
+    syncs: SyncMarks
+    settle_max_s: float = 600.0
 
     async def handle(self, message: NatsMessage) -> None:
         """Settle one ``document.synced`` message, for the tenant and library of its subject."""
