@@ -26,7 +26,8 @@ from kbus_runtime.declaring import declare_streams
 from kbus_runtime.settings import BusSettings
 from kbus_runtime.stage import Stage
 from kbus_runtime.stage_metrics import StageMetrics
-from kbus_searcher.index.indexer import LATE_WRITE_S, Indexer, OvertakenError
+from kbus_searcher.index.indexer import Indexer
+from kbus_searcher.index.late_writes import LATE_WRITE_S, OvertakenError
 from kbus_searcher.state.tombstones import Tombstones
 from kbus_searcher.state.versions import Versions
 from kbus_searcher.store import ChunkStore, Scope

@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 from kbus_contract.errors import ErrorCode, TransientError
-from kbus_searcher.search.searching import _within
+from kbus_searcher.store.errors import within
 
 
 async def test_a_query_past_its_wait_is_a_retryable_store_error() -> None:
     with pytest.raises(TransientError) as raised:
-        await _within(asyncio.sleep(5), 0.05)
+        await within(asyncio.sleep(5), 0.05)
     assert raised.value.code == ErrorCode.STORE_ERROR
     assert raised.value.retryable
-    assert await _within(asyncio.sleep(0, "answer"), 1.0) == "answer"
+    assert await within(asyncio.sleep(0, "answer"), 1.0) == "answer"

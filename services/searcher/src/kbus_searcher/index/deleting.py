@@ -4,11 +4,12 @@ before the deletion, and remembered so that nothing older comes back."""
 from __future__ import annotations
 
 from faststream.nats.message import NatsMessage
-from kbus_contract import DocumentDeleted, DocumentRemoved
+from kbus_contract import DocumentDeleted
 from kbus_contract.tenancy import require_library
 from kbus_runtime.stage import Stage, stream_sequence
 from weaviate.exceptions import WeaviateBaseError
 
+from kbus_searcher.index import receipts
 from kbus_searcher.state.tombstones import Tombstones
 from kbus_searcher.store import ChunkWriter
 from kbus_searcher.store.errors import unavailable
@@ -46,17 +47,5 @@ class Deleter:
             removed = await self.store.delete_scope(deletion, sequence)
         except WeaviateBaseError as exc:
             raise unavailable(exc, "delete") from exc
-        topology = self.stage.topology
-        await self.stage.record(
-            DocumentRemoved(
-                tenant=deletion.tenant,
-                library=deletion.library,
-                document_id=deletion.document_id,
-                chunks_deleted=removed,
-            ),
-            topology.removed(deletion.tenant, deletion.library, restricted),
-            stream=topology.receipts_stream.name,
-            msg_id=receipt_id or f"removed:{sequence}",
-            tenant=deletion.tenant,
-            budget="receipts",
-        )
+        msg_id = receipt_id or f"removed:{sequence}"
+        await receipts.removed(self.stage, deletion, removed, restricted, msg_id)

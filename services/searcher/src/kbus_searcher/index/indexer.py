@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
 
 from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
-from kbus_contract import DocumentIndexed, EmbeddingsReady
-from kbus_contract.errors import ErrorCode, PermanentError, TransientError
-from kbus_contract.restricted import is_everyones
+from kbus_contract import EmbeddingsReady
+from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_runtime.batching import Batcher
 from kbus_runtime.stage import Stage, deliveries
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import ValidationError
 from weaviate.exceptions import WeaviateBaseError
 
+from kbus_searcher.index import receipts
+from kbus_searcher.index.late_writes import LateWrites, OvertakenError
 from kbus_searcher.state.quotas import Quotas
 from kbus_searcher.state.syncmarks import SyncMarks
 from kbus_searcher.state.tombstones import Tombstones
@@ -26,26 +26,6 @@ from kbus_searcher.store import ChunkWriter, DocumentKey, doc_key
 from kbus_searcher.store.errors import unavailable
 
 log = logging.getLogger("kbus.searcher")
-
-
-#: Seconds a store call its client gave up on may still take effect in Weaviate (the server
-#: goes on with a write after the client's deadline): a publish undone on a delivery after a
-#: failed one is undone once more this much later, and only then settled.
-LATE_WRITE_S = 60.0
-
-
-#: Publishes held for their second undo, at most (the oldest forgotten: undone once more).
-MAX_CONFIRMING = 10_000
-
-
-def _publish_key(ready: EmbeddingsReady) -> tuple[str, str, str, int, str]:
-    doc = ready.document
-    return doc.tenant, doc.library, doc.document_id, doc.sequence, doc.version
-
-
-class OvertakenError(Exception):
-    """The outcome of a publish this delivery undid instead of indexing (a later publish or a
-    deletion won): settled, unless an earlier delivery's write may still land."""
 
 
 class Indexer:
@@ -100,7 +80,7 @@ class Indexer:
             registry=registry,
         )
         #: Publishes undone once on a redelivery, waiting to be undone again.
-        self._confirming: OrderedDict[tuple[str, str, str, int, str], None] = OrderedDict()
+        self._late = LateWrites()
         self._batches: Batcher[EmbeddingsReady, None] = Batcher(
             self._index_batch, max_size=max_batch, linger_s=linger_s, name="index"
         )
@@ -155,25 +135,13 @@ class Indexer:
         Raises this part's own error (a bad vector, a chunk the store refused, the store or the
         bus unavailable): the other parts of the batch end on their own. A publish undone on a
         ``redelivered`` message (an earlier delivery failed, and what it sent the store may
-        still land) is undone again :data:`LATE_WRITE_S` later before it is settled.
+        still land) is undone again later before it is settled (:mod:`.late_writes`).
         """
         try:
             await self._batches.submit(ready, ready.document.tenant)
         except OvertakenError:
-            if not redelivered:
-                return
-            key = _publish_key(ready)
-            if key in self._confirming:
-                del self._confirming[key]
-                return  # undone again after the pause: nothing late can come any more
-            self._confirming[key] = None
-            while len(self._confirming) > MAX_CONFIRMING:
-                self._confirming.popitem(last=False)
-            raise TransientError(
-                "an earlier delivery's write may still land: undone again later",
-                code=ErrorCode.STORE_WRITE_FAILED,
-                retry_after_s=LATE_WRITE_S,
-            ) from None
+            if redelivered:
+                self._late.settle(ready)
 
     async def _index_batch(self, batch: list[EmbeddingsReady]) -> list[Exception | None]:
         self.batch_sizes.observe(len(batch))
@@ -395,24 +363,5 @@ class Indexer:
         )
 
     async def _receipt(self, ready: EmbeddingsReady) -> None:
-        doc = ready.document
-        receipt = DocumentIndexed(
-            tenant=doc.tenant,
-            library=doc.library,
-            document_id=doc.document_id,
-            version=doc.version,
-            chunk_count=ready.total_chunks,
-            model=ready.model,
-        )
-        topology = self.stage.topology
-        self.documents_indexed.labels(doc.tenant).inc()
-        # Parts finishing together may each see the document complete: one receipt is kept.
-        await self.stage.record(
-            receipt,
-            topology.indexed(doc.tenant, doc.library, not is_everyones(doc.access)),
-            stream=topology.receipts_stream.name,
-            msg_id=f"indexed:{doc.tenant}:{doc.library}:{doc.document_id}:{doc.sequence}:"
-            f"{doc.version}",
-            tenant=doc.tenant,
-            budget="receipts",
-        )
+        self.documents_indexed.labels(ready.document.tenant).inc()
+        await receipts.indexed(self.stage, ready)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 from kbus_contract import (
     Context,
@@ -26,13 +24,11 @@ from kbus_contract import (
     VersionsReply,
     VersionsRequest,
 )
-from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.tenancy import UNKNOWN, Identity
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
 from kbus_runtime.tracing import annotate
-from nats.errors import Error as NatsError
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from weaviate.exceptions import WeaviateBaseError
 
@@ -40,6 +36,7 @@ from kbus_searcher.search.baseline import Baselines
 from kbus_searcher.search.blending import Blend, blended
 from kbus_searcher.search.chains import chain_of
 from kbus_searcher.search.context import ContextBuilder
+from kbus_searcher.search.first_stage import FirstStage
 from kbus_searcher.search.ranking import first_order
 from kbus_searcher.search.readers import scope_of
 from kbus_searcher.search.relevance import Relevance, Verdict
@@ -52,45 +49,10 @@ from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.state.profiles import LibraryProfiles
 from kbus_searcher.state.quotas import Quotas
 from kbus_searcher.state.versions import Versions
-from kbus_searcher.store import Candidate, ChunkStore, DocumentKey, Query, StoreView
-from kbus_searcher.store.errors import failure, unavailable
-from kbus_searcher.store.queries import MAX_RESULT_WINDOW
+from kbus_searcher.store import Candidate, ChunkStore, StoreView
+from kbus_searcher.store.errors import failure, unavailable, within
 
 log = logging.getLogger("kbus.searcher")
-
-T = TypeVar("T")
-
-
-async def _within(asked: Awaitable[T], waits_s: float) -> T:
-    """A store call's answer, or a retryable ``store_error`` once it took ``waits_s``."""
-    try:
-        return await asyncio.wait_for(asked, waits_s)
-    except TimeoutError as exc:
-        raise TransientError(
-            f"the store did not answer within {waits_s:.1f}s", code=ErrorCode.STORE_ERROR
-        ) from exc
-
-
-def _document_key(candidate: Candidate) -> DocumentKey:
-    return str(candidate.properties["library"]), str(candidate.properties["document_id"])
-
-
-def _other_models(candidates: Sequence[Candidate], model: str) -> list[str]:
-    if not model:
-        return []  # keyword search: no vectors compared
-    return sorted({str(c.properties.get("model")) for c in candidates} - {model})
-
-
-def _refuse_other_models(candidates: Sequence[Candidate], model: str) -> None:
-    """A query embedded by one model must not be compared with vectors of another."""
-    others = _other_models(candidates, model)
-    if others:
-        raise PermanentError(
-            f"the index holds vectors made by {', '.join(others)}, but this searcher embeds "
-            f"queries with {model}: re-embed the library with {model}, or search with a "
-            "searcher configured for the index's model (keyword search still works)",
-            code=ErrorCode.MODEL_MISMATCH,
-        )
 
 
 class Searcher:
@@ -115,6 +77,7 @@ class Searcher:
         self.rewriter = rewriter
         self.quotas = quotas or Quotas()
         self.second_stage = SecondStage(stage, settings)
+        self.first_stage = FirstStage(store, versions, settings, self._observe)
         self.context = ContextBuilder(
             TokenCounter.load(settings.context_tokenizer), settings.adaptive_drop
         )
@@ -191,7 +154,7 @@ class Searcher:
         run.chain = chain_of(req, profiles, self.settings.rewrite, self.settings.rerank)
         run.query = await self._rewrite(req, run)
         vector, run.model = await self._embed(run.query, req.search_type, run)
-        found = await self._same_model_candidates(req, run, vector, view)
+        found = await self.first_stage.candidates(req, run, vector, view, self._store_wait(run))
         run.candidates = len(found)
         run.verdict = await self._judge(req, run, found, view)
         if run.verdict.reason is not None:
@@ -210,7 +173,7 @@ class Searcher:
         t0 = time.perf_counter()
         try:
             built = self.context.build(req, run.query, ranked, view)
-            return await _within(built, self._store_wait(run))
+            return await within(built, self._store_wait(run))
         except WeaviateBaseError as exc:
             raise failure(exc, "read the context") from exc
         finally:
@@ -284,81 +247,8 @@ class Searcher:
         )
         return reply.model, [list(v) for v in reply.vectors]
 
-    async def _same_model_candidates(
-        self, req: SearchRequest, run: SearchRun, vector: list[float] | None, view: StoreView
-    ) -> list[Candidate]:
-        """Candidates whose vectors the query's model made; anything else is refused.
-
-        A mismatch may mean the index was switched to another model a moment ago: the alias is
-        read again and, if it moved, the search runs once more on the new collection.
-        """
-        try:
-            candidates = await self._candidates(req, run, vector, view)
-        except PermanentError as exc:
-            # A query vector whose length does not fit the collection.
-            if (
-                exc.code != ErrorCode.MODEL_MISMATCH
-                or not await self.store.collections.refresh_active()
-            ):
-                raise
-        else:
-            if not _other_models(candidates, run.model):
-                return candidates
-            if not await self.store.collections.refresh_active():
-                _refuse_other_models(candidates, run.model)
-                return candidates
-        candidates = await self._candidates(req, run, vector, view)
-        _refuse_other_models(candidates, run.model)
-        return candidates
-
-    async def _candidates(
-        self, req: SearchRequest, run: SearchRun, vector: list[float] | None, view: StoreView
-    ) -> list[Candidate]:
-        t0 = time.perf_counter()
-        waits_s = self._store_wait(run)
-        try:
-            asked = view.search(
-                Query(
-                    libraries=req.libraries,
-                    text=run.query,
-                    vector=vector,
-                    search_type=req.search_type,
-                    alpha=run.alpha,
-                    limit=self._fetch_size(run.k, req.group_by_document),
-                    filters=dict(req.filters),
-                    exclude_documents=req.exclude_documents,
-                )
-            )
-            found = await _within(asked, waits_s)
-            return await self._searchable(req.tenant, found)
-        except WeaviateBaseError as exc:
-            raise failure(exc, "search") from exc
-        except NatsError as exc:
-            raise TransientError(f"the versions bucket: {exc}", code=ErrorCode.BUS_ERROR) from exc
-        finally:
-            run.timings["search_ms"] = self._observe("search", t0)
-
-    async def _searchable(self, tenant: str, candidates: list[Candidate]) -> list[Candidate]:
-        """Only chunks of each document's searchable version (never half of a replacement)."""
-        seen: dict[DocumentKey, set[str]] = {}
-        for c in candidates:
-            seen.setdefault(_document_key(c), set()).add(str(c.properties["version"]))
-        versions = await self.versions.searchable(tenant, seen)
-        return [
-            c
-            for c in candidates
-            if versions.get(_document_key(c), c.properties["version"]) == c.properties["version"]
-        ]
-
     def _store_wait(self, run: SearchRun) -> float:
         return run.deadline.cap(self.settings.store_timeout_s, self._reserve_s)
-
-    def _fetch_size(self, k: int, by_document: bool) -> int:
-        # A document has several chunks: grouping needs more candidates for k documents.
-        factor = self.settings.overfetch_factor * (2 if by_document else 1)
-        # The same candidates with a context or without: fusion normalises over them, so the
-        # results do not move; a context fills its budget from those beyond k.
-        return min(MAX_RESULT_WINDOW, max(self.settings.overfetch_min, factor * k))
 
     async def _rerank(
         self, req: SearchRequest, run: SearchRun, found: Sequence[Candidate]

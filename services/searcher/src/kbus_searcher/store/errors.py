@@ -6,7 +6,10 @@ its message text; these patterns read it, so a new Weaviate wording changes this
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from weaviate.exceptions import WeaviateBaseError
@@ -54,3 +57,16 @@ def write_error(failed: int, total: int, first: str) -> PermanentError | Transie
     if any(marker in first for marker in _REJECTED):
         return PermanentError(summary, code=ErrorCode.STORE_REJECTED)
     return TransientError(summary, code=ErrorCode.STORE_WRITE_FAILED)
+
+
+T = TypeVar("T")
+
+
+async def within(asked: Awaitable[T], waits_s: float) -> T:
+    """A store call's answer, or a retryable ``store_error`` once it took ``waits_s``."""
+    try:
+        return await asyncio.wait_for(asked, waits_s)
+    except TimeoutError as exc:
+        raise TransientError(
+            f"the store did not answer within {waits_s:.1f}s", code=ErrorCode.STORE_ERROR
+        ) from exc
