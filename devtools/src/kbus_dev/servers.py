@@ -7,6 +7,7 @@ The binaries live in a cache directory outside the repository (``$KBUS_HOME/bin`
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -87,10 +88,24 @@ def ensure_installed() -> tuple[Path, Path]:
     )
 
 
+#: Where the ports of servers kbus_dev starts are chosen: below Linux's ephemeral range
+#: (32768-60999), which outgoing connections take their local ports from. A port from that
+#: range, free when chosen, can be held by a client's connection when a server restarts on it
+#: (a Weaviate node once failed to rejoin, "bind: address already in use").
+PORTS = range(20_000, 32_000)
+_ports = random.Random()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on, outside the ephemeral range."""
+    while True:
+        port = _ports.choice(PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def _wait(
