@@ -39,9 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also build the local LLM server (llama-cpp-python and SmolLM2; minutes)",
     )
-    start = sub.add_parser(
-        "up", help="start NATS, Weaviate and the five services in the background"
-    )
+    start = sub.add_parser("up", help="start NATS, Weaviate and kbus's services in the background")
     start.add_argument(
         "--cluster", action="store_true", help="three NATS servers and three Weaviate nodes"
     )
