@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import dis
 import json
+import os
 import sys
 import uuid
 from collections import Counter
@@ -26,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from kbus_client import KbClient
+from kbus_dev.stack import STATE_DIR, weaviate_key
 from kbus_runtime.answering import Inbound
 
 RESUME = dis.opmap["RESUME"]
@@ -88,6 +90,8 @@ async def trace(nats_url: str, query: str) -> list[tuple[str, str]]:
         register(*args)
 
     setattr(app_module, "register", spy)  # noqa: B010
+    # The stack's key (make up made it), unless the caller says which.
+    os.environ.setdefault("KBUS_WEAVIATE_API_KEY", weaviate_key(STATE_DIR / "data"))
     app = app_module.create_app(SearcherSettings(index=False))
     tenant = f"trace{uuid.uuid4().hex[:8]}"
     await _index(nats_url, tenant)

@@ -1,4 +1,4 @@
-"""One search on its way through the stages: what it has found out, and its reply."""
+"""One search on its way through the stages: what it has found out so far."""
 
 from __future__ import annotations
 
@@ -8,24 +8,20 @@ from dataclasses import dataclass, field
 from kbus_contract import (
     Context,
     DegradedReason,
-    NoMatchReason,
     QueryStates,
     SearchHit,
-    SearchReply,
     SearchRequest,
-    StageTimings,
 )
 from kbus_runtime.deadlines import Deadline
 
 from kbus_searcher.search.chains import Chain
-from kbus_searcher.search.ranking import first_kind
 from kbus_searcher.search.relevance import Verdict
 from kbus_searcher.settings import SearcherSettings
 
 
 @dataclass
 class SearchRun:
-    """What one search has found out so far; becomes the reply."""
+    """What one search has found out so far (``replies`` makes it the reply)."""
 
     request: SearchRequest
     deadline: Deadline
@@ -64,41 +60,4 @@ class SearchRun:
             alpha=chosen(req.alpha, settings.alpha),
             min_score=chosen(req.min_score, settings.min_score),
             document_weight=settings.document_weight,
-        )
-
-    def no_match_reason(self, searched: bool) -> NoMatchReason | None:
-        """Why the reply holds no hit, if the search ran and found none."""
-        if not searched or self.hits:
-            return None
-        return self.verdict.reason or NoMatchReason.BELOW_MIN_SCORE
-
-    def reply(self, searched: bool = True) -> SearchReply:
-        """The reply this run has come to (``searched``: whether any library was searched)."""
-        run, req = self, self.request
-        return SearchReply(
-            results=run.hits,
-            searched=searched,
-            no_match=searched and not run.hits,
-            no_match_reason=run.no_match_reason(searched),
-            candidates=run.candidates,
-            search_type=req.search_type,
-            alpha=run.alpha,
-            min_score=run.min_score,
-            min_similarity=run.verdict.min_similarity,
-            min_evidence=run.verdict.min_evidence,
-            best_similarity=run.verdict.best_similarity,
-            baseline_similarity=run.verdict.baseline_similarity,
-            keyword_coverage=run.verdict.keyword_coverage,
-            evidence=run.verdict.evidence,
-            document_weight=run.document_weight,
-            query=run.query or req.query,
-            transformer=run.transformer,
-            score_kind=run.score_kind or first_kind(req.search_type, run.document_weight),
-            model=run.model,
-            reranker=run.reranker,
-            degraded=run.degraded_reason is not None,
-            degraded_reason=run.degraded_reason,
-            budget_ms=run.deadline.budget_ms,
-            timings=StageTimings(**run.timings),
-            context=run.context,
         )

@@ -40,6 +40,7 @@ from kbus_searcher.search.first_stage import FirstStage
 from kbus_searcher.search.ranking import first_order
 from kbus_searcher.search.readers import scope_of
 from kbus_searcher.search.relevance import Relevance, Verdict
+from kbus_searcher.search.replies import reply_of
 from kbus_searcher.search.rewriting import QueryRewriter, rewrite_or_none
 from kbus_searcher.search.runs import SearchRun
 from kbus_searcher.search.second_stage import Reranked, SecondStage
@@ -286,4 +287,4 @@ class Searcher:
             self.degraded.labels(run.degraded_reason.value).inc()
             # Where a degraded answer came from, on the trace of the request it answered.
             annotate("kbus.degraded_reason", run.degraded_reason.value)
-        return run.reply(searched)
+        return reply_of(run, searched)
