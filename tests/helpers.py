@@ -22,6 +22,7 @@ from kbus_contract import (
     DocumentRef,
     EmbeddedChunk,
     EmbeddingsReady,
+    SearchReply,
 )
 from kbus_contract.backlog import stage_backlog
 from kbus_contract.identifiers import chunk_id
@@ -480,3 +481,41 @@ def made_up_beir(root: Path, documents: int, queries: int) -> Path:
     rows = ["query-id\tcorpus-id\tscore", *(f"q{i}\td{i}\t1" for i in range(queries))]
     (root / "qrels" / "test.tsv").write_text("\n".join(rows) + "\n")
     return root
+
+
+def search_reply(*documents: str, **fields: Any) -> SearchReply:
+    """A search's reply holding one hit per named document (``fields`` override the rest)."""
+    from kbus_contract import Scores, SearchHit, SearchType, StageTimings
+
+    hits = tuple(
+        SearchHit(
+            chunk_id=d,
+            document_id=d,
+            library="lib",
+            title="",
+            text=f"the text of {d}",
+            heading_path=(),
+            source_uri="",
+            char_start=0,
+            char_end=0,
+            position=0,
+            version="v",
+            metadata={},
+            scores=Scores(final=1.0),
+        )
+        for d in documents
+    )
+    made: dict[str, Any] = {
+        "results": hits,
+        "searched": True,
+        "no_match": not hits,
+        "candidates": len(hits),
+        "search_type": SearchType.HYBRID,
+        "alpha": 0.5,
+        "min_score": 0.0,
+        "score_kind": "fused",
+        "model": "m",
+        "reranker": "",
+        "timings": StageTimings(),
+    }
+    return SearchReply(**{**made, **fields})

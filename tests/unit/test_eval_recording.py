@@ -13,43 +13,9 @@ from typing import Any
 import pytest
 from kbus_cli.evaluation import Dataset, Mode, Recorder, evaluate_dataset
 from kbus_client import KbError
-from kbus_contract import SearchReply, SearchType, StageTimings
+from kbus_contract import SearchReply
 
-
-def _reply(*documents: str) -> SearchReply:
-    from kbus_contract import Scores, SearchHit
-
-    hits = tuple(
-        SearchHit(
-            chunk_id=d,
-            document_id=d,
-            library="lib",
-            title="",
-            text="",
-            heading_path=(),
-            source_uri="",
-            char_start=0,
-            char_end=0,
-            position=0,
-            version="v",
-            metadata={},
-            scores=Scores(final=1.0),
-        )
-        for d in documents
-    )
-    return SearchReply(
-        results=hits,
-        searched=True,
-        no_match=not hits,
-        candidates=len(hits),
-        search_type=SearchType.HYBRID,
-        alpha=0.5,
-        min_score=0.0,
-        score_kind="fused",
-        model="m",
-        reranker="",
-        timings=StageTimings(),
-    )
+from tests.helpers import search_reply as _reply
 
 
 class Searcher:

@@ -8,22 +8,30 @@ import ssl
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from kbus_client import KbClient
 from kbus_contract.restricted import may_name_restricted
 from rich.console import Console
+from rich.markup import escape
 
 T = TypeVar("T")
 
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 NatsUrl = Annotated[str, typer.Option(envvar="KBUS_NATS_URL", help="NATS server.")]
 Prefix = Annotated[str, typer.Option(envvar="KBUS_BUS_PREFIX", help="Bus prefix.")]
 Tenant = Annotated[str, typer.Option(envvar="KBUS_TENANT", help="Tenant.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 DEFAULT_URL = "nats://127.0.0.1:4222"
+
+
+def fail(message: str, cause: BaseException | None = None, code: int = 1) -> NoReturn:
+    """Say in one red line why the command stopped, and exit ``code``."""
+    err.print(f"[red]{escape(message)}[/]")
+    raise typer.Exit(code) from cause
 
 
 @dataclass
@@ -91,8 +99,17 @@ async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
             acts_for=held.get("acts_for", ()) if held else None,
             max_reconnect_attempts=2,
             connect_timeout=5,
+            error_cb=_quiet,
             **access.options(),
         )
     except Exception as exc:
-        err.print(f"[red]cannot reach NATS at {url}: {exc}[/]")
-        raise typer.Exit(2) from exc
+        fail(
+            f"cannot reach NATS at {url} ({exc or type(exc).__name__}): start kbus with "
+            "`make up`, or point --nats-url (KBUS_NATS_URL) at your NATS server",
+            exc,
+            code=2,
+        )
+
+
+async def _quiet(exc: Exception) -> None:
+    """nats-py's error callback: the command says what failed, once."""

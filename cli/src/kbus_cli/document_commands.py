@@ -11,6 +11,7 @@ import typer
 from kbus_client import (
     DocumentRejectedError,
     KbError,
+    degraded_note,
     format_context,
     nothing_matched,
     why_no_match,
@@ -26,6 +27,7 @@ from kbus_cli.common import (
     Tenant,
     connect,
     err,
+    fail,
     out,
     run,
 )
@@ -184,10 +186,10 @@ def search(
 ) -> None:
     """Search and print the top results."""
 
-    async def go() -> Any:
+    async def go() -> tuple[SearchReply, list[str]]:
         client = await connect(nats_url, prefix, tenant)
         async with client:
-            return await client.search(
+            reply = await client.search(
                 query,
                 libraries=library,
                 k=k,
@@ -199,13 +201,21 @@ def search(
                 cursor=cursor,
                 principals=principal or (),
             )
+            held = [lib.library for lib in (await client.stats()).libraries]
+            return reply, held
 
     try:
-        reply = run(go())
+        reply, held = run(go())
     except (KbError, ValueError) as exc:
-        err.print(f"[red]{exc}[/]")
-        raise typer.Exit(1) from exc
+        fail(str(exc), exc)
     _print_reply(reply, as_json)
+    empty = [lib for lib in library if lib not in held]
+    if empty and not as_json:
+        err.print(
+            f"[yellow]tenant {tenant!r} has no documents in {', '.join(map(repr, empty))}; "
+            f"its libraries: {', '.join(held) or 'none'}. --tenant (KBUS_TENANT) and --library "
+            "choose where to search.[/]"
+        )
 
 
 def _print_reply(reply: SearchReply, as_json: bool) -> None:
@@ -213,6 +223,8 @@ def _print_reply(reply: SearchReply, as_json: bool) -> None:
     if as_json:
         out.print_json(reply.model_dump_json())
         return
+    if reply.degraded:
+        err.print(f"[yellow]{degraded_note(reply).strip()}[/]")
     if reply.no_match:
         out.print(f"no match: {why_no_match(reply)}")
         return

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import html
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 from kbus_contract import ContentType
+from kbus_contract.identifiers import document_id_of
 
 #: What each file suffix is published as.
 SUFFIXES = {
@@ -37,29 +39,70 @@ class Source:
 
     document_id: str
     fields: dict[str, Any] = field(default_factory=dict)
+    #: Where it came from, as a person names it (the file's path, the page's address).
+    origin: str = ""
 
 
 class UnsupportedFileError(Exception):
     """The file cannot become a document; the message says why."""
 
 
-def find_files(paths: list[Path]) -> Iterator[tuple[Path, Path]]:
-    """Every file under the given paths, with the root its id is relative to."""
+@dataclass(frozen=True)
+class Selection:
+    """Which files of a folder are documents: those matching an ``include`` glob (all when
+    none is given) and no ``exclude`` glob, each matched against the path relative to the
+    folder (``docs/*.md``, ``**/drafts/*``); hidden files and folders (``.git``) are skipped
+    unless ``hidden``."""
+
+    include: Sequence[str] = ()
+    exclude: Sequence[str] = ()
+    hidden: bool = False
+
+    def takes(self, relative: Path) -> bool:
+        """Whether the file at ``relative`` (to its folder) is one of the documents."""
+        if not self.hidden and any(part.startswith(".") for part in relative.parts):
+            return False
+        name = relative.as_posix()
+        if self.include and not any(_matches(name, g) for g in self.include):
+            return False
+        return not any(_matches(name, g) for g in self.exclude)
+
+
+def _matches(name: str, glob: str) -> bool:
+    # ``**/`` also matches no folder at all, as in a shell with globstar.
+    return fnmatch.fnmatchcase(name, glob) or (
+        glob.startswith("**/") and fnmatch.fnmatchcase(name, glob[3:])
+    )
+
+
+def find_files(
+    paths: list[Path], selection: Selection | None = None
+) -> Iterator[tuple[Path, Path]]:
+    """Every file under the given paths that ``selection`` takes, with the root its id is
+    relative to (a file named on its own is always taken)."""
+    chosen = selection or Selection()
     for path in paths:
         if path.is_dir():
             for file in sorted(p for p in path.rglob("*") if p.is_file()):
-                if not any(part.startswith(".") for part in file.relative_to(path).parts):
+                if chosen.takes(file.relative_to(path)):
                     yield file, path
         else:
             yield path, path.parent
 
 
+def file_source(file: Path, root: Path) -> Source:
+    """The document a file is, before it is read: its id (its path relative to ``root``,
+    made an id by :func:`document_id_of`) and its path."""
+    return Source(document_id_of(file.relative_to(root).as_posix()), origin=str(file))
+
+
 def read_file(file: Path, root: Path, template: dict[str, Any] | None) -> Source:
-    """A file as it is, with its content type from its suffix (the ingestor checks the bytes).
+    """A file as it is, with its content type from its suffix (the ingestor checks the bytes)
+    and its id from its path relative to ``root`` (:func:`document_id_of`).
 
     Raises:
-        UnsupportedFileError: the type is not supported, records have no template, or a text
-            file is not UTF-8.
+        UnsupportedFileError: the type is not supported, records have no template, the file
+            is empty, or a text file is not UTF-8.
     """
     content_type = SUFFIXES.get(file.suffix.lower())
     if content_type is None:
@@ -75,6 +118,8 @@ def read_file(file: Path, root: Path, template: dict[str, Any] | None) -> Source
         "template": template if content_type.records else None,
     }
     data = file.read_bytes()
+    if not data.strip():
+        raise UnsupportedFileError("the file is empty")
     if content_type in TEXT:
         try:
             fields["text"] = data.decode("utf-8")
@@ -86,12 +131,12 @@ def read_file(file: Path, root: Path, template: dict[str, Any] | None) -> Source
         # The ingestor takes the title from the document itself when there is one.
         fields["title"] = ""
         fields["data"] = data
-    return Source(file.relative_to(root).as_posix(), fields)
+    return Source(file_source(file, root).document_id, fields, str(file))
 
 
 def page(url: str) -> Source:
     """A web page the ingestor fetches; its address is its id."""
-    return Source(url.split("://", 1)[1][:256].rstrip("/") or url, {"url": url})
+    return Source(url.split("://", 1)[1][:256].rstrip("/") or url, {"url": url}, url)
 
 
 def _first_heading(text: str) -> str:

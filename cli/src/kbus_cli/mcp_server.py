@@ -10,9 +10,13 @@ from typing import Annotated, Any
 
 from kbus_client import KbClient, KbError, format_context, format_for_model, nothing_matched
 from kbus_client.memory import Memory
+from kbus_client.tool import NEEDS_QUERY, failed_search
 from kbus_contract import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, Expand
-from mcp.server.mcpserver import MCPServer
-from pydantic import Field
+from kbus_contract.wire import describe_validation_error
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult
+from pydantic import Field, ValidationError
 
 INSTRUCTIONS = (
     "This server searches a kbus knowledge base. Call search_knowledge_base with a full "
@@ -44,6 +48,26 @@ class McpConfig:
     expand: Expand = Expand.NONE
 
 
+class KbusMcpServer(MCPServer[Any]):
+    """An MCP server whose tools answer a model's bad arguments in one sentence it can act on
+    (the SDK answers with pydantic's report)."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Call a tool; arguments that fail its schema are said in words."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            said = describe_validation_error(cause)
+            raise ToolError(
+                f"Invalid arguments: {said}. Call {name} again with corrected arguments."
+            ) from cause
+
+
 def build_server(config: McpConfig) -> MCPServer[Any]:
     """An MCP server with the tools ``search_knowledge_base`` and ``list_libraries``, and
     with a memory library, ``remember``, ``list_memories`` and ``forget``."""
@@ -71,7 +95,7 @@ def build_server(config: McpConfig) -> MCPServer[Any]:
             if "client" in holder:
                 await holder.pop("client").close()
 
-    server: MCPServer[Any] = MCPServer(name="kbus", instructions=INSTRUCTIONS, lifespan=lifespan)
+    server = KbusMcpServer(name="kbus", instructions=INSTRUCTIONS, lifespan=lifespan)
     _search_tool(server, config, client)
 
     @server.tool(name="list_libraries", description="The libraries this server can search.")
@@ -121,6 +145,8 @@ def _search_tool(
         unknown = sorted(set(chosen) - set(config.libraries))
         if unknown:
             return f"Unknown libraries: {', '.join(unknown)}. Use list_libraries."
+        if not query.strip():
+            return NEEDS_QUERY
         try:
             reply = await (await client()).search(
                 query,
@@ -130,8 +156,8 @@ def _search_tool(
                 expand=expand if budget_tokens else Expand.NONE,
                 cursor=cursor if budget_tokens else None,
             )
-        except KbError as exc:
-            return f"The search failed ({exc.code}): {exc.message}"
+        except (KbError, ValueError) as exc:
+            return failed_search(exc)
         if budget_tokens is None:
             return format_for_model(reply)
         return format_context(reply, nothing_matched(reply))

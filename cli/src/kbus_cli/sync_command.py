@@ -3,24 +3,47 @@ or a sitemap's pages; what the folder or the sitemap no longer has is deleted.""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from kbus_client import KbError
+from kbus_client import KbClient, KbError
 from kbus_client.syncing import SyncResult
 from rich.table import Table
 
-from kbus_cli.common import DEFAULT_URL, NatsUrl, Prefix, Tenant, connect, err, out, run
+from kbus_cli.common import (
+    DEFAULT_URL,
+    AsJson,
+    NatsUrl,
+    Prefix,
+    Tenant,
+    connect,
+    err,
+    fail,
+    out,
+    run,
+)
 from kbus_cli.files import (
+    Selection,
     Source,
     UnsupportedFileError,
+    file_source,
     find_files,
     page,
     page_version,
     read_file,
     sitemap_pages,
 )
+
+
+@dataclass
+class Found:
+    """What a folder or a sitemap holds: the documents, and what cannot become one (with why)."""
+
+    sources: list[Source] = field(default_factory=list)
+    unreadable: list[tuple[Source, str]] = field(default_factory=list)
 
 
 def sync(
@@ -30,57 +53,72 @@ def sync(
         str | None,
         typer.Option(help="The source's name: only its documents are compared and deleted."),
     ] = None,
+    include: Annotated[
+        list[str] | None,
+        typer.Option(help="Only files whose path in the folder matches (repeat): 'docs/**/*.md'."),
+    ] = None,
+    exclude: Annotated[
+        list[str] | None, typer.Option(help="Skip files whose path matches (repeat): '*.log'.")
+    ] = None,
+    hidden: Annotated[
+        bool, typer.Option(help="Also hidden files and folders (.git and the like).")
+    ] = False,
     tenant: Tenant = "default",
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
     settle: Annotated[
         float, typer.Option(help="Seconds kbus waits for the new and changed documents.")
     ] = 300.0,
+    as_json: AsJson = False,
 ) -> None:
     """Publish the files or pages that are new or changed, then the whole list: kbus deletes
-    what the list does not name and says what it did. Nothing is sent when a file cannot be
-    read (its document would be deleted)."""
+    what the list does not name and says what it did. A file kbus cannot read is skipped with
+    a warning, unless it was indexed before: then nothing is sent (its document would be
+    deleted)."""
     try:
-        found = _pages(origin) if origin.startswith(("http://", "https://")) else _files(origin)
+        if origin.startswith(("http://", "https://")):
+            found = _pages(origin)
+        else:
+            found = _files(origin, Selection(include or (), exclude or (), hidden))
     except UnsupportedFileError as exc:
-        err.print(f"[red]nothing synced: {exc}[/]")
-        raise typer.Exit(1) from exc
+        fail(f"nothing synced: {exc}")
     try:
         result = run(_sync(found, library, source, tenant, nats_url, prefix, settle))
-    except (KbError, ValueError, TimeoutError) as exc:
-        err.print(f"[red]sync failed: {exc or type(exc).__name__}[/]")
-        raise typer.Exit(1) from exc
-    _show(result)
+    except UnsupportedFileError as exc:
+        fail(f"nothing synced: {exc}")
+    except (KbError, ValueError) as exc:
+        fail(f"sync failed: {exc}")
+    except TimeoutError as exc:
+        fail(f"sync failed: no receipt within {settle:.0f} s and a minute", exc)
+    _show(result, as_json)
     if result.receipt.failed:
         raise typer.Exit(1)
 
 
-def _files(folder: str) -> list[Source]:
+def _files(folder: str, selection: Selection) -> Found:
     root = Path(folder)
     if not root.is_dir():
         raise UnsupportedFileError(f"{folder} is not a folder")
-    sources, unreadable = [], []
-    for file, base in find_files([root]):
+    found = Found()
+    for file, base in find_files([root], selection):
         try:
-            sources.append(read_file(file, base, None))
+            found.sources.append(read_file(file, base, None))
         except UnsupportedFileError as exc:
-            unreadable.append(f"{file}: {exc}")
-    if unreadable:
-        raise UnsupportedFileError("cannot read " + "; ".join(unreadable))
-    return sources
+            found.unreadable.append((file_source(file, base), str(exc)))
+    return found
 
 
-def _pages(address: str) -> list[Source]:
-    sources = []
+def _pages(address: str) -> Found:
+    found = Found()
     for url, lastmod in sitemap_pages(address):
-        found = page(url)
+        one = page(url)
         version = lastmod or page_version(url)
-        sources.append(Source(found.document_id, {**found.fields, "version": version}))
-    return sources
+        found.sources.append(Source(one.document_id, {**one.fields, "version": version}, url))
+    return found
 
 
 async def _sync(
-    found: list[Source],
+    found: Found,
     library: str,
     source: str | None,
     tenant: str,
@@ -88,27 +126,64 @@ async def _sync(
     prefix: str,
     settle_s: float,
 ) -> SyncResult:
-    documents: list[dict[str, Any]] = [{"document_id": s.document_id, **s.fields} for s in found]
     async with await connect(url, prefix, tenant) as client:
+        _check_each(client, found, library, source)
+        indexed = await client.versions(library, source=source)
+        blocked = [(s, why) for s, why in found.unreadable if s.document_id in indexed]
+        if blocked:
+            named = "; ".join(f"{s.origin}: {why}" for s, why in blocked)
+            raise UnsupportedFileError(
+                f"cannot read {named}. It is indexed, and a sync without it would delete it: "
+                "fix the file, or move it out of the folder to delete its document"
+            )
+        for skipped, why in found.unreadable:
+            err.print(f"[yellow]skipped {skipped.origin}: {why}[/]")
+        new = sum(1 for s in found.sources if s.document_id not in indexed)
+        err.print(
+            f"{len(found.sources)} documents listed ({new} new); publishing what is new or "
+            f"changed, then waiting up to {settle_s:.0f} s until kbus has indexed them ..."
+        )
+        documents: list[dict[str, Any]] = [
+            {"document_id": s.document_id, **s.fields} for s in found.sources
+        ]
         return await client.sync_library(library, documents, source=source, settle_s=settle_s)
 
 
-def _show(result: SyncResult) -> None:
+def _check_each(client: KbClient, found: Found, library: str, source: str | None) -> None:
+    """Move each document kbus would refuse (an id too long, a field out of range) to the
+    unreadable, naming its file."""
+    kept: list[Source] = []
+    for one in found.sources:
+        try:
+            fields = {**one.fields, "library": library, "source": source}
+            client.new_document(document_id=one.document_id, **fields)
+            kept.append(one)
+        except ValueError as exc:
+            found.unreadable.append((one, str(exc)))
+    found.sources = kept
+
+
+def _show(result: SyncResult, as_json: bool) -> None:
     receipt = result.receipt
+    if as_json:
+        body = {
+            **receipt.model_dump(mode="json"),
+            "published": result.published,
+            "added_documents": list(result.added),
+            "changed_documents": list(result.changed),
+            "deleted_documents": list(result.deleted),
+        }
+        out.print_json(json.dumps(body))
+        return
     table = Table("added", "changed", "unchanged", "deleted", "failed", title="sync")
-    table.add_row(
-        *(
-            str(n)
-            for n in (
-                receipt.added,
-                receipt.changed,
-                receipt.unchanged,
-                receipt.deleted,
-                receipt.failed,
-            )
-        )
-    )
+    counts = (receipt.added, receipt.changed, receipt.unchanged, receipt.deleted, receipt.failed)
+    table.add_row(*(str(n) for n in counts))
     out.print(table)
     out.print(f"{result.published} documents published")
+    for word, ids in (("added", result.added), ("changed", result.changed)):
+        for document_id in ids:
+            out.print(f"{word}: {document_id}", markup=False, highlight=False)
+    for document_id in result.deleted:
+        out.print(f"deleted: {document_id}", markup=False, highlight=False)
     for document_id in receipt.unsettled:
         err.print(f"[red]not searchable in time: {document_id}[/]")

@@ -1,6 +1,6 @@
 """kbus's client: publish documents, search, and give agents retrieval as a tool."""
 
-from kbus_client.citing import citation_line, format_context
+from kbus_client.citing import citation_line, degraded_note, format_context
 from kbus_client.client import KbClient
 from kbus_client.errors import DocumentRejectedError, KbError
 from kbus_client.results import PublishResult
@@ -17,6 +17,7 @@ __all__ = [
     "Retry",
     "SyncKbClient",
     "citation_line",
+    "degraded_note",
     "format_context",
     "format_for_model",
     "nothing_matched",

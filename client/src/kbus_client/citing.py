@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kbus_contract import Citation, Passage, SearchReply
+from kbus_contract import Citation, DegradedReason, Passage, SearchReply
 
 
 def _pages(pages: tuple[int, ...]) -> str:
@@ -52,4 +52,25 @@ def format_context(reply: SearchReply, nothing: str) -> str:
     )
     if context.cursor:
         tail += f'\nMore passages: search again with the same query and cursor "{context.cursor}".'
-    return "\n\n".join(blocks) + "\n\n" + tail
+    return degraded_note(reply) + "\n\n".join(blocks) + "\n\n" + tail
+
+
+_DEGRADED = {
+    DegradedReason.RERANK_OVER_BUDGET: "the reranker did not fit the time budget",
+    DegradedReason.RERANK_TIMEOUT: "the reranker did not answer in time",
+    DegradedReason.RERANK_UNAVAILABLE: "the reranker is unavailable",
+    DegradedReason.RERANK_MALFORMED: "the reranker's answer could not be read",
+    DegradedReason.REWRITE_FAILED: "the query rewriter failed",
+    DegradedReason.REWRITE_UNAVAILABLE: "the query rewriter is unavailable",
+}
+
+
+def degraded_note(reply: SearchReply) -> str:
+    """The line a degraded answer starts with (what was left out, and what that means), or
+    "" for a full answer."""
+    reason = reply.degraded_reason
+    if not reply.degraded or reason is None:
+        return ""
+    rerank = reason.value.startswith("rerank")
+    effect = "passages are in first-stage order" if rerank else "the query was searched as asked"
+    return f"Note: a degraded answer ({reason.value}): {_DEGRADED[reason]}, so {effect}.\n\n"

@@ -5,6 +5,7 @@ memory and retrieval as a tool. What it does is split by role: the connection
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, TypedDict, Unpack
 
@@ -29,6 +30,8 @@ from kbus_client.syncing import LibrarySyncs
 from kbus_client.tool import KbTool, scoped_tool
 
 _tracer = trace.get_tracer("kbus.client")
+
+log = logging.getLogger("kbus.client")
 
 
 class SearchOptions(TypedDict, total=False):
@@ -81,6 +84,8 @@ class KbClient(LibrarySyncs, LibraryReads):
         password and its inbox prefix, TLS, ...). ``retry=None`` sends every request once.
         ``acts_for``: the principals the credential may claim (None: anyone), as its operator
         issued it."""
+        # A connection error is one line in the log, not a traceback per server tried.
+        nats_options.setdefault("error_cb", _log_briefly)
         # Several servers (a cluster's) may be given, separated by commas.
         nc = await nats.connect([u.strip() for u in url.split(",")], **nats_options)
         return cls(
@@ -160,3 +165,7 @@ class KbClient(LibrarySyncs, LibraryReads):
         :func:`kbus_client.tool.scoped_tool`'s (name, tenant, k, description, write,
         principals, ...)."""
         return scoped_tool(self, libraries=libraries, **options)
+
+
+async def _log_briefly(exc: Exception) -> None:
+    log.warning("nats: %s", exc or type(exc).__name__)

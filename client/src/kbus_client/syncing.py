@@ -39,6 +39,10 @@ class SyncResult:
 
     receipt: LibraryReconciled
     published: int
+    #: The documents this sync asked for: new, at a new version, and no longer listed.
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
 
 
 class LibrarySyncs(DocumentWrites):
@@ -105,7 +109,14 @@ class LibrarySyncs(DocumentWrites):
         if receipt.refused is not None:
             code, _, reason = receipt.refused.partition(": ")
             raise PermanentError(reason or receipt.refused, code=code, stage="searcher")
-        return SyncResult(receipt, len(changed))
+        listed = {doc.document_id for doc, _ in wanted}
+        return SyncResult(
+            receipt,
+            len(changed),
+            added=tuple(d.document_id for d, _ in changed if d.document_id not in indexed),
+            changed=tuple(d.document_id for d, _ in changed if d.document_id in indexed),
+            deleted=tuple(sorted(set(indexed) - listed)),
+        )
 
     async def publish_sync(
         self,
@@ -127,9 +138,12 @@ class LibrarySyncs(DocumentWrites):
     ) -> list[tuple[DocumentAdded, bytes | None]]:
         made: dict[str, tuple[DocumentAdded, bytes | None]] = {}
         for fields in documents:
-            doc = self.new_document(
-                **{**fields, "library": library, "source": source, "tenant": tenant}
-            )
+            try:
+                doc = self.new_document(
+                    **{**fields, "library": library, "source": source, "tenant": tenant}
+                )
+            except ValueError as exc:
+                raise ValueError(f"{fields.get('document_id')}: {exc}") from exc
             if doc.document_id in made:
                 raise ValueError(f"two documents have the id {doc.document_id!r}")
             made[doc.document_id] = (doc, fields.get("data"))

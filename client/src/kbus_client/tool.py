@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from kbus_contract import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, Expand, NoMatchReason, SearchReply
+from kbus_contract import (
+    MAX_BUDGET_TOKENS,
+    MIN_BUDGET_TOKENS,
+    Expand,
+    NoMatchReason,
+    SearchReply,
+)
+from kbus_contract.errors import KbusError
+from kbus_contract.wire import describe_validation_error
 from opentelemetry import trace
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from kbus_client.citing import format_context
+from kbus_client.citing import degraded_note, format_context
 from kbus_client.memory import Memory
 
 if TYPE_CHECKING:
@@ -30,6 +40,41 @@ class Ask:
 
 
 _tracer = trace.get_tracer("kbus.client")
+
+
+#: What a model reads when it searched without a query.
+NEEDS_QUERY = "A search needs a query: call the tool again with the question as query."
+
+
+class ToolArguments(BaseModel):
+    """A model's arguments to the tool, read leniently (``"5"`` is 5) and checked once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["search", "remember", "list", "forget"] = "search"
+    query: str = ""
+    k: int | None = None
+    budget_tokens: int | None = None
+    expand: Expand | None = None
+    cursor: str | None = None
+    text: str | None = None
+    memory_id: str | None = None
+
+
+def tool_arguments(arguments: Mapping[str, Any] | str | bytes) -> ToolArguments:
+    """A tool call's arguments, as a mapping or the JSON text a model returns, or
+    ``ValueError`` saying in one sentence what is wrong with them."""
+    if isinstance(arguments, str | bytes):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError as exc:
+            raise ValueError(f"the arguments are not JSON ({exc})") from exc
+    if not isinstance(arguments, Mapping):
+        raise ValueError('the arguments must be a JSON object, such as {"query": "..."}')
+    try:
+        return ToolArguments.model_validate(dict(arguments))
+    except ValidationError as exc:
+        raise ValueError(describe_validation_error(exc)) from exc
 
 
 @dataclass(frozen=True)
@@ -161,22 +206,38 @@ class KbTool:
                 return format_for_model(reply)
             return format_context(reply, nothing_matched(reply))
 
-    async def call_json(self, arguments: dict[str, Any]) -> str:
-        """Run with a model's arguments (a dict parsed from its tool call)."""
-        action = arguments.get("action", "search")
-        if action == "search":
-            if "query" not in arguments:
-                return "A search needs a query."
+    async def call_json(self, arguments: Mapping[str, Any] | str | bytes) -> str:
+        """Run with a model's arguments: a mapping, or the JSON text of its tool call (OpenAI's
+        ``function.arguments``). Never raises for the model's mistakes or a failed search:
+        each is answered in one sentence the model can act on."""
+        try:
+            args = tool_arguments(arguments)
+        except ValueError as exc:
+            return f"Invalid arguments: {exc}. Call the tool again with corrected arguments."
+        if args.action != "search":
+            if self.memory is None:
+                return f"This tool cannot {args.action}: it only searches."
+            return await _remembering(self.memory, args)
+        if not args.query.strip():
+            return NEEDS_QUERY
+        try:
             return await self(
-                str(arguments["query"]),
-                arguments.get("k"),
-                budget_tokens=arguments.get("budget_tokens"),
-                expand=arguments.get("expand"),
-                cursor=arguments.get("cursor"),
+                args.query,
+                args.k,
+                budget_tokens=args.budget_tokens,
+                expand=args.expand,
+                cursor=args.cursor,
             )
-        if self.memory is None:
-            return f"This tool cannot {action}: it only searches."
-        return await _remembering(self.memory, action, arguments)
+        except (KbusError, ValueError) as exc:
+            return failed_search(exc)
+
+
+def failed_search(exc: Exception) -> str:
+    """A search that failed, as a model reads it: what happened and what to do."""
+    if isinstance(exc, KbusError):
+        again = " Try again shortly." if exc.retryable else ""
+        return f"The search failed ({exc.code}): {exc.reason}.{again}"
+    return f"The search failed: {exc}."
 
 
 _MEMORY_PROPERTIES: dict[str, Any] = {
@@ -190,10 +251,11 @@ _MEMORY_PROPERTIES: dict[str, Any] = {
 }
 
 
-async def _remembering(memory: Memory, action: str, arguments: dict[str, Any]) -> str:
+async def _remembering(memory: Memory, args: ToolArguments) -> str:
     """A memory action, answered in words a model reads."""
+    action = args.action
     if action == "remember":
-        text = str(arguments.get("text") or "").strip()
+        text = (args.text or "").strip()
         if not text:
             return "Nothing to remember: give the fact as text."
         return f"Remembered as {await memory.remember(text)}."
@@ -203,7 +265,7 @@ async def _remembering(memory: Memory, action: str, arguments: dict[str, Any]) -
             return "Nothing is remembered from this conversation."
         return "\n".join(f"{e.document_id} ({e.metadata.get('time', '')}): {e.title}" for e in kept)
     if action == "forget":
-        memory_id = str(arguments.get("memory_id") or "")
+        memory_id = args.memory_id or ""
         if not memory_id.startswith("memory/"):
             return "Give the memory_id that list showed."
         removed = await memory.forget(memory_id)
@@ -216,7 +278,7 @@ def format_for_model(reply: SearchReply) -> str:
     if not reply.searched:
         return "No library was searched."
     if not reply.results:
-        return nothing_matched(reply)
+        return degraded_note(reply) + nothing_matched(reply)
     blocks = []
     for rank, hit in enumerate(reply.results, 1):
         section = " > ".join(hit.heading_path)
@@ -228,7 +290,7 @@ def format_for_model(reply: SearchReply) -> str:
             head.append(f"section: {section}")
         head.append(f"source: {hit.source_uri or hit.document_id}")
         blocks.append("\n".join(head) + "\n" + hit.text.strip())
-    return "\n\n".join(blocks)
+    return degraded_note(reply) + "\n\n".join(blocks)
 
 
 def nothing_matched(reply: SearchReply) -> str:

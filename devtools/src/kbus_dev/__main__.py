@@ -93,7 +93,12 @@ def main() -> None:
     elif args.command == "demo":
         running = stack.up()
         demo.main(running.nats_url, args.examples)
-        print("\nkbus keeps running; `make stop` stops it.")
+        print(
+            f"\nkbus keeps running; `make stop` stops it. Try it yourself: the demo's tenant is "
+            f"{demo.TENANT!r} and its library {demo.LIBRARY!r}:\n"
+            f"  uv run kbus search 'how do I install on Linux' --tenant {demo.TENANT} "
+            f"--library {demo.LIBRARY}"
+        )
     elif args.command == "down":
         stack.down()
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from kbus_contract.base import MAX_BUDGET_MS
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
+from kbus_contract.identifiers import PATTERN_WORDS
 from kbus_contract.requests import ErrorReply
 
 M = TypeVar("M", bound=BaseModel)
@@ -63,11 +64,19 @@ def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
     parts = []
     for err in exc.errors(include_url=False, include_input=False)[:limit]:
         where = ".".join(str(p) for p in err["loc"]) or "message"
-        parts.append(f"{where}: {err['msg']}")
+        parts.append(f"{where}: {_words(err)}")
     more = exc.error_count() - limit
     if more > 0:
         parts.append(f"and {more} more")
     return "; ".join(parts)
+
+
+def _words(err: Any) -> str:
+    """Pydantic's message for one error, in words a person can act on."""
+    if err["type"] == "string_pattern_mismatch":
+        pattern = err.get("ctx", {}).get("pattern", "")
+        return "must be " + PATTERN_WORDS.get(pattern, f"text matching {pattern}")
+    return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
 
 
 def parse_reply(body: bytes, model: type[M], stage: str) -> M:

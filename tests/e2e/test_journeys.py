@@ -1,0 +1,132 @@
+"""A team's first week, journey by journey, typed as a person types it (issue 58)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+from kbus_client import KbClient
+from kbus_client.tool import KbTool
+from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
+
+from tests.e2e.conftest import Stack, kbus
+from tests.helpers import cli_env
+
+
+def _synced(stack: Stack, folder: Path, *options: str) -> dict[str, object]:
+    result = kbus(stack, "sync", str(folder), "--library", "team", "--json", *options)
+    body: dict[str, object] = json.loads(result.stdout)
+    body["stderr"] = result.stderr
+    return body
+
+
+def test_a_person_s_folder_syncs_around_what_kbus_cannot_read(stack: Stack, tmp_path: Path) -> None:
+    """An image, an empty file, names with spaces and other characters, a ``.git`` folder and
+    a log excluded by a glob: synced, edited and synced again."""
+    folder = tmp_path / "team"
+    (folder / ".git").mkdir(parents=True)
+    (folder / ".git" / "config").write_text("[core] the repository's own file\n")
+    (folder / "plans").mkdir()
+    (folder / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (folder / "empty.md").write_text("  \n")
+    (folder / "Meeting notes.md").write_text("# Meeting\n\nThe VPN rollout moves to March.\n")
+    (folder / "plans" / "Q1 (draft) — ünïcode.txt").write_text("Hire two site engineers.\n")
+    (folder / "debug.log").write_text("not a document\n")
+
+    first = _synced(stack, folder, "--exclude", "*.log")
+    assert sorted(first["added_documents"]) == [  # type: ignore[call-overload]
+        "Meeting~20notes.md",
+        "plans/Q1~20~28draft~29~20~E2~80~94~20~C3~BCn~C3~AFcode.txt",
+    ], first
+    said = str(first["stderr"])
+    assert "skipped " + str(folder / "image.png") + ": unsupported type .png" in said, said
+    assert "skipped " + str(folder / "empty.md") + ": the file is empty" in said, said
+    assert ".git" not in said, said
+    assert "debug.log" not in said, said
+
+    (folder / "Meeting notes.md").write_text("# Meeting\n\nThe VPN rollout moves to April.\n")
+    (folder / "plans" / "Q1 (draft) — ünïcode.txt").unlink()
+    second = _synced(stack, folder, "--exclude", "*.log")
+    assert second["changed_documents"] == ["Meeting~20notes.md"], second
+    assert second["deleted"] == 1, second
+    assert len(second["deleted_documents"]) == 1, second  # type: ignore[arg-type]
+    found = kbus(stack, "search", "when does the VPN rollout happen", "--library", "team")
+    assert "April" in found.stdout, found.stdout
+
+    # Indexed once and now unreadable: the sync stops, naming the file, and deletes nothing.
+    (folder / "Meeting notes.md").write_bytes(b"\xff\xfe not text")
+    stopped = kbus(stack, "sync", str(folder), "--library", "team", check=False)
+    assert stopped.returncode == 1
+    assert "nothing synced: cannot read " + str(folder / "Meeting notes.md") in stopped.stderr
+    assert "April" in kbus(stack, "search", "VPN rollout", "--library", "team").stdout
+
+
+#: A model's ordinary mistakes, each answered in one sentence (issue 58, finding 4).
+BAD_ARGUMENTS: list[object] = [
+    {"query": "vpn", "k": "five"},
+    {"query": "vpn", "expand": "bogus"},
+    {"query": ""},
+    {"query": "   "},
+    {"k": 3},
+    {"query": "vpn", "budget_tokens": 300, "cursor": "not-a-cursor"},
+    {"query": "vpn", "colour": "blue"},
+    {"query": ["vpn"]},
+    "[1, 2]",
+    "{not json",
+]
+JUNK: list[object] = ["", "vpn", "5", 5, -3, 10**9, 2.5, None, [], {}, "bogus", "document", True]
+
+
+def _one_sentence(text: object) -> None:
+    assert isinstance(text, str), text
+    assert text, text
+    assert "\n" not in text, text
+    assert "Traceback" not in text, text
+    assert text.endswith("."), text
+
+
+async def _tool(stack: Stack) -> tuple[KbClient, KbTool]:
+    client = await KbClient.connect(stack.nats_url, prefix=stack.topology.prefix, tenant="agentco")
+    await client.publish_document(library="it", document_id="vpn", title="VPN", text=VPN, wait=True)
+    return client, client.as_tool(libraries=["it"])
+
+
+VPN = "Connect to the office VPN with acme-vpn up; the gateway is vpn.acme.example."
+
+
+async def test_the_agent_tool_answers_every_bad_call_in_a_sentence(stack: Stack) -> None:
+    client, tool = await _tool(stack)
+    async with client:
+        for arguments in BAD_ARGUMENTS:
+            _one_sentence(await tool.call_json(arguments))  # type: ignore[arg-type]
+        # The JSON string OpenAI returns as function.arguments, with k as a string.
+        found = await tool.call_json('{"query": "how do I connect to the VPN", "k": "2"}')
+        assert "acme-vpn up" in found, found
+        # Any mix of names and values a model might send: an answer, never an exception.
+        rng = random.Random(58)
+        names = ["query", "k", "budget_tokens", "expand", "cursor", "action", "text", "other"]
+        for _ in range(60):
+            arguments = {n: rng.choice(JUNK) for n in rng.sample(names, rng.randint(0, 4))}
+            answer = await tool.call_json(arguments)
+            assert isinstance(answer, str), answer
+            assert answer, arguments
+            assert "Traceback" not in answer, answer
+
+
+async def test_mcp_answers_every_bad_call_in_a_sentence(stack: Stack) -> None:
+    client, _ = await _tool(stack)
+    await client.close()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kbus_cli", "mcp", "--library", "it"],
+        env=cli_env(stack.nats_url, stack.topology.prefix, "agentco"),
+    )
+    async with Client(params) as mcp:
+        for arguments in BAD_ARGUMENTS:
+            if not isinstance(arguments, dict) or "colour" in arguments:
+                continue  # an MCP host sends an object, and the SDK drops unknown names
+            result = await mcp.call_tool("search_knowledge_base", arguments)
+            _one_sentence("".join(c.text for c in result.content if isinstance(c, TextContent)))
