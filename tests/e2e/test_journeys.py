@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 import sys
 from pathlib import Path
 
-from kbus_client import KbClient
+from kbus_client import KbClient, SyncKbClient
 from kbus_client.tool import KbTool
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
@@ -130,3 +131,64 @@ async def test_mcp_answers_every_bad_call_in_a_sentence(stack: Stack) -> None:
                 continue  # an MCP host sends an object, and the SDK drops unknown names
             result = await mcp.call_tool("search_knowledge_base", arguments)
             _one_sentence("".join(c.text for c in result.content if isinstance(c, TextContent)))
+
+
+def test_the_blocking_client_offers_every_method_of_the_async_one(stack: Stack) -> None:
+    asynchronous = {
+        name
+        for name, member in inspect.getmembers(KbClient)
+        if not name.startswith("_") and inspect.iscoroutinefunction(member)
+    }
+    with SyncKbClient.connect(
+        stack.nats_url, prefix=stack.topology.prefix, tenant="blockco", acts_for=None
+    ) as kb:
+        assert asynchronous <= set(dir(kb)), asynchronous - set(dir(kb))
+        kb.publish_document(library="desk", document_id="kettle", title="", text=VPN, wait=True)
+        printer = "To print, badge in at the printer on floor 3."
+        synced = kb.sync_library("desk", [{"document_id": "printer", "text": printer}])
+        assert synced.deleted == ("kettle",), synced
+        assert [d.document_id for d in kb.documents("desk")] == ["printer"]
+        assert [lib.library for lib in kb.stats().libraries] == ["desk"]
+        tool = kb.as_tool(libraries=["desk"])
+        _one_sentence(tool.call_json('{"query": ""}'))
+        assert "badge in" in tool.call_json('{"query": "how do I print at the printer"}')
+        removed = kb.delete_document(library="desk", wait=True)
+        assert removed is not None
+
+
+def test_the_cli_says_what_went_wrong_in_one_line_and_asks_before_deleting_much(
+    stack: Stack, tmp_path: Path
+) -> None:
+    down = kbus(
+        stack, "search", "vpn", "--library", "x", "--nats-url", "nats://127.0.0.1:9", check=False
+    )
+    assert down.returncode == 2
+    assert down.stderr.strip().count("\n") == 0, down.stderr
+    assert "cannot reach NATS at nats://127.0.0.1:9" in down.stderr
+    assert "make up" in down.stderr
+
+    (tmp_path / "kettle.md").write_text("# Kettle\n\nThe kettle is descaled every Friday.\n")
+    ingested = json.loads(
+        kbus(stack, "ingest", str(tmp_path), "--library", "desk", "--json").stdout
+    )
+    assert ingested == {"indexed": 1, "files": 1, "failed": []}
+    listed = json.loads(kbus(stack, "documents", "--library", "desk", "--json").stdout)
+    assert [d["document_id"] for d in listed] == ["kettle.md"]
+    libraries = json.loads(kbus(stack, "libraries", "--json").stdout)
+    assert {lib["library"] for lib in libraries} >= {"desk"}
+
+    wrong = kbus(stack, "search", "kettle", "--library", "dsek")
+    assert "has no documents in 'dsek'" in wrong.stderr, wrong.stderr
+    assert "desk" in wrong.stderr
+
+    asked = kbus(stack, "delete", "--library", "desk", check=False)
+    assert asked.returncode == 2
+    assert "Pass --yes to confirm" in asked.stderr
+    still = json.loads(kbus(stack, "documents", "--library", "desk", "--json").stdout)
+    assert [d["document_id"] for d in still] == ["kettle.md"]
+    nothing = kbus(stack, "delete", "--library", "nope", "--yes")
+    assert "has no library 'nope'" in nothing.stderr
+
+    replay = kbus(stack, "dlq", "replay", "999999", check=False)
+    assert replay.returncode == 1
+    assert "no dead letter 999999" in replay.stderr

@@ -176,3 +176,15 @@ def test_error_replies_become_typed_errors() -> None:
         parse_reply(b"<html>", RerankReply, "reranker")
     ok = RerankReply(model="m", scores=(0.5,))
     assert parse_reply(ok.model_dump_json().encode(), RerankReply, "reranker") == ok
+
+
+def test_a_dead_lettered_document_s_text_lives_as_long_as_its_dead_letter() -> None:
+    """Replay finds the claim-checked text of any dead letter still held (issue 58)."""
+    from kbus_contract.topology import Topology
+
+    topology = Topology()
+    bodies = topology.bodies_stream.config.max_age
+    letters = topology.dead_letter_stream.config.max_age
+    assert bodies is not None
+    assert letters is not None
+    assert bodies >= letters

@@ -1,5 +1,5 @@
 """``python -m kbus_cli`` is the ``kbus`` command."""
 
-from kbus_cli.main import app
+from kbus_cli.main import cli
 
-app()
+cli()

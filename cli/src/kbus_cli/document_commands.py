@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,6 +24,7 @@ from rich.table import Table
 
 from kbus_cli.common import (
     DEFAULT_URL,
+    AsJson,
     NatsUrl,
     Prefix,
     Tenant,
@@ -58,6 +61,7 @@ def ingest(
     interactive: Annotated[
         bool, typer.Option(help="A person waits: ahead of the tenant's bulk work at every stage.")
     ] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Publish files as they are (text, Markdown, HTML, PDF, Word, PowerPoint, Excel, CSV and
     JSON records) and web pages by address; the ingestor parses them. Lists what failed."""
@@ -77,12 +81,19 @@ def ingest(
     failures = list(unreadable)
     publishing = Publishing(wait, timeout, interactive)
     ok = run(_ingest(docs, library, tenant, nats_url, prefix, publishing, failures))
-    out.print(f"{ok} of {len(docs) + len(unreadable)} files {'indexed' if wait else 'published'}")
-    if failures:
+    done = "indexed" if wait else "published"
+    if as_json:
+        failed = [{"file": name, "reason": reason} for name, reason in failures]
+        total = len(docs) + len(unreadable)
+        out.print_json(json.dumps({done: ok, "files": total, "failed": failed}))
+    else:
+        out.print(f"{ok} of {len(docs) + len(unreadable)} files {done}")
+    if failures and not as_json:
         table = Table("file", "reason", title="not ingested", title_style="red")
         for name, reason in failures:
             table.add_row(name, reason)
         out.print(table)
+    if failures:
         raise typer.Exit(1)
 
 
@@ -147,7 +158,9 @@ async def _ingest(
                         )
                         done += 1
                     except (DocumentRejectedError, ValueError, TimeoutError, KbError) as exc:
-                        failures.append((doc.document_id, str(exc) or type(exc).__name__))
+                        failures.append(
+                            (doc.origin or doc.document_id, str(exc) or type(exc).__name__)
+                        )
                     progress.advance(task)
 
             await asyncio.gather(*(one(d) for d in docs))
@@ -256,23 +269,48 @@ def delete(
     everything: Annotated[
         bool, typer.Option("--tenant-wide", help="Delete the whole tenant.")
     ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Delete a whole library or tenant without asking.")
+    ] = False,
     tenant: Tenant = "default",
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
 ) -> None:
-    """Delete a document, a library or a whole tenant, and wait for the receipt."""
+    """Delete a document, a library or a whole tenant, and wait for the receipt. A whole
+    library or tenant is deleted only after a confirmation (or --yes)."""
     if library is None and not everything:
-        err.print("[red]name a --library (and --document), or pass --tenant-wide[/]")
-        raise typer.Exit(2)
+        fail("name a --library (and --document), or pass --tenant-wide", code=2)
+    if document is None:
+        what = f"library {library!r}" if library else "every library"
+        _confirm(f"Delete {what} of tenant {tenant!r}, every document in it?", yes)
 
-    async def go() -> Any:
-        client = await connect(nats_url, prefix, tenant)
-        async with client:
-            return await client.delete_document(library=library, document_id=document, wait=True)
+    async def go() -> tuple[Any, list[str]]:
+        async with await connect(nats_url, prefix, tenant) as client:
+            held = [lib.library for lib in (await client.stats()).libraries]
+            removed = await client.delete_document(library=library, document_id=document, wait=True)
+            return removed, held
 
     try:
-        removed = run(go())
-    except (ValueError, TimeoutError) as exc:
-        err.print(f"[red]{exc or 'no receipt in time'}[/]")
-        raise typer.Exit(1) from exc
+        removed, held = run(go())
+    except (KbError, ValueError) as exc:
+        fail(str(exc), exc)
+    except TimeoutError as exc:
+        fail("no receipt in time: the deletion is published and will still take effect", exc)
     out.print(f"deleted {removed.chunks_deleted} chunks")
+    if library is not None and library not in held:
+        err.print(f"[yellow]tenant {tenant!r} has no library {library!r}: nothing was there[/]")
+    elif removed.chunks_deleted == 0:
+        err.print(
+            "[yellow]no chunk of it was indexed, so nothing searchable was removed (a copy "
+            "still on its way will not be indexed)[/]"
+        )
+
+
+def _confirm(question: str, yes: bool) -> None:
+    """Go on only if the person confirms (or passed --yes); without a terminal, --yes."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"{question} Pass --yes to confirm.", code=2)
+    if not typer.confirm(question, default=False, err=True):
+        fail("nothing deleted", code=1)

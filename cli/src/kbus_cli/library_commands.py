@@ -3,6 +3,7 @@ documents are cut, how its queries are transformed, what re-scores its candidate
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,11 +23,23 @@ from kbus_contract import (
 from pydantic import ValidationError
 from rich.table import Table
 
-from kbus_cli.common import DEFAULT_URL, NatsUrl, Prefix, Tenant, connect, err, out, run
+from kbus_cli.common import (
+    DEFAULT_URL,
+    AsJson,
+    NatsUrl,
+    Prefix,
+    Tenant,
+    connect,
+    err,
+    fail,
+    out,
+    run,
+)
 
 
 def libraries(
     tenant: Tenant = "default",
+    as_json: AsJson = False,
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
 ) -> None:
@@ -41,8 +54,16 @@ def libraries(
     try:
         rows = run(go())
     except KbError as exc:
-        err.print(f"[red]{exc}[/]")
-        raise typer.Exit(1) from exc
+        fail(str(exc), exc)
+    if as_json:
+        body = [
+            {**lib.model_dump(mode="json"), "profile": reply.model_dump(mode="json")}
+            for lib, reply in rows
+        ]
+        out.print_json(json.dumps(body))
+        return
+    if not rows:
+        err.print(f"[yellow]tenant {tenant!r} has no documents yet (--tenant, KBUS_TENANT)[/]")
     table = Table(
         "library",
         "documents",
@@ -168,6 +189,7 @@ def profile(
     depth: _Depth = None,
     example: _Example = None,
     tenant: Tenant = "default",
+    as_json: AsJson = False,
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
 ) -> None:
@@ -207,9 +229,40 @@ def profile(
     try:
         reply, indexed = run(go())
     except KbError as exc:
-        err.print(f"[red]{exc}[/]")
-        raise typer.Exit(1) from exc
+        fail(str(exc), exc)
+    if as_json:
+        out.print_json(reply.model_dump_json())
+        return
     _show(reply, indexed)
+
+
+def documents(
+    library: Annotated[str, typer.Option(help="The library.")],
+    tenant: Tenant = "default",
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Documents to list.")] = 100,
+    as_json: AsJson = False,
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """A library's indexed documents: id, title, version and source."""
+
+    async def go() -> Any:
+        async with await connect(nats_url, prefix, tenant) as client:
+            return await client.documents(library, limit=limit)
+
+    try:
+        found = run(go())
+    except (KbError, ValueError) as exc:
+        fail(str(exc), exc)
+    if as_json:
+        out.print_json(json.dumps([d.model_dump(mode="json") for d in found]))
+        return
+    table = Table("document", "title", "version", "source", title=f"{tenant}/{library}")
+    for d in found:
+        table.add_row(d.document_id, d.title, d.version, d.source_uri)
+    out.print(table)
+    if not found:
+        err.print(f"[yellow]tenant {tenant!r} has no documents in {library!r}[/]")
 
 
 def _links(

@@ -3,6 +3,8 @@ eval."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -11,9 +13,9 @@ import typer
 from kbus_cli.common import configure
 from kbus_cli.document_commands import delete, ingest, search
 from kbus_cli.eval_command import eval_command
-from kbus_cli.library_commands import libraries, profile
+from kbus_cli.library_commands import documents, libraries, profile
 from kbus_cli.mcp_command import mcp
-from kbus_cli.operation_commands import dlq_list, dlq_replay, status
+from kbus_cli.operation_commands import dlq_drop, dlq_list, dlq_replay, status
 from kbus_cli.sync_command import sync
 
 app = typer.Typer(
@@ -54,6 +56,20 @@ for command in (ingest, search, delete, sync, status, mcp):
     app.command()(command)
 dlq.command("list")(dlq_list)
 dlq.command("replay")(dlq_replay)
+dlq.command("drop")(dlq_drop)
 app.command("eval")(eval_command)
 app.command("libraries")(libraries)
+app.command("documents")(documents)
 app.command("profile")(profile)
+
+
+def cli() -> None:
+    """The ``kbus`` command: a failure nothing foresaw is one line, not a traceback
+    (``KBUS_DEBUG=1`` shows the traceback)."""
+    try:
+        app()
+    except Exception as exc:
+        if os.environ.get("KBUS_DEBUG"):
+            raise
+        print(f"kbus: {type(exc).__name__}: {exc} (KBUS_DEBUG=1 shows where)", file=sys.stderr)
+        raise SystemExit(1) from None

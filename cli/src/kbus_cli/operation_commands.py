@@ -2,28 +2,33 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated, Any
 
 import typer
-from kbus_client import KbError
+from kbus_client import KbClient, KbError
 from kbus_contract.lanes import Lane
+from nats.js.errors import APIError
 from rich.table import Table
 
 from kbus_cli.common import (
     DEFAULT_URL,
+    AsJson,
     NatsUrl,
     Prefix,
     Tenant,
     access,
     connect,
     err,
+    fail,
     out,
     run,
 )
 from kbus_cli.operations import (
     ReplayError,
     StageStatus,
+    StoredLetter,
     list_dead_letters,
     replay,
     stage_statuses,
@@ -32,6 +37,7 @@ from kbus_cli.operations import (
 
 def status(
     tenant: Tenant = "default",
+    as_json: AsJson = False,
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
 ) -> None:
@@ -49,6 +55,9 @@ def status(
             return stages, stats
 
     stages, stats = run(go())
+    if as_json:
+        _status_json(stages, stats)
+        return
     table = Table(
         "stage", "pending", "in flight", "redelivered", "pulling", "dead letters", title="pipeline"
     )
@@ -73,6 +82,17 @@ def status(
     out.print(libraries)
 
 
+def _status_json(stages: list[StageStatus], stats: Any) -> None:
+    body = {
+        "stages": [
+            {**dataclasses.asdict(s.backlog), "dead_letters": s.dead_letters} for s in stages
+        ],
+        "libraries": None if isinstance(stats, KbError) else stats.model_dump(mode="json"),
+        "error": str(stats) if isinstance(stats, KbError) else None,
+    }
+    out.print_json(json.dumps(body, default=str))
+
+
 def _print_tenants(stages: list[StageStatus], most: int = 20) -> None:
     """Each tenant's work waiting at each stage (the tenants holding most first)."""
     held: dict[str, dict[str, int]] = {}
@@ -92,30 +112,42 @@ def _print_tenants(stages: list[StageStatus], most: int = 20) -> None:
         out.print(f"... and {len(ranked) - most} more tenants")
 
 
+Library = Annotated[str | None, typer.Option(help="Only this library's dead letters.")]
+Code = Annotated[str | None, typer.Option(help="Only dead letters with this code.")]
+
+
+async def _letters(client: KbClient, library: str | None, code: str | None) -> list[StoredLetter]:
+    """The dead letters the credential may read, of one library or code if asked."""
+    tenant = _credential_tenant()
+    held = await list_dead_letters(client, tenant, restricted=access.names_restricted())
+    return [
+        s
+        for s in held
+        if (library is None or s.letter.library == library)
+        and (code is None or s.letter.code == code)
+    ]
+
+
 def dlq_list(
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    library: Library = None,
+    code: Code = None,
+    as_json: AsJson = False,
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
 ) -> None:
     """List dead letters with their reasons."""
 
-    async def go() -> Any:
-        client = await connect(nats_url, prefix, None)
-        async with client:
-            # A tenant's credential reads its tenant's dead letters; an operator, everyone's.
-            tenant = _credential_tenant()
-            return await list_dead_letters(client, tenant, restricted=access.names_restricted())
+    async def go() -> list[StoredLetter]:
+        # A tenant's credential reads its tenant's dead letters; an operator, everyone's.
+        async with await connect(nats_url, prefix, None) as client:
+            return await _letters(client, library, code)
 
     letters = run(go())
     if as_json:
-        out.print_json(
-            json.dumps(
-                [
-                    {"sequence": s.sequence, **s.letter.model_dump(exclude={"original"})}
-                    for s in letters
-                ]
-            )
-        )
+        body = [
+            {"sequence": s.sequence, **s.letter.model_dump(exclude={"original"})} for s in letters
+        ]
+        out.print_json(json.dumps(body))
         return
     table = Table("seq", "stage", "code", "tenant", "library", "document", "reason")
     for s in letters:
@@ -130,40 +162,85 @@ def dlq_list(
             lt.reason[:160],
         )
     out.print(table)
+    if not letters:
+        out.print("no dead letters")
 
 
 def dlq_replay(
     sequence: Annotated[list[int] | None, typer.Argument(help="Dead letters to replay.")] = None,
-    everything: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Replay every dead letter (of --library, --code).")
+    ] = False,
+    library: Library = None,
+    code: Code = None,
     nats_url: NatsUrl = DEFAULT_URL,
     prefix: Prefix = "",
 ) -> None:
     """Publish dead letters' original messages again (after fixing the cause)."""
+    if not everything and not sequence:
+        fail("name dead letters by sequence (kbus dlq list shows them), or pass --all", code=2)
 
     async def go() -> tuple[int, list[str]]:
-        client = await connect(nats_url, prefix, None)
         problems: list[str] = []
         replayed = 0
-        async with client:
-            tenant = _credential_tenant()
-            held = await list_dead_letters(client, tenant, restricted=access.names_restricted())
-            for stored in held:
-                if not everything and stored.sequence not in (sequence or []):
-                    continue
+        async with await connect(nats_url, prefix, None) as client:
+            held = await _letters(client, library, code)
+            chosen = held if everything else [s for s in held if s.sequence in (sequence or [])]
+            problems += [f"no dead letter {n}" for n in _missing(sequence, held, everything)]
+            for stored in chosen:
                 try:
-                    await replay(client.nc, client.topology, stored, remove=tenant is None)
+                    remove = _credential_tenant() is None
+                    await replay(client.nc, client.topology, stored, remove=remove)
                     replayed += 1
                 except ReplayError as exc:
                     problems.append(str(exc))
         return replayed, problems
 
-    if not everything and not sequence:
-        err.print("[red]name dead letters by sequence, or pass --all[/]")
-        raise typer.Exit(2)
     replayed, problems = run(go())
     out.print(f"replayed {replayed}")
     for problem in problems:
         err.print(f"[yellow]{problem}[/]")
+    if problems:
+        raise typer.Exit(1)
+
+
+def _missing(asked: list[int] | None, held: list[StoredLetter], everything: bool) -> list[int]:
+    there = {s.sequence for s in held}
+    return [] if everything else [n for n in asked or [] if n not in there]
+
+
+#: JetStream's error code for a sequence the stream does not hold.
+NO_MESSAGE = 10057
+
+
+def dlq_drop(
+    sequence: Annotated[list[int], typer.Argument(help="Dead letters to drop.")],
+    nats_url: NatsUrl = DEFAULT_URL,
+    prefix: Prefix = "",
+) -> None:
+    """Remove dead letters for good (an operator's credential; a tenant's are removed by the
+    stream's age limit)."""
+    if _credential_tenant() is not None:
+        fail("a tenant's credential cannot drop dead letters: they expire after 30 days")
+
+    async def go() -> list[int]:
+        async with await connect(nats_url, prefix, None) as client:
+            js = client.nc.jetstream()
+            stream = client.topology.dead_letter_stream.name
+            missing = []
+            for n in sequence:
+                try:
+                    await js.delete_msg(stream, n)
+                except APIError as exc:
+                    if exc.err_code != NO_MESSAGE:
+                        raise
+                    missing.append(n)
+            return missing
+
+    missing = run(go())
+    out.print(f"dropped {len(sequence) - len(missing)}")
+    if missing:
+        fail("no dead letter " + ", ".join(map(str, missing)))
 
 
 def _credential_tenant() -> str | None:

@@ -71,7 +71,7 @@ async def read_body(
     if not parts:
         raise PermanentError(
             f"the text its claim check names ({ref.name}) is not in the store: it expired, "
-            "was removed, or was never stored",
+            "was removed, or was never stored. Publish the document again (kbus ingest FILE)",
             code=ErrorCode.BODY_MISSING,
         )
     if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:

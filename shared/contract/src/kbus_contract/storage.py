@@ -20,6 +20,8 @@ from nats.js.api import (
 )
 
 DAY = 24 * 60 * 60.0
+#: How long a dead letter is kept; a dead-lettered document's claim-checked text as long.
+DEAD_LETTER_AGE_S = 30 * DAY
 #: A tenant's lane consumer nobody has pulled from for this long is removed by the server; the
 #: tenant's next work makes it again (what it held stays in the stream meanwhile).
 LANE_IDLE_S = 60 * 60.0
@@ -64,7 +66,9 @@ def receipts_stream(name: str, subjects: list[str], *, replicas: int, max_bytes:
 
 def dead_letter_stream(name: str, subjects: list[str], *, replicas: int, max_bytes: int) -> Stream:
     """Dead letters are the record of what failed: refuse new ones rather than drop old ones."""
-    return _records(name, subjects, replicas, max_bytes, 30 * DAY, DiscardPolicy.NEW, dedupe=False)
+    return _records(
+        name, subjects, replicas, max_bytes, DEAD_LETTER_AGE_S, DiscardPolicy.NEW, dedupe=False
+    )
 
 
 def _records(
@@ -105,15 +109,16 @@ def advisories_stream(name: str, subjects: list[str], *, replicas: int, max_byte
 
 
 def bodies_stream(name: str, subjects: list[str], *, replicas: int, max_bytes: int) -> Stream:
-    """The store of large texts: parts wait until the message naming them is settled (then
-    they are removed); the age limit bounds what a crash leaves. A full store refuses a new
+    """The store of large texts: parts wait until the message naming them is indexed (then
+    they are removed); a dead-lettered document's stay as long as its dead letter, so that its
+    replay finds them, and the age limit bounds what a crash leaves. A full store refuses a new
     part rather than drop a stored one. Any replica answers a read (parts never change)."""
     return _declared(
         name,
         num_replicas=replicas,
         subjects=subjects,
         retention=RetentionPolicy.LIMITS,
-        max_age=7 * DAY,
+        max_age=DEAD_LETTER_AGE_S,
         discard=DiscardPolicy.NEW,
         max_bytes=max_bytes,
         duplicate_window=DEDUPE_WINDOW_S,
