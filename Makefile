@@ -2,10 +2,16 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install demo up up-cluster stop test unit lint docs bench bench-fairness bench-context bench-access bench-neighbour chaos chaos-cluster
+.PHONY: install cli demo up up-cluster stop test unit lint docs bench bench-fairness bench-context bench-access bench-neighbour chaos chaos-cluster
 
 install:
 	./scripts/install.sh
+
+# The kbus command on your PATH, for use outside the repository (it runs from .venv).
+cli: install
+	mkdir -p $(HOME)/.local/bin
+	ln -sf $(CURDIR)/.venv/bin/kbus $(HOME)/.local/bin/kbus
+	@echo "linked $(HOME)/.local/bin/kbus; add $(HOME)/.local/bin to PATH if it is not there"
 
 demo: install
 	$(RUN) python -m kbus_dev demo

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from kbus_cli.evaluation import Dataset, Mode, Recorder, evaluate_dataset
 from kbus_client import KbError
-from kbus_contract import SearchReply
+from kbus_contract import LibraryStats, SearchReply, StatsReply
+from kbus_contract.errors import TransientError
 
 from tests.helpers import search_reply as _reply
 
@@ -21,11 +22,24 @@ from tests.helpers import search_reply as _reply
 class Searcher:
     """Answers q1 with d1, refuses q2, and fails the whole second mode once it has begun."""
 
-    def __init__(self) -> None:
+    tenant = "eval"
+
+    def __init__(self, refusals: int = 0, held: int = 1) -> None:
         self.calls = 0
+        self.refusals = refusals
+        self.held = held
+
+    async def stats(self) -> StatsReply:
+        libraries = (LibraryStats(library="lib", documents=self.held, chunks=self.held),)
+        return StatsReply(tenant=self.tenant, libraries=libraries)
 
     async def search(self, query: str, **options: Any) -> SearchReply:
         self.calls += 1
+        if self.refusals:
+            self.refusals -= 1
+            raise TransientError(
+                "over 100 searches a second", code="quota_exceeded", retry_after_s=0.01
+            )
         if query == "too long":
             raise ValueError("query: String should have at most 32768 characters")
         if options.get("search_type") == "keyword":
@@ -89,3 +103,36 @@ async def test_scores_are_on_disk_after_each_mode(tmp_path: Path) -> None:
         library="lib",
     )
     assert saved == [{"hybrid"}, {"hybrid", "vector"}]
+
+
+async def test_a_search_refused_by_the_quota_is_asked_again_never_scored_a_miss(
+    tmp_path: Path,
+) -> None:
+    searcher = Searcher(refusals=7)
+    result = await evaluate_dataset(
+        searcher,  # type: ignore[arg-type]
+        DATA,
+        "test",
+        [Mode("hybrid")],
+        False,
+        lambda *_: None,
+        Recorder(tmp_path),
+        library="lib",
+    )
+    assert "q1" not in result.errors["hybrid"]
+    assert searcher.calls == 2 + 7
+
+
+async def test_an_empty_or_unknown_library_is_an_error_not_a_run_of_zeros(tmp_path: Path) -> None:
+    for library, held in (("lib", 0), ("elsewhere", 5)):
+        with pytest.raises(ValueError, match="holds no documents"):
+            await evaluate_dataset(
+                Searcher(held=held),  # type: ignore[arg-type]
+                DATA,
+                "test",
+                [Mode("hybrid")],
+                False,
+                lambda *_: None,
+                Recorder(tmp_path),
+                library=library,
+            )

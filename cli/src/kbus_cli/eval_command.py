@@ -15,7 +15,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from kbus_cli.common import DEFAULT_URL, NatsUrl, Prefix, Tenant, connect, err, run
+from kbus_cli.common import DEFAULT_URL, NatsUrl, Prefix, Tenant, connect, err, fail, run
 from kbus_cli.evaluation import (
     DEFAULT_MODES,
     MODES,
@@ -129,7 +129,9 @@ def eval_command(
     """Measure retrieval quality on a BEIR dataset through the bus, every mode side by side.
 
     Each query's answer is written to runs.jsonl as it comes and the scores after each mode; a
-    query that fails is recorded with its reason, scored 0, and the run goes on.
+    query that fails is recorded with its reason, scored 0, and the run goes on. A search the
+    tenant's quota refuses waits as long as the refusal says and is asked again (up to 5
+    minutes): a refusal is never scored as a miss.
     """
     names = mode or list(DEFAULT_MODES)
     unknown = [m for m in names if m not in MODES] + ([style] if style not in STYLES else [])
@@ -139,11 +141,23 @@ def eval_command(
     data = Dataset.load(folder, split, max_queries, max_documents).with_style(style)
     questions = held_out(_lines(off_topic), split) if off_topic else None
     modes = expand(names, alpha, rerank_depth, min_similarity, min_evidence)
-    result = run(
-        _evaluate(
-            data, split, modes, exclude_self, library, questions, results, tenant, nats_url, prefix
+    try:
+        result = run(
+            _evaluate(
+                data,
+                split,
+                modes,
+                exclude_self,
+                library,
+                questions,
+                results,
+                tenant,
+                nats_url,
+                prefix,
+            )
         )
-    )
+    except ValueError as exc:
+        fail(str(exc), exc)
     typer.echo(markdown(result))
     if result.rejected:
         err.print(f"[yellow]{len(result.rejected)} documents were rejected[/]")

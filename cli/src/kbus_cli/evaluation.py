@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from kbus_client import DocumentRejectedError, KbClient, KbError
+from kbus_contract import SearchReply
+from kbus_contract.errors import ErrorCode, TransientError
 
 from kbus_cli.metrics import evaluate
 from kbus_cli.styles import make_queries
@@ -220,7 +222,8 @@ async def run_mode(
     async def one(query_id: str) -> None:
         async with limit:
             try:
-                reply = await kb.search(
+                reply = await paced(
+                    kb,
                     data.queries[query_id],
                     libraries=[library],
                     k=DEPTH,
@@ -261,13 +264,42 @@ async def run_mode(
     return out
 
 
+#: How long a search refused by the tenant's quota is asked again before it counts as failed.
+QUOTA_PATIENCE_S = 300.0
+
+
+async def paced(kb: KbClient, query: str, **options: Any) -> SearchReply:
+    """A search asked again, after the wait the refusal names, for as long as the tenant's
+    search quota refuses it: a refusal is never scored as a miss."""
+    deadline = time.monotonic() + QUOTA_PATIENCE_S
+    while True:
+        try:
+            return await kb.search(query, **options)
+        except TransientError as exc:
+            if exc.code != ErrorCode.QUOTA_EXCEEDED or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(exc.retry_after_s or 1.0)
+
+
+async def require_documents(kb: KbClient, library: str) -> None:
+    """``ValueError`` unless the library holds documents of the client's tenant: a run over an
+    empty or misnamed library would score zeros."""
+    held = {lib.library: lib.documents for lib in (await kb.stats()).libraries}
+    if not held.get(library):
+        named = ", ".join(sorted(held)) or "none"
+        raise ValueError(
+            f"library {library!r} of tenant {kb.tenant!r} holds no documents (its libraries: "
+            f"{named}); leave out --library to ingest the dataset"
+        )
+
+
 async def count_no_match(kb: KbClient, library: str, questions: list[str]) -> int:
     """How many off-topic questions get ``no_match`` from a default search of the library (a
     question that fails counts as not answered no_match)."""
 
     async def one(question: str) -> bool:
         try:
-            reply = await kb.search(question, libraries=[library], rerank=False, timeout_s=300)
+            reply = await paced(kb, question, libraries=[library], rerank=False, timeout_s=300)
         except (KbError, ValueError, TimeoutError):
             return False
         return reply.no_match
@@ -296,6 +328,8 @@ async def evaluate_dataset(
     if fresh:
         result.ingest_seconds, result.rejected = await ingest(kb, data, library, progress)
         recorder.save(result)
+    else:
+        await require_documents(kb, library)
     for mode in modes:
         run = await run_mode(kb, data, library, mode, exclude_self, progress, recorder)
         result.modes[mode.label] = evaluate(run.ranked, data.qrels)
