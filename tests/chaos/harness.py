@@ -49,6 +49,8 @@ class ChaosConfig:
     publish_seconds: float = 150.0
     kills_per_service: int = 3
     weaviate_outage_s: float = 20.0
+    #: On one node: NATS restarted and Weaviate stopped, once each, besides the kills.
+    outages: bool = True
     seed: int = 7
     #: The negative control: services ack before processing, so kills lose messages.
     ack_first: bool = False

@@ -71,8 +71,9 @@ def schedule(config: ChaosConfig, rng: random.Random, streams: int = 0) -> list[
         ]
         return sorted(actions)
     # NATS and Weaviate go down once each, apart from each other.
-    actions.append((rng.uniform(0.15, 0.4) * window, "restart:nats"))
-    actions.append((rng.uniform(0.55, 0.8) * window, "outage:weaviate"))
+    if config.outages:
+        actions.append((rng.uniform(0.15, 0.4) * window, "restart:nats"))
+        actions.append((rng.uniform(0.55, 0.8) * window, "outage:weaviate"))
     return sorted(actions)
 
 

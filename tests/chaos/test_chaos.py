@@ -37,8 +37,12 @@ async def test_the_checker_sees_the_loss_when_services_ack_before_processing(
 ) -> None:
     """The same kills, but the documents come in one burst, so each stage holds work when it
     is killed: at 200 documents spread over 15 s the stages keep up, and a kill of an idle
-    service acked nothing it had not finished (one CI run lost nothing)."""
-    report = await run_chaos(replace(CI_SIZE, ack_first=True, publish_seconds=4.0), tmp_path)
+    service acked nothing it had not finished (one CI run lost nothing). The kills alone show
+    the loss: NATS and Weaviate stay up."""
+    control = replace(
+        CI_SIZE, ack_first=True, publish_seconds=4.0, outages=False, quiet_documents=0
+    )
+    report = await run_chaos(control, tmp_path)
     findings = report.findings
     lost = (
         findings.documents_lost
@@ -100,38 +104,29 @@ async def test_a_cluster_loses_nothing_and_answers_every_search_through_kills_an
     assert control.answered < control.asked, report.actions
 
 
-async def test_with_one_query_searcher_a_killed_replica_is_a_gap(tmp_path: Path) -> None:
-    """The searches' negative control: one query searcher, SIGKILLed twice, is a stretch
-    without answers longer than the target allows, retries or not."""
-    control = replace(
-        CLUSTER_CI_SIZE,
-        replicas=1,
-        kill_stages="query",
-        kills_per_service=2,
-        leader_kills=0,
-        weaviate_kills=0,
-        rolling_restart=False,
-    )
-    report = await run_chaos(control, tmp_path)
-    assert report.search_control
-    assert report.searches.longest_gap_s > SEARCH_GAP_TARGET_S, report.searches
-    assert report.as_expected()
-
-
-async def test_with_one_copy_a_node_down_leaves_its_tenants_unreadable(
+async def test_with_one_copy_of_everything_a_kill_is_a_gap_and_a_node_down_hides_tenants(
     tmp_path: Path,
 ) -> None:
+    """The negative controls of the cluster run, in one run on the same cluster: one query
+    searcher, SIGKILLed twice, is a stretch without answers longer than the target allows,
+    retries or not; and with one copy of each Weaviate shard, the node killed (the fullest)
+    held some tenant's only copy, which no live node could read."""
     control = replace(
         CLUSTER_CI_SIZE,
         replicas=1,
         replication=1,
         raft_leader_first=False,
-        kills_per_service=0,
+        kill_stages="query",
+        kills_per_service=2,
         leader_kills=0,
-        searches_per_s=0.0,
+        weaviate_kills=1,
+        publish_seconds=20.0,
         rolling_restart=False,
         repair_timeout_s=20.0,
+        quiet_documents=0,
     )
     report = await run_chaos(control, tmp_path)
-    # The node killed holds the most shards, so some tenant had its only copy there.
+    assert report.search_control
+    assert sum("kill:query" in a for a in report.actions) == 2, report.actions
+    assert report.searches.longest_gap_s > SEARCH_GAP_TARGET_S, report.searches
     assert report.tenants_unreadable > 0, report.actions
