@@ -31,7 +31,8 @@ test: install
 	$(RUN) ruff format --check .
 	$(RUN) mypy
 	$(RUN) lint-imports
-	$(RUN) pytest -q -p no:cacheprovider --durations=15
+	$(RUN) pytest -q -p no:cacheprovider -n 2 tests/unit  # no servers: on both cores
+	$(RUN) pytest -q -p no:cacheprovider --durations=15 --ignore=tests/unit
 
 unit:
 	$(RUN) pytest -q tests/unit
