@@ -15,6 +15,7 @@ from mcp.types import TextContent
 
 from tests.e2e.conftest import Stack, kbus
 from tests.helpers import cli_env
+from tests.webserver import Site, serve
 
 
 def _synced(stack: Stack, folder: Path, *options: str) -> dict[str, object]:
@@ -192,3 +193,34 @@ def test_the_cli_says_what_went_wrong_in_one_line_and_asks_before_deleting_much(
     replay = kbus(stack, "dlq", "replay", "999999", check=False)
     assert replay.returncode == 1
     assert "no dead letter 999999" in replay.stderr
+
+
+def test_a_sitemap_sync_stops_waiting_for_a_page_that_was_refused(stack: Stack) -> None:
+    """A page the ingestor cannot fetch is dead-lettered in a second: the sync names it at
+    once, instead of waiting out its settle time (here 600 s, longer than the command may
+    take) and calling it "not searchable in time"."""
+    site = Site()
+    site.pages["/ok.html"] = ("text/html", b"<h1>Parking</h1><p>Level -2 is for visitors.</p>")
+    urls = "".join(
+        f"<url><loc>{site.url}{p}</loc><lastmod>2026-12-01</lastmod></url>"
+        for p in ("/ok.html", "/gone.html")
+    )
+    site.pages["/sitemap.xml"] = ("application/xml", f"<urlset>{urls}</urlset>".encode())
+    with serve(site):
+        result = kbus(
+            stack,
+            "sync",
+            f"{site.url}/sitemap.xml",
+            "--library",
+            "site",
+            "--settle",
+            "600",
+            "--json",
+            check=False,
+        )
+    body = json.loads(result.stdout)
+    assert (body["added"], body["failed"]) == (1, 1), body
+    [named] = body["dead_lettered"]
+    assert named.startswith(site.url.split("://", 1)[1] + "/gone.html: "), named
+    assert body["unsettled"] == [], body
+    assert result.returncode == 1

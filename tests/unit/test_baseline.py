@@ -61,3 +61,16 @@ async def test_an_old_measurement_is_taken_again() -> None:
 async def test_no_baseline_when_the_embedders_run_another_model() -> None:
     baselines = Baselines(Counts(model="other").embed)
     assert await baselines.of(Counts(), ["lib"], "m") is None
+
+
+async def test_what_is_kept_follows_the_tenants_searching_not_the_tenant_count() -> None:
+    """Many tenants' searches keep at most ``max_kept`` baselines, and a baseline in use is
+    kept over one that is not (issue 57: nothing grows with the tenant count)."""
+    baselines = Baselines(Counts().embed, max_kept=50)
+    busy = Counts()
+    for n in range(500):
+        await baselines.of(Counts(), [f"lib{n}"], "m")  # a tenant's library searched once
+        assert baselines.kept <= 50
+        if n % 10 == 0:
+            await baselines.of(busy, ["busy"], "m")
+    assert busy.searches == len(probes())  # measured once, kept throughout

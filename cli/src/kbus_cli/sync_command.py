@@ -185,5 +185,7 @@ def _show(result: SyncResult, as_json: bool) -> None:
             out.print(f"{word}: {document_id}", markup=False, highlight=False)
     for document_id in result.deleted:
         out.print(f"deleted: {document_id}", markup=False, highlight=False)
+    for named in receipt.dead_lettered:
+        err.print(f"dead-lettered (kbus dlq list shows it): {named}", style="red", markup=False)
     for document_id in receipt.unsettled:
-        err.print(f"[red]not searchable in time: {document_id}[/]")
+        err.print(f"not searchable in time: {document_id}", style="red", markup=False)

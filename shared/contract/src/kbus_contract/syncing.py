@@ -91,6 +91,12 @@ class LibraryReconciled(Contract):
         description="Why the sync was not applied at all (code: reason; its dead letter holds "
         "it); the counts are then 0.",
     )
+    dead_lettered: tuple[str, ...] = Field(
+        default=(),
+        description=f"The first {MAX_NAMED} listed documents dead-lettered while the sync "
+        "waited for them, each as 'id: code: reason' (counted as failed; the sync stopped "
+        "waiting for them).",
+    )
 
 
 class VersionsRequest(Contract):

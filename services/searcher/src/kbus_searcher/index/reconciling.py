@@ -14,23 +14,34 @@ so the later one's list decides what a document published between them becomes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from faststream.nats.message import NatsMessage
-from kbus_contract import DocumentDeleted, LibraryReconciled, LibrarySync, SyncEntry
+from kbus_contract import (
+    DocumentDeleted,
+    DocumentFailed,
+    LibraryReconciled,
+    LibrarySync,
+    SyncEntry,
+)
 from kbus_contract.claimcheck import discard_body, read_body
 from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.syncing import MAX_LISTED, MAX_NAMED
 from kbus_contract.tenancy import require_library
 from kbus_runtime.stage import Stage, stream_sequence
+from nats.errors import Error as NatsError
+from nats.js.errors import APIError
 from pydantic import ValidationError
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.index.deleting import Deleter
+from kbus_searcher.state.records import read_records
 from kbus_searcher.state.syncmarks import PART_BYTES, SyncMarks, parts
 from kbus_searcher.state.versions import Versions
 from kbus_searcher.store import ChunkStore, Scope
@@ -44,6 +55,8 @@ PAGE = 1_000
 AT_ONCE = 32
 #: Seconds between two looks at the listed documents still waited for (it grows to the cap).
 POLL_S, POLL_CAP_S = 0.5, 5.0
+#: Failure receipts read at one look (the rest at the next).
+MAX_FAILURES_READ = 1_000
 
 
 @dataclass
@@ -103,6 +116,21 @@ def _add(listed: dict[str, str], entry: SyncEntry) -> None:
         )
 
 
+@dataclass
+class Waited:
+    """The documents one sync waits for, and those dead-lettered meanwhile."""
+
+    sync: LibrarySync
+    #: Listed documents not yet searchable at their listed version: id to (version, indexed).
+    pending: dict[str, tuple[str, bool]]
+    sequence: int
+    #: When the sync was stored: failures from then on are this sync's documents'.
+    stored: datetime
+    #: The last receipt read, so each look reads only the new ones.
+    receipts_after: int = 0
+    dead: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass(eq=False)
 class Reconciler:
     """Applies ``document.synced`` messages, one receipt each on ``document.reconciled``."""
@@ -118,19 +146,22 @@ class Reconciler:
         """Settle one ``document.synced`` message, for the tenant and library of its subject."""
         sequence = stream_sequence(message) or 0
         sent = self.stage.topology.identity(message.raw_message.subject)
+        stored = message.raw_message.metadata.timestamp
 
         async def work(sync: LibrarySync) -> None:
             require_library(sent, sync.tenant, sync.library)
             try:
-                await self.reconcile(sync, sequence)
+                await self.reconcile(sync, sequence, stored)
             except PermanentError as exc:
                 await self._refused(sync, sequence, exc)
                 raise
 
         await self.stage.settle(message, LibrarySync, work)
 
-    async def reconcile(self, sync: LibrarySync, sequence: int) -> LibraryReconciled:
-        """Apply one sync published at ``sequence``, and publish its receipt."""
+    async def reconcile(
+        self, sync: LibrarySync, sequence: int, stored: datetime | None = None
+    ) -> LibraryReconciled:
+        """Apply one sync published at ``sequence`` (``stored`` then), and publish its receipt."""
         listed = await self._listed(sync)
         await self._room_for(sync, listed)
         # Before the store is read: a publish it does not list, written after that read, is
@@ -138,7 +169,8 @@ class Reconciler:
         await self.syncs.record(sync.tenant, sync.library, sync.source, sequence, listed)
         plan = plan_sync(listed, await self._indexed(sync), sequence)
         await _gather(plan.delete, lambda i: self._delete(sync, i, sequence))
-        settled, superseded, unsettled = await self._settle(sync, plan.pending, sequence)
+        waited = Waited(sync, plan.pending, sequence, stored or datetime.now(UTC))
+        settled, superseded, unsettled = await self._settle(waited)
         added = sum(1 for i in settled if not plan.pending[i][1])
         receipt = LibraryReconciled(
             tenant=sync.tenant,
@@ -150,8 +182,11 @@ class Reconciler:
             unchanged=plan.unchanged,
             deleted=len(plan.delete),
             superseded=len(superseded),
-            failed=len(unsettled),
+            failed=len(unsettled) + len(waited.dead),
             unsettled=tuple(sorted(unsettled)[:MAX_NAMED]),
+            dead_lettered=tuple(f"{i}: {why}" for i, why in sorted(waited.dead.items()))[
+                :MAX_NAMED
+            ],
         )
         await self._send(sync, sequence, receipt)
         await self._discard(sync)
@@ -239,12 +274,11 @@ class Reconciler:
         )
         await self.deleter.delete(deletion, sequence, f"removed:{sequence}:{document_id}")
 
-    async def _settle(
-        self, sync: LibrarySync, pending: dict[str, tuple[str, bool]], sequence: int
-    ) -> tuple[set[str], set[str], set[str]]:
+    async def _settle(self, waited: Waited) -> tuple[set[str], set[str], set[str]]:
         """The pending documents that became searchable at their listed version (or at one
         published after the sync) within ``settle_s``; those a deletion published after the
-        sync removed; and the others."""
+        sync removed; and the others. One dead-lettered meanwhile is not waited for."""
+        sync, pending, sequence = waited.sync, waited.pending, waited.sequence
         waiting = set(pending)
         settled: set[str] = set()
         superseded: set[str] = set()
@@ -266,6 +300,7 @@ class Reconciler:
             )
             superseded |= {i for i, mark in zip(ids, marks, strict=True) if mark > sequence}
             waiting -= settled | superseded
+            waiting -= await self._dead_lettered(waited, waiting)
             if not waiting or time.monotonic() + pause > deadline:
                 break
             await asyncio.sleep(pause)
@@ -280,6 +315,34 @@ class Reconciler:
                 settle_s,
             )
         return settled - superseded, superseded, waiting
+
+    async def _dead_lettered(self, waited: Waited, waiting: set[str]) -> set[str]:
+        """The documents waited for whose ``document.failed`` receipt was stored since the
+        sync (kept in ``waited.dead`` with why); none if the receipts cannot be read now."""
+        sync, t = waited.sync, self.stage.topology
+        subjects = [
+            t.subject("document.failed", restricted, tenant=sync.tenant, library=sync.library)
+            for restricted in (False, True)
+        ]
+        try:
+            found, _ = await read_records(
+                self.stage.broker.connection,
+                t.receipts_stream.name,
+                subjects,
+                MAX_FAILURES_READ,
+                after=waited.receipts_after,
+                since=None if waited.receipts_after else waited.stored,
+            )
+        except (APIError, NatsError, TimeoutError) as exc:
+            log.warning("the failures of sync %s could not be read: %s", sync.sync_id, exc)
+            return set()
+        for msg in found:
+            waited.receipts_after = msg.metadata.sequence.stream
+            with contextlib.suppress(ValidationError):
+                failed = DocumentFailed.model_validate_json(msg.data)
+                if failed.document_id in waiting:
+                    waited.dead[failed.document_id] = f"{failed.code}: {failed.reason}"
+        return waiting & set(waited.dead)
 
     async def _discard(self, sync: LibrarySync) -> None:
         """Remove the claim-checked list once its receipt is out (best effort: the store's

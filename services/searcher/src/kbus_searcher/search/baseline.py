@@ -22,6 +22,8 @@ from kbus_searcher.store import StoreView
 
 #: Vectors of texts for queries (the embedder's): (model, vectors).
 EmbedQueries = Callable[[list[str]], Awaitable[tuple[str, list[list[float]]]]]
+#: Baselines kept at most, by default.
+MAX_KEPT = 10_000
 #: tenant, libraries, readers (None: every document), model
 Key = tuple[str, tuple[str, ...], tuple[str, ...] | None, str]
 
@@ -35,9 +37,12 @@ def probes() -> list[str]:
 class Baselines:
     """Each set of libraries' baseline similarity, measured on first use and kept a while."""
 
-    def __init__(self, embed: EmbedQueries, ttl_s: float = 600.0) -> None:
+    def __init__(self, embed: EmbedQueries, ttl_s: float = 600.0, max_kept: int = MAX_KEPT) -> None:
         self._embed = embed
         self.ttl_s = ttl_s
+        #: Baselines kept at most: what is kept follows the tenants searching now, never the
+        #: tenant count (the expired go first, then the least recently used).
+        self.max_kept = max_kept
         self._texts = probes()
         self._vectors: dict[str, list[list[float]]] = {}
         self._known: dict[Key, tuple[float, asyncio.Future[float | None]]] = {}
@@ -48,15 +53,32 @@ class Baselines:
         scope = view.scope
         key = (scope.tenant, tuple(sorted(libraries)), scope.readers, model)
         known = self._known.get(key)
-        if known is None or time.monotonic() - known[0] > self.ttl_s:
-            future = asyncio.ensure_future(self._measure(view, key))
-            known = (time.monotonic(), future)
-            self._known[key] = known
+        now = time.monotonic()
+        if known is None or now - known[0] > self.ttl_s:
+            self._known.pop(key, None)
+            self._make_room(now)
+            known = (now, asyncio.ensure_future(self._measure(view, key)))
+        else:
+            del self._known[key]  # kept last: the least recently used go first
+        self._known[key] = known
         try:
             return await asyncio.shield(known[1])
         except Exception:
             self._known.pop(key, None)  # measured again by the next search
             raise
+
+    def _make_room(self, now: float) -> None:
+        if len(self._known) < self.max_kept:
+            return
+        for key in [k for k, (at, _) in self._known.items() if now - at > self.ttl_s]:
+            del self._known[key]
+        while len(self._known) >= self.max_kept:
+            del self._known[next(iter(self._known))]
+
+    @property
+    def kept(self) -> int:
+        """How many baselines are kept now."""
+        return len(self._known)
 
     async def _measure(self, view: StoreView, key: Key) -> float | None:
         _, libraries, _, model = key
