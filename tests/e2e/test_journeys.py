@@ -224,3 +224,26 @@ def test_a_sitemap_sync_stops_waiting_for_a_page_that_was_refused(stack: Stack) 
     assert named.startswith(site.url.split("://", 1)[1] + "/gone.html: "), named
     assert body["unsettled"] == [], body
     assert result.returncode == 1
+
+
+async def test_a_publisher_sees_its_own_restricted_documents_listed(stack: Stack) -> None:
+    """A library of three documents, two of them for some readers only: its publisher (a
+    writing credential, here the open bus) lists and counts all three; a search as no one
+    reads only the one everyone may read."""
+    async with await KbClient.connect(
+        stack.nats_url, prefix=stack.topology.prefix, tenant="cli-co", acts_for=None
+    ) as kb:
+        for name, access in (("open", None), ("hr-only", ["group:hr"]), ("ann", ["user:ann"])):
+            await kb.publish_document(
+                library="mixed",
+                document_id=name,
+                title="",
+                text=f"{name}: {VPN}",
+                access=access,
+                wait=True,
+            )
+        assert len(await kb.documents("mixed")) == 1
+    listed = json.loads(kbus(stack, "documents", "--library", "mixed", "--json").stdout)
+    assert sorted(d["document_id"] for d in listed) == ["ann", "hr-only", "open"]
+    libraries = json.loads(kbus(stack, "libraries", "--json").stdout)
+    assert [lib["documents"] for lib in libraries if lib["library"] == "mixed"] == [3]

@@ -29,6 +29,7 @@ from kbus_cli.common import (
     NatsUrl,
     Prefix,
     Tenant,
+    access,
     connect,
     err,
     fail,
@@ -48,7 +49,7 @@ def libraries(
     async def go() -> list[tuple[Any, Any]]:
         client = await connect(nats_url, prefix, tenant)
         async with client:
-            stats = await client.stats()
+            stats = await client.stats(restricted=access.names_restricted())
             return [(lib, await client.profile(lib.library)) for lib in stats.libraries]
 
     try:
@@ -248,7 +249,9 @@ def documents(
 
     async def go() -> Any:
         async with await connect(nats_url, prefix, tenant) as client:
-            return await client.documents(library, limit=limit)
+            return await client.documents(
+                library, limit=limit, restricted=access.names_restricted()
+            )
 
     try:
         found = run(go())

@@ -49,7 +49,7 @@ def status(
             stages = await stage_statuses(client.nc, client.topology)
             stats: Any
             try:
-                stats = await client.stats()
+                stats = await client.stats(restricted=access.names_restricted())
             except KbError as exc:
                 stats = exc
             return stages, stats

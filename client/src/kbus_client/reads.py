@@ -29,11 +29,17 @@ class LibraryReads(Connection):
     """The reads of :class:`kbus_client.KbClient` besides search, each one request."""
 
     async def stats(
-        self, *, tenant: str | None = None, principals: Sequence[str] = ()
+        self,
+        *,
+        tenant: str | None = None,
+        principals: Sequence[str] = (),
+        restricted: bool = False,
     ) -> StatsReply:
-        """Documents and chunks per library of a tenant (those ``principals`` may read)."""
+        """Documents and chunks per library of a tenant (those ``principals`` may read; every
+        document, restricted ones too, with ``restricted``, which only a credential that may
+        write, or act for anyone, may ask)."""
         asked = StatsRequest(tenant=self.tenant_for(tenant), principals=tuple(principals))
-        return await self._ask("kb.stats", asked, StatsReply)
+        return await self._ask("kb.stats", asked, StatsReply, restricted=restricted)
 
     async def profile(
         self,
@@ -62,9 +68,11 @@ class LibraryReads(Connection):
         limit: int = 100,
         tenant: str | None = None,
         principals: Sequence[str] = (),
+        restricted: bool = False,
     ) -> tuple[DocumentEntry, ...]:
         """The documents of a library (those whose metadata matches ``filters``, and that
-        ``principals`` may read)."""
+        ``principals`` may read; restricted ones too with ``restricted``, as for
+        :meth:`stats`)."""
         asked = StatsRequest(
             tenant=self.tenant_for(tenant),
             library=library,
@@ -72,7 +80,8 @@ class LibraryReads(Connection):
             limit=limit,
             principals=tuple(principals),
         )
-        return (await self._ask("kb.stats", asked, StatsReply)).documents
+        reply = await self._ask("kb.stats", asked, StatsReply, restricted=restricted)
+        return reply.documents
 
     async def feed(
         self,

@@ -191,11 +191,13 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         "kb.stats",
-        ("kb.stats.{tenant}.{grant}",),
+        ("kb.stats.{tenant}.{grant}", "kb.stats.{tenant}.{grant}.restricted"),
         c.StatsRequest,
         c.StatsReply,
-        description="Documents and chunks per library of a tenant (request-reply), on "
-        "kb.stats.{tenant}.{grant}.",
+        description="Documents and chunks per library of a tenant, or one library's documents "
+        "(request-reply), on kb.stats.{tenant}.{grant}: those everyone and the claimed "
+        "principals may read; every document, restricted ones too, only on "
+        "kb.stats.{tenant}.{grant}.restricted (a credential that may write, or act for anyone).",
         senders=("client",),
         receiver="searcher",
         micro="kbus-search",

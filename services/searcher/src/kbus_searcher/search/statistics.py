@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from kbus_contract import (
     DocumentEntry,
@@ -26,8 +27,8 @@ async def library_stats(store: ChunkStore, req: StatsRequest, sent: Identity) ->
     """Documents and chunks per library of a tenant (those its grant reaches), or the
     documents of one library."""
     named = None if req.library is None else (req.library,)
-    view = store.view(scope_of(sent, req.tenant, named, req.principals))
-    whole = store.view(scope_of(sent, req.tenant, None, req.principals))
+    view = store.view(_counted(scope_of(sent, req.tenant, named, req.principals), sent))
+    whole = store.view(_counted(scope_of(sent, req.tenant, None, req.principals), sent))
     try:
         rows = await whole.library_stats()
         listed = await _documents(view, req)
@@ -40,6 +41,12 @@ async def library_stats(store: ChunkStore, req: StatsRequest, sent: Identity) ->
             LibraryStats(library=lib, documents=docs, chunks=chunks) for lib, docs, chunks in rows
         ),
     )
+
+
+def _counted(scope: Scope, sent: Identity) -> Scope:
+    """What is counted: on the form for restricted documents (only a credential that may
+    write, or act for anyone, reaches it), every document; else what the readers may read."""
+    return replace(scope, readers=None) if sent.restricted else scope
 
 
 async def _documents(view: StoreView, req: StatsRequest) -> tuple[DocumentEntry, ...]:
