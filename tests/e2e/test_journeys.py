@@ -247,3 +247,10 @@ async def test_a_publisher_sees_its_own_restricted_documents_listed(stack: Stack
     assert sorted(d["document_id"] for d in listed) == ["ann", "hr-only", "open"]
     libraries = json.loads(kbus(stack, "libraries", "--json").stdout)
     assert [lib["documents"] for lib in libraries if lib["library"] == "mixed"] == [3]
+
+
+def test_status_says_which_services_answer(stack: Stack) -> None:
+    status = json.loads(kbus(stack, "status", "--json").stdout)
+    answering = status["services_answering"]
+    assert set(answering) == {"gateway", "ingestor", "embedder", "searcher", "reranker"}
+    assert all(n >= 1 for n in answering.values()), answering

@@ -31,6 +31,7 @@ from kbus_cli.operations import (
     StoredLetter,
     list_dead_letters,
     replay,
+    services_answering,
     stage_statuses,
 )
 
@@ -43,21 +44,26 @@ def status(
 ) -> None:
     """Backlog, redeliveries and dead letters per stage; documents per library."""
 
-    async def go() -> tuple[Any, Any]:
+    async def go() -> tuple[Any, Any, dict[str, int]]:
         client = await connect(nats_url, prefix, tenant)
         async with client:
+            # A tenant's credential may not ping kbus's services.
+            answering = (
+                {} if _credential_tenant() else await services_answering(client.nc, client.topology)
+            )
             stages = await stage_statuses(client.nc, client.topology)
             stats: Any
             try:
                 stats = await client.stats(restricted=access.names_restricted())
             except KbError as exc:
                 stats = exc
-            return stages, stats
+            return stages, stats, answering
 
-    stages, stats = run(go())
+    stages, stats, answering = run(go())
     if as_json:
-        _status_json(stages, stats)
+        _status_json(stages, stats, answering)
         return
+    _print_services(answering)
     table = Table(
         "stage", "pending", "in flight", "redelivered", "pulling", "dead letters", title="pipeline"
     )
@@ -82,8 +88,22 @@ def status(
     out.print(libraries)
 
 
-def _status_json(stages: list[StageStatus], stats: Any) -> None:
+def _print_services(answering: dict[str, int]) -> None:
+    """Which services answer requests now (those that only consume show in the pipeline's
+    "pulling" column)."""
+    if not answering:
+        out.print("services: this credential cannot see which are running")
+        return
+    out.print("services answering requests: " + ", ".join(f"{s} {n}" for s, n in answering.items()))
+    for stage in (s for s, n in answering.items() if n == 0):
+        err.print(
+            f"[yellow]no {stage} is running: what needs it waits (make up starts every service)[/]"
+        )
+
+
+def _status_json(stages: list[StageStatus], stats: Any, answering: dict[str, int]) -> None:
     body = {
+        "services_answering": answering,
         "stages": [
             {**dataclasses.asdict(s.backlog), "dead_letters": s.dead_letters} for s in stages
         ],

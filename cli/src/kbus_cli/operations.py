@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 from dataclasses import dataclass
 
 from kbus_client import KbClient
 from kbus_contract import ORIGINAL_LIMIT, DeadLetter
 from kbus_contract.backlog import StageBacklog, backlogs
+from kbus_contract.catalog import CHANNELS
 from kbus_contract.feed import MAX_FEED_ENTRIES, FeedKind
 from kbus_contract.topology import Topology
 from nats.aio.client import Client
+from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
@@ -47,6 +51,37 @@ async def dead_letter_counts(nc: Client, topology: Topology) -> dict[str, int]:
         stage = tokens[1] if len(tokens) > 1 else ""
         counts[stage] = counts.get(stage, 0) + int(count)
     return counts
+
+
+#: Each micro service kbus runs, and the stage that runs it (from the catalog).
+MICRO_SERVICES = {c.micro: c.receiver for c in CHANNELS if c.micro}
+
+
+async def services_answering(nc: Client, topology: Topology, wait_s: float = 0.5) -> dict[str, int]:
+    """How many instances of each of kbus's micro services (by the stage that runs it) answer
+    a ``$SRV.PING`` on this bus prefix now; ``{}`` where the credential may not ping."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    found = dict.fromkeys(sorted(set(MICRO_SERVICES.values())), 0)
+    try:
+        await nc.publish("$SRV.PING", b"", reply=inbox)
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while (left := deadline - asyncio.get_running_loop().time()) > 0:
+            try:
+                msg = await sub.next_msg(timeout=left)
+            except TimeoutError:
+                break
+            with contextlib.suppress(ValueError, AttributeError):
+                pong = json.loads(msg.data)
+                prefix = (pong.get("metadata") or {}).get("bus_prefix", "")
+                stage = MICRO_SERVICES.get(pong.get("name", ""))
+                if stage is not None and prefix == topology.prefix:
+                    found[stage] += 1
+    except NatsError:
+        return {}
+    finally:
+        await sub.unsubscribe()
+    return found
 
 
 @dataclass(frozen=True)
