@@ -269,3 +269,5 @@ async def test_what_names_a_restricted_document_reaches_only_those_who_may_name_
         reader.timeout_s = 3.0  # the server drops the request: nothing ever answers
         with pytest.raises(KbError):
             await reader.feed("dead_letters", restricted=True)
+        with pytest.raises(KbError):  # nor may it count or list the restricted documents
+            await reader.stats(restricted=True)
