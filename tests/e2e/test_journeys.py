@@ -8,7 +8,8 @@ import random
 import sys
 from pathlib import Path
 
-from kbus_client import KbClient, SyncKbClient
+import pytest
+from kbus_client import KbClient, KbError, SyncKbClient
 from kbus_client.tool import KbTool
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
@@ -254,3 +255,16 @@ def test_status_says_which_services_answer(stack: Stack) -> None:
     answering = status["services_answering"]
     assert set(answering) == {"gateway", "ingestor", "embedder", "searcher", "reranker"}
     assert all(n >= 1 for n in answering.values()), answering
+
+
+async def test_a_document_over_the_limit_is_refused_at_its_first_part(stack: Stack) -> None:
+    """9 MB of text where kbus takes 8 MiB: refused with the limit named, when the first part
+    of its upload arrives, not dead-lettered after the whole of it was sent."""
+    text = ("The boiler room key hangs by the door. " * 240_000)[: 9 * 1024**2]
+    async with await KbClient.connect(
+        stack.nats_url, prefix=stack.topology.prefix, tenant="bigco"
+    ) as kb:
+        with pytest.raises(KbError) as refused:
+            await kb.publish_document(library="big", document_id="huge", text=text)
+    assert refused.value.code == "too_large", refused.value
+    assert "at most 8388608 bytes" in str(refused.value)

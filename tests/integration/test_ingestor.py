@@ -36,7 +36,7 @@ async def test_a_document_becomes_chunks_with_heading_paths(
 async def test_bad_documents_are_dead_lettered_and_good_ones_still_flow(
     nc: Client, bus: BusSettings, topology: Topology
 ) -> None:
-    app = create_app(IngestorSettings(bus=bus, max_document_bytes=10_000))
+    app = create_app(IngestorSettings(bus=bus.model_copy(update={"max_document_bytes": 10_000})))
     bad = [
         b"{not json",
         b"\xff\xfe not utf-8",

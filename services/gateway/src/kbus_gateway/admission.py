@@ -61,11 +61,13 @@ class Admission:
         budgets: Budgets,
         usage: Usage,
         js: Callable[[], JetStreamContext],
+        max_document_bytes: int,
     ) -> None:
         self.topology = topology
         self.budgets = budgets
         self.usage = usage
         self.js = js
+        self.max_document_bytes = max_document_bytes
 
     async def early(self, inbound: Inbound, sent: Identity) -> None:
         """What can be refused from the subject and the size alone, before the message is
@@ -83,6 +85,7 @@ class Admission:
         a text too large to be stored in the message goes into the store of large texts."""
         require_library(sent, doc.tenant, doc.library)
         if doc.body is not None:
+            self._fits(doc.body.size)
             await self._require_body(doc.tenant, doc.library, doc.body.name)
         msg_id = _msg_id(inbound)
         counted = await self._within(sent, "document.added", *_WAITING["document.added"])
@@ -125,6 +128,7 @@ class Admission:
                 f"a part is {len(part.data)} bytes; the most is {BODY_PART_BYTES}",
                 code=ErrorCode.TOO_LARGE,
             )
+        self._fits(part.size)
         budget = self.budgets.of(sent.tenant).body_bytes
         if part.size > budget:
             raise PermanentError(
@@ -137,6 +141,16 @@ class Admission:
         return self._part(sent.tenant, sent.library, part)
 
     # -- the steps they share ------------------------------------------------------------------
+
+    def _fits(self, size: int) -> None:
+        """Refuse a document larger than kbus takes, from the size its sender declares (the
+        first part of its upload says it)."""
+        if size > self.max_document_bytes:
+            raise PermanentError(
+                f"the document is {size} bytes; kbus takes documents of at most "
+                f"{self.max_document_bytes} bytes (KBUS_MAX_DOCUMENT_BYTES): split it",
+                code=ErrorCode.TOO_LARGE,
+            )
 
     def _stored(
         self, inbound: Inbound, sent: Identity, payload: bytes, counted: tuple[str, ...]

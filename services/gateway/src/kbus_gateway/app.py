@@ -23,6 +23,8 @@ def create_app(settings: GatewaySettings | None = None) -> AsgiFastStream:
         return service.broker.connection.jetstream()
 
     usage = Usage(js)
-    admission = Admission(service.topology, service.budgets, usage, js)
+    admission = Admission(
+        service.topology, service.budgets, usage, js, settings.bus.max_document_bytes
+    )
     register(service, Gate(stage, admission, settings.store_bound_s), settings)
     return service.app()

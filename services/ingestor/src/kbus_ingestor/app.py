@@ -31,7 +31,7 @@ def create_app(settings: IngestorSettings | None = None) -> AsgiFastStream:
     )
     fetcher = PageFetcher(
         AddressPolicy(tuple(settings.fetch_allow)),
-        max_bytes=settings.max_document_bytes,
+        max_bytes=settings.bus.max_document_bytes,
         max_redirects=settings.fetch_max_redirects,
         timeout_s=settings.fetch_timeout_s,
         user_agent=settings.user_agent,
@@ -44,7 +44,7 @@ def create_app(settings: IngestorSettings | None = None) -> AsgiFastStream:
     ingestor = Ingestor(
         service.stage(),
         profiles,
-        max_document_bytes=settings.max_document_bytes,
+        max_document_bytes=settings.bus.max_document_bytes,
         max_chunks=settings.max_chunks,
         registry=service.registry,
         parser=parser,

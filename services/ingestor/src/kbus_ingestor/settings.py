@@ -26,12 +26,6 @@ class IngestorSettings(ServiceSettings):
         gt=0,
         description="Chunks per chunks.ready message (keeps each well under 1 MB).",
     )
-    max_document_bytes: int = Field(
-        default=8 * 1024**2,
-        gt=0,
-        description="Larger documents are dead-lettered (measured in UTF-8 bytes; a document "
-        "over the bus's message limit arrives by claim check).",
-    )
     max_chunks: int = Field(
         default=20_000, gt=0, description="Documents with more chunks are dead-lettered."
     )

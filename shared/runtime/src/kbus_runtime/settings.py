@@ -39,6 +39,13 @@ class BusSettings(BaseSettings):
         "Nats-Msg-Id) before the message fails; a stream leader election takes a few seconds "
         '(docs/reliability.md, "A cluster").',
     )
+    max_document_bytes: int = Field(
+        default=8 * 1024**2,
+        gt=0,
+        description="The largest document kbus takes, in bytes (its UTF-8 text or its file): "
+        "the gateway refuses a larger one at its first part, before the rest is sent; the "
+        "ingestor a larger web page.",
+    )
     bus_prefix: str = Field(
         default="",
         pattern=r"^[A-Za-z0-9_-]*$",
