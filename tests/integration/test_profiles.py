@@ -4,6 +4,7 @@ they cannot work, and applied to the documents ingested after them."""
 from __future__ import annotations
 
 import json
+import random
 
 from faststream import TestApp
 from kbus_client import KbClient, KbError
@@ -109,3 +110,50 @@ async def test_documents_are_cut_by_their_library_s_profile_and_too_long_ones_re
     dead = DeadLetter.model_validate(letter)
     assert (dead.document_id, dead.code) == ("long", "too_large")
     assert "identity chunker keeps at most 300" in dead.reason
+
+
+def _markdown(rng: random.Random) -> str:
+    """A Markdown document of a few sections of random lengths (some past a chunk)."""
+    words = [
+        "boiler",
+        "key",
+        "badge",
+        "printer",
+        "floor",
+        "lunch",
+        "parking",
+        "visitor",
+        "kettle",
+        "desk",
+    ]
+    parts = []
+    for n in range(rng.randint(1, 5)):
+        level = "#" * rng.randint(1, 3)
+        body = " ".join(rng.choices(words, k=rng.randint(5, 260))) + "."
+        parts.append(f"{level} Part {n}\n\n{body}\n")
+    return "\n".join(parts)
+
+
+async def test_an_example_is_cut_as_ingesting_the_same_markdown_cuts_it(
+    nc: Client, bus: BusSettings, topology: Topology
+) -> None:
+    """The count `kbus profile --example` shows is the chunks the same file gets when it is
+    ingested, for every chunker kind and random Markdown (issue 58: sections said 1, not 5)."""
+    rng = random.Random(58)
+    kinds = [
+        Chunker(kind=ChunkerKind.SECTIONS, max_chars=600),
+        Chunker(kind=ChunkerKind.RECURSIVE, size=300, overlap=30),
+        Chunker(kind=ChunkerKind.PATTERN, pattern="^#"),
+    ]
+    async with TestApp(create_app(IngestorSettings(bus=bus))):
+        kb = KbClient(nc, prefix=topology.prefix, tenant="shop")
+        for n, chunker in enumerate(kinds * 3):
+            library, text = f"lib{n}", _markdown(rng)
+            said = await kb.profile(library, set_to=LibraryProfile(chunker=chunker), example=text)
+            doc = document("shop", library, "d", text, content_type="text/markdown")
+            await publish_raw(nc, topology, json.dumps(doc).encode())
+            parts = [
+                ChunksReady.model_validate(r)
+                for r in await take_work(nc, topology.chunks_ready, "embedder", count=1)
+            ]
+            assert said.example_chunks == parts[0].total_chunks, (chunker, text)

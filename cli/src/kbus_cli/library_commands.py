@@ -11,6 +11,7 @@ import typer
 from kbus_client import KbError
 from kbus_contract import (
     ChunkerKind,
+    ContentType,
     LibraryProfile,
     MatchingKind,
     ProfileReply,
@@ -213,6 +214,8 @@ def profile(
         depth,
     )
     text = example.read_text() if example is not None else None
+    markdown = example is not None and example.suffix.lower() in (".md", ".markdown")
+    example_type = ContentType.MARKDOWN if markdown else ContentType.PLAIN
 
     async def go() -> tuple[Any, int]:
         client = await connect(nats_url, prefix, tenant)
@@ -221,7 +224,9 @@ def profile(
             if not links:
                 return current, 0
             new = current.profile.model_copy(update=links)
-            reply = await client.profile(library, set_to=new, example=text)
+            reply = await client.profile(
+                library, set_to=new, example=text, example_type=example_type
+            )
             if not links.keys() & {"chunker", "matching"}:
                 return reply, 0
             listed = [s for s in (await client.stats()).libraries if s.library == library]

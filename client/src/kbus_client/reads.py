@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from kbus_contract import (
+    ContentType,
     DocumentEntry,
     FeedKind,
     FeedReply,
@@ -47,13 +48,18 @@ class LibraryReads(Connection):
         *,
         set_to: LibraryProfile | None = None,
         example: str | None = None,
+        example_type: ContentType | str = ContentType.MARKDOWN,
         tenant: str | None = None,
     ) -> ProfileReply:
         """A library's profile and its revision; with ``set_to``, set it first for the documents
-        ingested after it (the ingestor checks it, cutting ``example`` with it, and refuses it
-        with the reason where it cannot work)."""
+        ingested after it (the ingestor checks it, cutting ``example`` with it as a document
+        of ``example_type`` is cut, and refuses it with the reason where it cannot work)."""
         asked = ProfileRequest(
-            tenant=self.tenant_for(tenant), library=library, profile=set_to, example=example
+            tenant=self.tenant_for(tenant),
+            library=library,
+            profile=set_to,
+            example=example,
+            example_type=ContentType(example_type),
         )
         # A read goes where a read-only credential may ask too.
         reading = set_to is None and example is None

@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
@@ -17,7 +17,6 @@ from kbus_contract import (
     DocumentAdded,
     DocumentRef,
 )
-from kbus_contract.base import Metadata
 from kbus_contract.claimcheck import discard_body, read_body
 from kbus_contract.documents import CHUNK_SEPARATOR
 from kbus_contract.errors import ErrorCode, PermanentError
@@ -30,10 +29,9 @@ from prometheus_client import CollectorRegistry, Counter
 
 from kbus_ingestor.chunking import Span
 from kbus_ingestor.fetching import PageFetcher
-from kbus_ingestor.markdown import sections
 from kbus_ingestor.parsing import Parsed, parse
 from kbus_ingestor.profiles import Profiles
-from kbus_ingestor.profiling import Cutter
+from kbus_ingestor.profiling import Cutter, Piece, cut_pieces
 from kbus_ingestor.sandbox import ParserPool
 
 log = logging.getLogger("kbus.ingestor")
@@ -60,7 +58,7 @@ def chunk_document(
         pieces = _supplied(doc.chunks)
     else:
         parsed = parsed or Parsed(doc.text, markdown=doc.content_type is ContentType.MARKDOWN)
-        pieces = _pieces(parsed, cutter)
+        pieces = cut_pieces(parsed, cutter)
     if not pieces:
         raise PermanentError("the document has no text to index", code=ErrorCode.EMPTY_DOCUMENT)
     if len(pieces) > max_chunks:
@@ -118,16 +116,6 @@ def ranked_as(doc: DocumentAdded, sequence: int) -> int:
     return doc.recut_of
 
 
-class Piece(NamedTuple):
-    """A chunk's span, its heading path, the part of the document its keyword window may
-    cover (its Markdown section, its record, or the whole text), and its own metadata."""
-
-    span: Span
-    heading_path: tuple[str, ...]
-    scope: tuple[int, int]
-    metadata: Metadata | None = None
-
-
 def _keywords(
     title: str,
     text: str,
@@ -156,42 +144,6 @@ def _supplied(chunks: tuple[str, ...]) -> list[Piece]:
         end = start + len(chunk)
         pieces.append(Piece(Span(start, end, chunk), (), (start, end)))
         start = end + len(CHUNK_SEPARATOR)
-    return pieces
-
-
-def _pieces(parsed: Parsed, cutter: Cutter) -> list[Piece]:
-    text = parsed.text
-    if parsed.records:
-        return [
-            Piece(span, (r.title,) if r.title else (), (r.start, r.end), r.metadata)
-            for r in parsed.records
-            for span in cutter.cut(text[r.start : r.end], base=r.start)
-        ]
-    if cutter.whole:
-        # The library's chunker decides the parts: its pattern's, or the document itself.
-        return [
-            Piece(span, (), (start, end))
-            for start, end in cutter.scopes(text)
-            for span in cutter.cut(text[start:end], base=start)
-        ]
-    if not parsed.markdown:
-        # A chunk never crosses a page, so the page it names holds all of it.
-        return [
-            Piece(span, (), (start, end))
-            for start, end in parsed.page_spans()
-            for span in cutter.cut(text[start:end], base=start)
-        ]
-    pieces: list[Piece] = []
-    found = sections(text)
-    # A heading with nothing under it but deeper headings is only a path: its children carry it.
-    with_body = [s for s in found if s.has_body(text)] or found
-    for section in with_body:
-        body = text[section.start : section.end]
-        scope = (section.start, section.end)
-        pieces.extend(
-            Piece(span, section.heading_path, scope)
-            for span in cutter.cut(body, base=section.start)
-        )
     return pieces
 
 

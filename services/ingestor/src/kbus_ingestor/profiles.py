@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from kbus_contract import ErrorReply, LibraryProfile, ProfileReply, ProfileRequest
+from kbus_contract import ContentType, ErrorReply, LibraryProfile, ProfileReply, ProfileRequest
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.profiles import profile_key
 from kbus_contract.tenancy import Identity, require_granted, require_tenant
@@ -28,7 +28,8 @@ from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.profiling import Cutter
+from kbus_ingestor.parsing import Parsed
+from kbus_ingestor.profiling import Cutter, cut_pieces
 
 log = logging.getLogger("kbus.ingestor")
 
@@ -123,7 +124,7 @@ class Profiles:
                 tenant=req.tenant, library=req.library, revision=revision, profile=profile
             )
         cutter = self._cutter(req.profile)
-        chunks = self._try(cutter, req.example) if req.example is not None else None
+        chunks = self._try(cutter, req) if req.example is not None else None
         revision = await self._keep(req, req.profile)
         log.info("library %s/%s: profile revision %d", req.tenant, req.library, revision)
         return ProfileReply(
@@ -135,13 +136,16 @@ class Profiles:
         )
 
     @staticmethod
-    def _try(cutter: Cutter, example: str) -> int:
-        """Cut the example; a pattern that finds nothing in it refuses the profile."""
+    def _try(cutter: Cutter, req: ProfileRequest) -> int:
+        """Cut the example as a document of its type is cut when it is ingested (Markdown by
+        its sections); a pattern that finds nothing in it refuses the profile."""
+        example = req.example or ""
         if cutter.pattern is not None and cutter.pattern.search(example) is None:
             raise PermanentError(
                 "the pattern matches nothing in the example", code=ErrorCode.BAD_PROFILE
             )
-        return sum(len(cutter.cut(example[a:b], a)) for a, b in cutter.scopes(example))
+        markdown = req.example_type is ContentType.MARKDOWN
+        return len(cut_pieces(Parsed(example, markdown=markdown), cutter))
 
     async def _keep(self, req: ProfileRequest, profile: LibraryProfile) -> int:
         key = profile_key(req.tenant, req.library)

@@ -8,13 +8,16 @@ take hours on a pattern such as ``(a+)+$``), and it has no constructs that could
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import re2
 from kbus_contract import Chunker, ChunkerKind, LibraryProfile
+from kbus_contract.base import Metadata
 from kbus_contract.errors import ErrorCode, PermanentError
 
 from kbus_ingestor.chunking import ChunkingConfig, Span, split_text
+from kbus_ingestor.markdown import sections
+from kbus_ingestor.parsing import Parsed
 
 
 def compile_pattern(pattern: str) -> Any:
@@ -97,3 +100,50 @@ class Cutter:
                 code=ErrorCode.TOO_LARGE,
             )
         return [Span(base + start, base + end, text[start:end])] if end > start else []
+
+
+class Piece(NamedTuple):
+    """A chunk's span, its heading path, the part of the document its keyword window may
+    cover (its Markdown section, its record, or the whole text), and its own metadata."""
+
+    span: Span
+    heading_path: tuple[str, ...]
+    scope: tuple[int, int]
+    metadata: Metadata | None = None
+
+
+def cut_pieces(parsed: Parsed, cutter: Cutter) -> list[Piece]:
+    """The chunks a parsed document is cut into, each with its heading path and scope."""
+    text = parsed.text
+    if parsed.records:
+        return [
+            Piece(span, (r.title,) if r.title else (), (r.start, r.end), r.metadata)
+            for r in parsed.records
+            for span in cutter.cut(text[r.start : r.end], base=r.start)
+        ]
+    if cutter.whole:
+        # The library's chunker decides the parts: its pattern's, or the document itself.
+        return [
+            Piece(span, (), (start, end))
+            for start, end in cutter.scopes(text)
+            for span in cutter.cut(text[start:end], base=start)
+        ]
+    if not parsed.markdown:
+        # A chunk never crosses a page, so the page it names holds all of it.
+        return [
+            Piece(span, (), (start, end))
+            for start, end in parsed.page_spans()
+            for span in cutter.cut(text[start:end], base=start)
+        ]
+    pieces: list[Piece] = []
+    found = sections(text)
+    # A heading with nothing under it but deeper headings is only a path: its children carry it.
+    with_body = [s for s in found if s.has_body(text)] or found
+    for section in with_body:
+        body = text[section.start : section.end]
+        scope = (section.start, section.end)
+        pieces.extend(
+            Piece(span, section.heading_path, scope)
+            for span in cutter.cut(body, base=section.start)
+        )
+    return pieces

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from kbus_contract.base import Contract
-from kbus_contract.documents import MAX_MATCHING_TEXTS
+from kbus_contract.documents import MAX_MATCHING_TEXTS, ContentType
 from kbus_contract.identifiers import LibraryId, TenantId
 
 #: The longest pattern a chunker takes (a delimiter or a product heading, not a program).
@@ -236,6 +236,11 @@ class ProfileRequest(Contract):
         max_length=MAX_EXAMPLE_CHARS,
         description="A document's text to cut with the new profile before it is kept: a "
         "pattern that finds nothing in it refuses the profile, and the reply counts its chunks.",
+    )
+    example_type: Literal[ContentType.MARKDOWN, ContentType.PLAIN] = Field(
+        default=ContentType.MARKDOWN,
+        description="What the example is: Markdown is cut by its sections, as a Markdown "
+        "document is when it is ingested.",
     )
 
 
