@@ -226,3 +226,25 @@ def test_text_of_reads_across_overlapping_blocks() -> None:
     blocks = _blocks(text)
     a, b = blocks[1].char_start + 5, blocks[3].char_end - 5
     assert text_of(blocks, (a, b)) == text[a:b]
+
+
+def test_a_highlight_is_a_whole_sentence_however_its_paragraph_is_wrapped() -> None:
+    """Hard-wrapped text (lines broken at any width inside a sentence) gives the same
+    highlights as the text on one line: a line break inside a paragraph ends no sentence."""
+    import random
+    import textwrap
+
+    rng = random.Random(58)
+    words = ["boiler", "key", "badge", "printer", "floor", "kettle", "desk", "visitor"]
+    for _ in range(300):
+        said = [
+            " ".join(rng.choices(words, k=rng.randint(3, 20))).capitalize() + "." for _ in range(4)
+        ]
+        flat = " ".join(said)
+        wrapped = textwrap.fill(flat, width=rng.randint(12, 70))
+        query = " ".join(rng.sample(words, 2))
+        one = highlights(query, [((0, len(flat)), flat)])
+        other = highlights(query, [((0, len(wrapped)), wrapped)])
+        as_flat = [flat[h.char_start : h.char_end] for h in one]
+        as_wrapped = [" ".join(wrapped[h.char_start : h.char_end].split()) for h in other]
+        assert as_wrapped == as_flat, (query, wrapped)
