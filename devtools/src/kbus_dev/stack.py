@@ -33,13 +33,13 @@ NATS_PORT = int(os.environ.get("KBUS_DEMO_NATS_PORT", "4222"))
 WEAVIATE_HTTP = int(os.environ.get("KBUS_DEMO_WEAVIATE_HTTP_PORT", "8080"))
 WEAVIATE_GRPC = int(os.environ.get("KBUS_DEMO_WEAVIATE_GRPC_PORT", "50051"))
 LLM_PORT = int(os.environ.get("KBUS_DEMO_LLM_PORT", "8180"))
+#: The services' /health and /metrics ports: this one and the five after it.
+HTTP_PORTS_FROM = int(os.environ.get("KBUS_DEMO_HTTP_PORT", "8101"))
 SERVICE_PORTS = {
-    "ingestor": 8101,
-    "embedder": 8102,
-    "searcher": 8103,
-    "reranker": 8104,
-    "generator": 8105,
-    "gateway": 8106,
+    name: HTTP_PORTS_FROM + n
+    for n, name in enumerate(
+        ("ingestor", "embedder", "searcher", "reranker", "generator", "gateway")
+    )
 }
 
 
