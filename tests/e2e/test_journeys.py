@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -268,3 +269,18 @@ async def test_a_document_over_the_limit_is_refused_at_its_first_part(stack: Sta
             await kb.publish_document(library="big", document_id="huge", text=text)
     assert refused.value.code == "too_large", refused.value
     assert "at most 8388608 bytes" in str(refused.value)
+
+
+def test_the_readme_s_quickstart_runs_as_written(stack: Stack) -> None:
+    env = cli_env(stack.nats_url, stack.topology.prefix, "acme")
+    ran = subprocess.run(
+        [sys.executable, str(Path(__file__).parents[2] / "examples/code/quickstart.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "acme-vpn up" in ran.stdout
+    assert "search_handbook" in ran.stdout
