@@ -284,3 +284,32 @@ def test_the_readme_s_quickstart_runs_as_written(stack: Stack) -> None:
     assert ran.returncode == 0, ran.stderr
     assert "acme-vpn up" in ran.stdout
     assert "search_handbook" in ran.stdout
+
+
+async def test_a_large_document_tells_its_indexing_progress(stack: Stack) -> None:
+    """A document of a few hundred chunks is indexed in parts; as each part is stored the
+    indexer says how many chunks of how many are in, never going back, short of the total
+    until the receipt says the whole is searchable."""
+    rng = random.Random(3)
+    words = ["boiler", "key", "badge", "printer", "floor", "kettle", "desk", "visitor"]
+    text = "\n\n".join(
+        " ".join(rng.choices(words, k=rng.randint(60, 120))) + "." for _ in range(400)
+    )
+    async with await KbClient.connect(
+        stack.nats_url, prefix=stack.topology.prefix, tenant="bigco", acts_for=None
+    ) as kb:
+        async with kb.progress_of("manuals") as told:
+            result = await kb.publish_document(
+                library="manuals", document_id="handbook", text=text, wait=True, timeout_s=600
+            )
+            heard = []
+            while not told.empty():
+                heard.append(told.get_nowait())
+    assert result.receipt is not None
+    total = result.receipt.chunk_count
+    assert total > 2 * 64, total  # in more than two parts
+    assert heard, "no progress was told"
+    assert {p.total for p in heard} == {total}
+    counts = [p.indexed for p in heard]
+    assert 0 < counts[0] < total
+    assert all(n < total for n in counts)

@@ -18,8 +18,16 @@ from kbus_client import (
     nothing_matched,
     why_no_match,
 )
-from kbus_contract import SearchReply
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from kbus_contract import DocumentProgress, SearchReply
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from kbus_cli.common import (
@@ -28,6 +36,7 @@ from kbus_cli.common import (
     NatsUrl,
     Prefix,
     Tenant,
+    access,
     connect,
     err,
     fail,
@@ -138,11 +147,14 @@ async def _ingest(
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
     )
-    async with client:
+    async with client, client.progress_of(library, restricted=access.names_restricted()) as told:
         with Progress(*columns, console=err) as progress:
             doing = "indexing" if publishing.wait else "publishing"
             task = progress.add_task(doing, total=len(docs))
+            bars: dict[str, tuple[TaskID, int]] = {}
+            following = asyncio.create_task(_follow(told, progress, bars))
 
             async def one(doc: Source) -> None:
                 nonlocal done
@@ -157,6 +169,9 @@ async def _ingest(
                             **doc.fields,
                         )
                         done += 1
+                        if doc.document_id in bars:  # indexed whole: its last part told nothing
+                            bar, total = bars[doc.document_id]
+                            progress.update(bar, completed=total)
                     except (DocumentRejectedError, ValueError, TimeoutError, KbError) as exc:
                         failures.append(
                             (doc.origin or doc.document_id, str(exc) or type(exc).__name__)
@@ -164,7 +179,23 @@ async def _ingest(
                     progress.advance(task)
 
             await asyncio.gather(*(one(d) for d in docs))
+            following.cancel()
     return done
+
+
+async def _follow(
+    told: asyncio.Queue[DocumentProgress],
+    progress: Progress,
+    bars: dict[str, tuple[TaskID, int]],
+) -> None:
+    """A bar per large document, its chunks indexed of all, as the indexer tells them."""
+    while True:
+        said = await told.get()
+        if said.document_id not in bars:
+            bar = progress.add_task(f"  {said.document_id} chunks", total=said.total)
+            bars[said.document_id] = (bar, said.total)
+        bar, _ = bars[said.document_id]
+        progress.update(bar, completed=said.indexed, total=said.total)
 
 
 def search(
@@ -200,8 +231,7 @@ def search(
     """Search and print the top results."""
 
     async def go() -> tuple[SearchReply, list[str]]:
-        client = await connect(nats_url, prefix, tenant)
-        async with client:
+        async with await connect(nats_url, prefix, tenant) as client:
             reply = await client.search(
                 query,
                 libraries=library,
@@ -214,16 +244,21 @@ def search(
                 cursor=cursor,
                 principals=principal or (),
             )
-            held = [lib.library for lib in (await client.stats()).libraries]
-            return reply, held
+            return reply, [lib.library for lib in (await client.stats()).libraries]
 
     try:
         reply, held = run(go())
     except (KbError, ValueError) as exc:
         fail(str(exc), exc)
     _print_reply(reply, as_json)
-    empty = [lib for lib in library if lib not in held]
-    if empty and not as_json:
+    if not as_json:
+        _say_empty(tenant, library, held)
+
+
+def _say_empty(tenant: str, asked: list[str], held: list[str]) -> None:
+    """Name the libraries searched that hold nothing of the tenant (a wrong name or tenant)."""
+    empty = [lib for lib in asked if lib not in held]
+    if empty:
         err.print(
             f"[yellow]tenant {tenant!r} has no documents in {', '.join(map(repr, empty))}; "
             f"its libraries: {', '.join(held) or 'none'}. --tenant (KBUS_TENANT) and --library "

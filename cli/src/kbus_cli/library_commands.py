@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from kbus_client import KbError
+from kbus_client import KbClient, KbError
 from kbus_contract import (
     ChunkerKind,
     ContentType,
@@ -213,24 +213,12 @@ def profile(
         instruction,
         depth,
     )
-    text = example.read_text() if example is not None else None
-    markdown = example is not None and example.suffix.lower() in (".md", ".markdown")
-    example_type = ContentType.MARKDOWN if markdown else ContentType.PLAIN
+    connection = (nats_url, prefix, tenant)
+    tried = _example(example)
 
-    async def go() -> tuple[Any, int]:
-        client = await connect(nats_url, prefix, tenant)
-        async with client:
-            current = await client.profile(library)
-            if not links:
-                return current, 0
-            new = current.profile.model_copy(update=links)
-            reply = await client.profile(
-                library, set_to=new, example=text, example_type=example_type
-            )
-            if not links.keys() & {"chunker", "matching"}:
-                return reply, 0
-            listed = [s for s in (await client.stats()).libraries if s.library == library]
-            return reply, listed[0].documents if listed else 0
+    async def go() -> tuple[ProfileReply, int]:
+        async with await connect(*connection) as client:
+            return await _set_links(client, library, links, tried)
 
     try:
         reply, indexed = run(go())
@@ -271,6 +259,38 @@ def documents(
     out.print(table)
     if not found:
         err.print(f"[yellow]tenant {tenant!r} has no documents in {library!r}[/]")
+
+
+def _example(path: Path | None) -> tuple[str, ContentType] | None:
+    """An example file's text, and what it is: Markdown is cut by its sections."""
+    if path is None:
+        return None
+    markdown = path.suffix.lower() in (".md", ".markdown")
+    return path.read_text(), ContentType.MARKDOWN if markdown else ContentType.PLAIN
+
+
+async def _set_links(
+    client: KbClient,
+    library: str,
+    links: dict[str, Any],
+    example: tuple[str, ContentType] | None,
+) -> tuple[ProfileReply, int]:
+    """The library's profile with ``links`` set (tried on ``example``, cut as its type is),
+    and how many of its documents a new cut leaves as they were."""
+    current = await client.profile(library)
+    if not links:
+        return current, 0
+    text, kind = example or (None, ContentType.MARKDOWN)
+    reply = await client.profile(
+        library,
+        set_to=current.profile.model_copy(update=links),
+        example=text,
+        example_type=kind,
+    )
+    if not links.keys() & {"chunker", "matching"}:
+        return reply, 0
+    listed = [s for s in (await client.stats()).libraries if s.library == library]
+    return reply, listed[0].documents if listed else 0
 
 
 def _links(

@@ -4,18 +4,21 @@ and deletions, each checked before it is sent."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypedDict, Unpack
 
 from kbus_contract import (
     ContentType,
     DocumentAdded,
     DocumentDeleted,
+    DocumentProgress,
     DocumentRemoved,
     RecordTemplate,
 )
 from kbus_contract.lanes import Lane
 from kbus_contract.wire import describe_validation_error
+from nats.aio.msg import Msg
 from pydantic import ValidationError
 
 from kbus_client.connection import Connection
@@ -123,6 +126,33 @@ class DocumentWrites(Connection):
             access=tuple(access) if access is not None else None,
             **fields,
         )
+
+    @contextlib.asynccontextmanager
+    async def progress_of(
+        self, library: str, *, tenant: str | None = None, restricted: bool = True
+    ) -> AsyncIterator[asyncio.Queue[DocumentProgress]]:
+        """How far the indexing of the library's large documents has come, as the indexer
+        tells it each time it stores one of their parts: a queue of
+        :class:`kbus_contract.DocumentProgress`, filled while this is open (the messages are
+        not stored). With ``restricted``, documents not everyone may read too (a credential
+        that may write, or act for anyone)."""
+        chosen = self.tenant_for(tenant)
+        queue: asyncio.Queue[DocumentProgress] = asyncio.Queue()
+
+        async def told(msg: Msg) -> None:
+            with contextlib.suppress(ValidationError):
+                queue.put_nowait(DocumentProgress.model_validate_json(msg.data))
+
+        forms = (False, True) if restricted else (False,)
+        subs = [
+            await self.nc.subscribe(self.topology.progress(chosen, library, r), cb=told)
+            for r in forms
+        ]
+        try:
+            yield queue
+        finally:
+            for sub in subs:
+                await sub.unsubscribe()
 
     async def delete_document(
         self,

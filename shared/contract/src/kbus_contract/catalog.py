@@ -122,6 +122,17 @@ CHANNELS: tuple[Channel, ...] = (
         use=Use.RECEIVE,
     ),
     Channel(
+        "document.progress",
+        ("document.progress.{tenant}.{library}", "document.progress.{tenant}.{library}.restricted"),
+        c.DocumentProgress,
+        description="How far a large document's indexing has come (chunks stored of all), "
+        "each time one of its parts is stored, on document.progress.{tenant}.{library} (or with "
+        ".restricted after it for a document not everyone may read). Not stored: for whoever "
+        "listens at the time.",
+        senders=("indexer",),
+        use=Use.RECEIVE,
+    ),
+    Channel(
         "document.removed",
         (
             "document.removed.{tenant}.{library}",

@@ -327,6 +327,19 @@ class DocumentIndexed(Contract):
     model: str
 
 
+class DocumentProgress(Contract):
+    """How far a large document's indexing has come (``document.progress``): sent, not
+    stored, each time one of its parts is stored, for whoever listens now."""
+
+    tenant: TenantId
+    library: LibraryId
+    document_id: DocumentId
+    version: str
+    #: Chunks of this version stored so far, and in all.
+    indexed: int
+    total: int
+
+
 class DocumentRemoved(Contract):
     """Receipt: what a :class:`DocumentDeleted` removed (``document.removed``)."""
 

@@ -121,6 +121,10 @@ class Subjects:
         """Receipt: a document of this library is searchable."""
         return self.subject("document.indexed", restricted, tenant=tenant, library=library)
 
+    def progress(self, tenant: str, library: str, restricted: bool = False) -> str:
+        """How far a large document of this library has been indexed."""
+        return self.subject("document.progress", restricted, tenant=tenant, library=library)
+
     def removed(self, tenant: str, library: str | None = None, restricted: bool = False) -> str:
         """Receipt: what a deletion removed."""
         return self.subject("document.removed", restricted, tenant=tenant, library=library)

@@ -272,7 +272,10 @@ class Indexer:
             # only a part of a larger document needs to count what is stored.
             if len(ready.chunks) == ready.total_chunks:
                 return True
-            return await self.store.count_stored(ready) >= ready.total_chunks
+            stored = await self.store.count_stored(ready)
+            if stored < ready.total_chunks:
+                await receipts.progress(self.stage, ready, stored)
+            return stored >= ready.total_chunks
 
         done = await asyncio.gather(*(whole(readies[i]) for i in written))
         return [i for i, complete in zip(written, done, strict=True) if complete]

@@ -1,12 +1,24 @@
 """What the indexer and the deleter tell: ``document.indexed`` once a publish is searchable,
 ``document.removed`` once a deletion applied, each kept in the receipts stream within the
-tenant's budget, on the form for restricted documents where one is named."""
+tenant's budget, on the form for restricted documents where one is named; and
+``document.progress`` as a large document's parts are stored (sent, not kept)."""
 
 from __future__ import annotations
 
-from kbus_contract import DocumentDeleted, DocumentIndexed, DocumentRemoved, EmbeddingsReady
+import logging
+
+from kbus_contract import (
+    DocumentDeleted,
+    DocumentIndexed,
+    DocumentProgress,
+    DocumentRemoved,
+    EmbeddingsReady,
+)
 from kbus_contract.restricted import is_everyones
 from kbus_runtime.stage import Stage
+from nats.errors import Error as NatsError
+
+log = logging.getLogger("kbus.searcher")
 
 
 async def indexed(stage: Stage, ready: EmbeddingsReady) -> None:
@@ -29,6 +41,25 @@ async def indexed(stage: Stage, ready: EmbeddingsReady) -> None:
         tenant=doc.tenant,
         budget="receipts",
     )
+
+
+async def progress(stage: Stage, ready: EmbeddingsReady, stored: int) -> None:
+    """A part of a large document is stored: ``stored`` of its chunks so far. Sent, not kept
+    (a listener that misses one sees the next, and the receipt)."""
+    doc = ready.document
+    said = DocumentProgress(
+        tenant=doc.tenant,
+        library=doc.library,
+        document_id=doc.document_id,
+        version=doc.version,
+        indexed=min(stored, ready.total_chunks),
+        total=ready.total_chunks,
+    )
+    subject = stage.topology.progress(doc.tenant, doc.library, not is_everyones(doc.access))
+    try:
+        await stage.broker.connection.publish(subject, said.model_dump_json().encode())
+    except NatsError as exc:  # told again with the next part, and the receipt says the rest
+        log.debug("progress of %s not sent: %s", doc.document_id, exc)
 
 
 async def removed(
