@@ -295,16 +295,18 @@ async def test_a_large_document_tells_its_indexing_progress(stack: Stack) -> Non
     text = "\n\n".join(
         " ".join(rng.choices(words, k=rng.randint(60, 120))) + "." for _ in range(400)
     )
-    async with await KbClient.connect(
-        stack.nats_url, prefix=stack.topology.prefix, tenant="bigco", acts_for=None
-    ) as kb:
-        async with kb.progress_of("manuals") as told:
-            result = await kb.publish_document(
-                library="manuals", document_id="handbook", text=text, wait=True, timeout_s=600
-            )
-            heard = []
-            while not told.empty():
-                heard.append(told.get_nowait())
+    async with (
+        await KbClient.connect(
+            stack.nats_url, prefix=stack.topology.prefix, tenant="bigco", acts_for=None
+        ) as kb,
+        kb.progress_of("manuals") as told,
+    ):
+        result = await kb.publish_document(
+            library="manuals", document_id="handbook", text=text, wait=True, timeout_s=600
+        )
+        heard = []
+        while not told.empty():
+            heard.append(told.get_nowait())
     assert result.receipt is not None
     total = result.receipt.chunk_count
     assert total > 2 * 64, total  # in more than two parts
