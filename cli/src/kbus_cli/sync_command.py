@@ -3,6 +3,8 @@ or a sitemap's pages; what the folder or the sitemap no longer has is deleted.""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from kbus_client import KbClient, KbError
 from kbus_client.syncing import SyncResult
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kbus_cli.common import (
@@ -37,6 +40,9 @@ from kbus_cli.files import (
     sitemap_pages,
 )
 
+#: Seconds between two looks at what the sync's documents have become.
+WATCH_S = 3.0
+
 
 @dataclass
 class Found:
@@ -44,6 +50,8 @@ class Found:
 
     sources: list[Source] = field(default_factory=list)
     unreadable: list[tuple[Source, str]] = field(default_factory=list)
+    #: Each readable document's version, by id.
+    versions: dict[str, str] = field(default_factory=dict)
 
 
 def sync(
@@ -138,25 +146,50 @@ async def _sync(
             )
         for skipped, why in found.unreadable:
             err.print(f"[yellow]skipped {skipped.origin}: {why}[/]")
-        new = sum(1 for s in found.sources if s.document_id not in indexed)
+        changed = {i: v for i, v in found.versions.items() if indexed.get(i) != v}
+        new = sum(1 for i in changed if i not in indexed)
         err.print(
-            f"{len(found.sources)} documents listed ({new} new); publishing what is new or "
-            f"changed, then waiting up to {settle_s:.0f} s until kbus has indexed them ..."
+            f"{len(found.sources)} documents listed: {new} new, {len(changed) - new} changed; "
+            f"kbus waits up to {settle_s:.0f} s for them"
         )
         documents: list[dict[str, Any]] = [
             {"document_id": s.document_id, **s.fields} for s in found.sources
         ]
-        return await client.sync_library(library, documents, source=source, settle_s=settle_s)
+        syncing = asyncio.ensure_future(
+            client.sync_library(library, documents, source=source, settle_s=settle_s)
+        )
+        await _watch(client, library, source, changed, syncing)
+        return await syncing
+
+
+async def _watch(
+    client: KbClient,
+    library: str,
+    source: str | None,
+    changed: dict[str, str],
+    syncing: asyncio.Future[SyncResult],
+) -> None:
+    """A bar of the new and changed documents searchable at their listed version, read
+    every few seconds until the sync's receipt comes."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), console=err) as progress:
+        bar = progress.add_task("indexed", total=len(changed))
+        while not syncing.done():
+            await asyncio.wait({syncing}, timeout=WATCH_S)
+            with contextlib.suppress(KbError, TimeoutError):
+                now = await client.versions(library, source=source)
+                progress.update(bar, completed=sum(now.get(i) == v for i, v in changed.items()))
 
 
 def _check_each(client: KbClient, found: Found, library: str, source: str | None) -> None:
     """Move each document kbus would refuse (an id too long, a field out of range) to the
-    unreadable, naming its file."""
+    unreadable, naming its file; note the version of the others."""
     kept: list[Source] = []
     for one in found.sources:
         try:
             fields = {**one.fields, "library": library, "source": source}
-            client.new_document(document_id=one.document_id, **fields)
+            made = client.new_document(document_id=one.document_id, **fields)
+            found.versions[one.document_id] = made.effective_version()
             kept.append(one)
         except ValueError as exc:
             found.unreadable.append((one, str(exc)))
