@@ -315,3 +315,13 @@ async def test_a_large_document_tells_its_indexing_progress(stack: Stack) -> Non
     counts = [p.indexed for p in heard]
     assert 0 < counts[0] < total
     assert all(n < total for n in counts)
+
+
+def test_a_profile_is_reset_to_kbus_s_defaults(stack: Stack) -> None:
+    kbus(stack, "profile", "notes", "--chunker", "sections", "--reranker", "none")
+    changed = json.loads(kbus(stack, "profile", "notes", "--json").stdout)
+    assert changed["profile"]["chunker"]["kind"] == "sections"
+    reset = json.loads(kbus(stack, "profile", "notes", "--reset", "--json").stdout)
+    assert reset["revision"] > changed["revision"]
+    default = json.loads(kbus(stack, "profile", "fresh-library", "--json").stdout)
+    assert reset["profile"] == default["profile"]

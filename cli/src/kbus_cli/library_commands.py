@@ -190,6 +190,9 @@ def profile(
     instruction: _Instruction = None,
     depth: _Depth = None,
     example: _Example = None,
+    reset: Annotated[
+        bool, typer.Option(help="Back to kbus's defaults for every link (then any named).")
+    ] = False,
     tenant: Tenant = "default",
     as_json: AsJson = False,
     nats_url: NatsUrl = DEFAULT_URL,
@@ -218,7 +221,7 @@ def profile(
 
     async def go() -> tuple[ProfileReply, int]:
         async with await connect(*connection) as client:
-            return await _set_links(client, library, links, tried)
+            return await _set_links(client, library, links, tried, reset)
 
     try:
         reply, indexed = run(go())
@@ -274,10 +277,15 @@ async def _set_links(
     library: str,
     links: dict[str, Any],
     example: tuple[str, ContentType] | None,
+    reset: bool = False,
 ) -> tuple[ProfileReply, int]:
-    """The library's profile with ``links`` set (tried on ``example``, cut as its type is),
-    and how many of its documents a new cut leaves as they were."""
+    """The library's profile with ``links`` set (on kbus's defaults with ``reset``; tried on
+    ``example``, cut as its type is), and how many of its documents a new cut leaves as they
+    were."""
     current = await client.profile(library)
+    if reset:
+        current = current.model_copy(update={"profile": LibraryProfile()})
+        links = {"chunker": current.profile.chunker, **links}
     if not links:
         return current, 0
     text, kind = example or (None, ContentType.MARKDOWN)
