@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from kbus_client import KbClient, KbError, format_context, format_for_model, nothing_matched
 from kbus_client.memory import Memory
-from kbus_client.tool import NEEDS_QUERY, failed_search
+from kbus_client.tool import NEEDS_QUERY, failed
 from kbus_contract import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, Expand
 from kbus_contract.wire import describe_validation_error
 from mcp.server.mcpserver import Context, MCPServer
@@ -157,7 +157,7 @@ def _search_tool(
                 cursor=cursor if budget_tokens else None,
             )
         except (KbError, ValueError) as exc:
-            return failed_search(exc)
+            return failed(exc)
         if budget_tokens is None:
             return format_for_model(reply)
         return format_context(reply, nothing_matched(reply))

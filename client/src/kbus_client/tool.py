@@ -214,30 +214,33 @@ class KbTool:
             args = tool_arguments(arguments)
         except ValueError as exc:
             return f"Invalid arguments: {exc}. Call the tool again with corrected arguments."
+        try:
+            return await self._run(args)
+        except (KbusError, ValueError) as exc:
+            return failed(exc, args.action)
+
+    async def _run(self, args: ToolArguments) -> str:
         if args.action != "search":
             if self.memory is None:
                 return f"This tool cannot {args.action}: it only searches."
             return await _remembering(self.memory, args)
         if not args.query.strip():
             return NEEDS_QUERY
-        try:
-            return await self(
-                args.query,
-                args.k,
-                budget_tokens=args.budget_tokens,
-                expand=args.expand,
-                cursor=args.cursor,
-            )
-        except (KbusError, ValueError) as exc:
-            return failed_search(exc)
+        return await self(
+            args.query,
+            args.k,
+            budget_tokens=args.budget_tokens,
+            expand=args.expand,
+            cursor=args.cursor,
+        )
 
 
-def failed_search(exc: Exception) -> str:
-    """A search that failed, as a model reads it: what happened and what to do."""
+def failed(exc: Exception, action: str = "search") -> str:
+    """A call that failed, as a model reads it: what happened and what to do."""
     if isinstance(exc, KbusError):
         again = " Try again shortly." if exc.retryable else ""
-        return f"The search failed ({exc.code}): {exc.reason}.{again}"
-    return f"The search failed: {exc}."
+        return f"The {action} failed ({exc.code}): {exc.reason.rstrip('.')}.{again}"
+    return f"The {action} failed: {str(exc).rstrip('.')}."
 
 
 _MEMORY_PROPERTIES: dict[str, Any] = {
