@@ -203,12 +203,12 @@ def test_a_sitemap_sync_stops_waiting_for_a_page_that_was_refused(stack: Stack) 
     take) and calling it "not searchable in time"."""
     site = Site()
     site.pages["/ok.html"] = ("text/html", b"<h1>Parking</h1><p>Level -2 is for visitors.</p>")
-    urls = "".join(
-        f"<url><loc>{site.url}{p}</loc><lastmod>2026-12-01</lastmod></url>"
-        for p in ("/ok.html", "/gone.html")
-    )
-    site.pages["/sitemap.xml"] = ("application/xml", f"<urlset>{urls}</urlset>".encode())
-    with serve(site):
+    with serve(site):  # the site's address is known once it serves
+        urls = "".join(
+            f"<url><loc>{site.url}{p}</loc><lastmod>2026-12-01</lastmod></url>"
+            for p in ("/ok.html", "/gone.html")
+        )
+        site.pages["/sitemap.xml"] = ("application/xml", f"<urlset>{urls}</urlset>".encode())
         result = kbus(
             stack,
             "sync",
@@ -221,7 +221,7 @@ def test_a_sitemap_sync_stops_waiting_for_a_page_that_was_refused(stack: Stack) 
             check=False,
         )
     body = json.loads(result.stdout)
-    assert (body["added"], body["failed"]) == (1, 1), body
+    assert (body["added"], body["failed"]) == (1, 1), json.dumps(body)
     [named] = body["dead_lettered"]
     assert named.startswith(site.url.split("://", 1)[1] + "/gone.html: "), named
     assert body["unsettled"] == [], body
