@@ -248,6 +248,8 @@ def _searcher(t: Topology) -> list[str]:
         t.document_removed,
         t.document_failed,
         t.document_reconciled,
+        # A large document's progress as its parts are stored (sent, not kept).
+        t.every("document.progress"),
         # kb.feed reads a tenant's stored receipts and dead letters.
         *_puller(t.receipts_stream.name),
         *_puller(t.dead_letter_stream.name),
