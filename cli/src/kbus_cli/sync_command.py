@@ -156,7 +156,9 @@ async def _sync(
             {"document_id": s.document_id, **s.fields} for s in found.sources
         ]
         syncing = asyncio.ensure_future(
-            client.sync_library(library, documents, source=source, settle_s=settle_s)
+            client.sync_library(
+                library, documents, source=source, settle_s=settle_s, indexed=indexed
+            )
         )
         await _watch(client, library, source, changed, syncing)
         return await syncing

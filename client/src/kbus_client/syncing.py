@@ -72,11 +72,13 @@ class LibrarySyncs(DocumentWrites):
         source: str | None = None,
         tenant: str | None = None,
         settle_s: float = 300.0,
+        indexed: Mapping[str, str] | None = None,
     ) -> SyncResult:
         """Make ``library`` (or ``source``'s part of it) hold exactly ``documents``: each a
         mapping of :meth:`publish_document`'s arguments (``library`` and ``source`` are this
         call's). Publishes the list, then only the documents whose version is not indexed yet;
         kbus deletes what the list does not name, and the receipt says what the sync did.
+        ``indexed``: what :meth:`versions` gave just before, if the caller read it already.
 
         Raises:
             ValueError: a document is invalid, or two have one id (nothing is sent).
@@ -86,7 +88,8 @@ class LibrarySyncs(DocumentWrites):
         """
         chosen = self.tenant_for(tenant)
         wanted = self._documents(documents, library, source, chosen)
-        indexed = await self.versions(library, source=source, tenant=chosen)
+        if indexed is None:
+            indexed = await self.versions(library, source=source, tenant=chosen)
         changed = [
             (doc, data)
             for doc, data in wanted

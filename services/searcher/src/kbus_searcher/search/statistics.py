@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 from kbus_contract import (
     DocumentEntry,
@@ -46,7 +45,9 @@ async def library_stats(store: ChunkStore, req: StatsRequest, sent: Identity) ->
 def _counted(scope: Scope, sent: Identity) -> Scope:
     """What is counted: on the form for restricted documents (only a credential that may
     write, or act for anyone, reaches it), every document; else what the readers may read."""
-    return replace(scope, readers=None) if sent.restricted else scope
+    if not sent.restricted:
+        return scope
+    return Scope.whole(scope.tenant, scope.libraries, "its writer lists what it published")
 
 
 async def _documents(view: StoreView, req: StatsRequest) -> tuple[DocumentEntry, ...]:

@@ -38,7 +38,8 @@ from kbus_searcher.store.schema import CHUNK_VECTOR, KEYWORD_PROPERTIES
 @dataclass(frozen=True)
 class Scope:
     """Whom a read is for: a tenant, its libraries (None: all of them), and the readers whose
-    documents it sees (None: every document, for kbus's own reads only)."""
+    documents it sees (None: every document, for kbus's own reads and for a credential that
+    may name every document, a writer's, on a form for restricted documents)."""
 
     tenant: str
     libraries: tuple[str, ...] | None
@@ -55,7 +56,8 @@ class Scope:
 
     @classmethod
     def whole(cls, tenant: str, libraries: tuple[str, ...] | None, because: str) -> Scope:
-        """kbus's own read of every document of these libraries, restricted ones too."""
+        """A read of every document of these libraries, restricted ones too (kbus's own, or a
+        writer's on a form for restricted documents), saying ``because``."""
         if not because:
             raise ValueError("a read of every document says why")
         return cls(tenant, libraries, None, because)
