@@ -27,7 +27,7 @@ from kbus_cli.metrics import ndcg_at
 from kbus_dev.servers import start_weaviate
 from kbus_embedder.embedding import document_text
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
 from kbus_models.encoder import MINILM, Encoder, resolve
 from kbus_searcher.settings import SearcherSettings

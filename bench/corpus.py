@@ -10,7 +10,7 @@ from pathlib import Path
 from kbus_contract import ChunksReady, DocumentAdded
 from kbus_embedder.embedding import document_text
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
 
 

@@ -32,7 +32,7 @@ from kbus_client import KbClient
 from kbus_contract import ContentType, DocumentAdded, Matching, MatchingKind
 from kbus_generator.prompts import ask_for, questions
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
 from kbus_runtime.chat import LLMSettings, OpenAIChat
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from kbus_contract import ContentType, DocumentAdded, RecordTemplate
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.parsing import Limits, Parsed, parse
 from kbus_ingestor.profiling import Cutter
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from kbus_contract import DocumentAdded
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
 
 LIBRARY = "chaos"

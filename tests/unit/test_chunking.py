@@ -8,7 +8,7 @@ import pytest
 from kbus_contract import ContentType, DocumentAdded
 from kbus_contract.errors import PermanentError
 from kbus_ingestor.chunking import ChunkingConfig, split_text
-from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.markdown import sections
 from kbus_ingestor.profiling import Cutter
 

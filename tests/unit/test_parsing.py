@@ -7,7 +7,7 @@ import json
 import pytest
 from kbus_contract import ContentType, DocumentAdded, RecordTemplate
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.parsing import Limits, ParseError, parse
 from kbus_ingestor.profiling import Cutter
 

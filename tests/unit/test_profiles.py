@@ -6,7 +6,7 @@ import pytest
 from kbus_contract import Chunker, ChunkerKind, ContentType, DocumentAdded, LibraryProfile
 from kbus_contract.errors import PermanentError
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.ingesting import chunk_document
+from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
 from pydantic import ValidationError
 

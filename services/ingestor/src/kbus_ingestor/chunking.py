@@ -9,6 +9,7 @@ Offsets are code-point indexes, so ``text[chunk.start:chunk.end] == chunk.text``
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # Strongest first. Each pattern matches the whitespace a chunk may end before.
@@ -48,61 +49,69 @@ class ChunkingConfig:
 
 def split_text(text: str, config: ChunkingConfig = ChunkingConfig(), base: int = 0) -> list[Span]:
     """Split ``text`` into overlapping chunks; offsets are shifted by ``base``."""
-    spans: list[Span] = []
-    start = _skip_space(text, 0)
-    while start < len(text):
-        end = _cut(text, start, config)
+    return [
+        Span(base + span.start, base + span.end, span.text)
+        for span in iter_spans(text, 0, len(text), config)
+    ]
+
+
+def iter_spans(text: str, lo: int, hi: int, config: ChunkingConfig) -> Iterator[Span]:
+    """The chunks of ``text[lo:hi]`` (offsets in ``text``), one at a time: a large document's
+    chunks are made as they are sent on, and its text is never copied whole."""
+    start = _skip_space(text, lo, hi)
+    while start < hi:
+        end = _cut(text, start, hi, config)
         stripped_end = _trim_end(text, start, end)
-        spans.append(Span(base + start, base + stripped_end, text[start:stripped_end]))
-        if end >= len(text) or _skip_space(text, end) >= len(text):
-            break
-        start = _next_start(text, start, end, config.overlap)
-    return spans
+        yield Span(start, stripped_end, text[start:stripped_end])
+        if end >= hi or _skip_space(text, end, hi) >= hi:
+            return
+        start = _next_start(text, start, end, hi, config.overlap)
 
 
-def _cut(text: str, start: int, config: ChunkingConfig) -> int:
+def _cut(text: str, start: int, hi: int, config: ChunkingConfig) -> int:
     """Where the chunk starting at ``start`` ends (exclusive)."""
     limit = start + config.size
-    if limit >= len(text):
-        return len(text)
+    if limit >= hi:
+        return hi
     earliest = start + max(1, int(config.size * config.min_fill))
     for pattern in _BOUNDARIES:
-        cut = _last_boundary(pattern, text, earliest, limit)
+        cut = _last_boundary(pattern, text, earliest, limit, hi)
         if cut is not None:
             return cut
     # Nothing fills the chunk enough: take any boundary at all before cutting through a word.
     for pattern in _BOUNDARIES:
-        cut = _last_boundary(pattern, text, start + 1, limit)
+        cut = _last_boundary(pattern, text, start + 1, limit, hi)
         if cut is not None:
             return cut
     return limit
 
 
-def _last_boundary(pattern: re.Pattern[str], text: str, lo: int, hi: int) -> int | None:
-    """The last position in ``[lo, hi]`` where a boundary of this kind begins."""
+def _last_boundary(pattern: re.Pattern[str], text: str, lo: int, hi: int, end: int) -> int | None:
+    """The last position in ``[lo, hi]`` where a boundary of this kind begins (the text
+    ending at ``end``)."""
     best = None
     # Look one character past hi so a boundary whose whitespace starts exactly at hi counts.
-    for match in pattern.finditer(text, lo, min(len(text), hi + 1)):
+    for match in pattern.finditer(text, lo, min(end, hi + 1)):
         if lo <= match.start() <= hi:
             best = match.start()
     return best
 
 
-def _next_start(text: str, start: int, end: int, overlap: int) -> int:
+def _next_start(text: str, start: int, end: int, hi: int, overlap: int) -> int:
     """The start of the next chunk: a word start about ``overlap`` characters before ``end``."""
     if overlap == 0:
-        return _skip_space(text, end)
+        return _skip_space(text, end, hi)
     candidate = max(start + 1, end - overlap)
     # Move forward to the beginning of a word so the overlap never starts mid-word.
     while candidate < end and not (text[candidate - 1].isspace() and not text[candidate].isspace()):
         candidate += 1
     if candidate >= end:
-        return _skip_space(text, end)
+        return _skip_space(text, end, hi)
     return candidate
 
 
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isspace():
+def _skip_space(text: str, pos: int, hi: int) -> int:
+    while pos < hi and text[pos].isspace():
         pos += 1
     return pos
 

@@ -1,4 +1,4 @@
-"""From a document to its chunks."""
+"""From a document message to its chunks on the bus."""
 
 from __future__ import annotations
 
@@ -10,93 +10,23 @@ from typing import Any, TypeVar
 
 from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
-from kbus_contract import (
-    Chunk,
-    ChunksReady,
-    ContentType,
-    DocumentAdded,
-    DocumentRef,
-)
+from kbus_contract import ChunksReady, ContentType, DocumentAdded
 from kbus_contract.claimcheck import discard_body, read_body
-from kbus_contract.documents import CHUNK_SEPARATOR
 from kbus_contract.errors import ErrorCode, PermanentError
-from kbus_contract.identifiers import chunk_id, content_version
+from kbus_contract.identifiers import content_version
 from kbus_contract.lanes import Lane
 from kbus_contract.tenancy import require_library
-from kbus_runtime.analysis import TermIndex, analyze_terms, window_span
 from kbus_runtime.stage import Stage, stream_sequence
 from prometheus_client import CollectorRegistry, Counter
 
-from kbus_ingestor.chunking import Span
+from kbus_ingestor.cutting import Cutting, parts_of
 from kbus_ingestor.fetching import PageFetcher
 from kbus_ingestor.parsing import Parsed, parse
 from kbus_ingestor.profiles import Profiles
-from kbus_ingestor.profiling import Cutter, Piece, cut_pieces
 from kbus_ingestor.sandbox import ParserPool
 
 log = logging.getLogger("kbus.ingestor")
 T = TypeVar("T")
-
-
-def chunk_document(
-    doc: DocumentAdded,
-    cutter: Cutter,
-    max_chunks: int,
-    sequence: int = 0,
-    keyword_window: int = 1000,
-    parsed: Parsed | None = None,
-) -> ChunksReady:
-    """Split a document (its text, or what its bytes were parsed into) into chunks with
-    deterministic ids and their keyword text.
-
-    Raises:
-        PermanentError: the document yields no chunk, or more than ``max_chunks``.
-    """
-    version = doc.effective_version()
-    if doc.chunks is not None:
-        parsed = Parsed(doc.text, markdown=False)
-        pieces = _supplied(doc.chunks)
-    else:
-        parsed = parsed or Parsed(doc.text, markdown=doc.content_type is ContentType.MARKDOWN)
-        pieces = cut_pieces(parsed, cutter)
-    if not pieces:
-        raise PermanentError("the document has no text to index", code=ErrorCode.EMPTY_DOCUMENT)
-    if len(pieces) > max_chunks:
-        raise PermanentError(
-            f"the document splits into {len(pieces)} chunks; the limit is {max_chunks}",
-            code=ErrorCode.TOO_LARGE,
-        )
-    # Each scope (the document, or a Markdown section) is analysed once for all its chunks.
-    analysed: dict[tuple[int, int], tuple[list[str], TermIndex]] = {}
-    chunks = tuple(
-        Chunk(
-            chunk_id=chunk_id(doc.tenant, doc.library, doc.document_id, version, position),
-            position=position,
-            text=piece.span.text,
-            char_start=piece.span.start,
-            char_end=piece.span.end,
-            heading_path=piece.heading_path,
-            keywords=_keywords(doc.title, parsed.text, piece, keyword_window, analysed),
-            page=parsed.page_at(piece.span.start),
-            metadata=piece.metadata or {},
-            matching=doc.matching[position] if doc.matching else (),
-        )
-        for position, piece in enumerate(pieces)
-    )
-    ref = DocumentRef(
-        tenant=doc.tenant,
-        library=doc.library,
-        document_id=doc.document_id,
-        version=version,
-        title=doc.title,
-        source_uri=doc.source_uri,
-        content_type=doc.content_type,
-        metadata=doc.metadata,
-        source=doc.source or "",
-        access=doc.readers(),
-        sequence=sequence,
-    )
-    return ChunksReady(document=ref, total_chunks=len(chunks), chunks=chunks)
 
 
 def ranked_as(doc: DocumentAdded, sequence: int) -> int:
@@ -116,37 +46,8 @@ def ranked_as(doc: DocumentAdded, sequence: int) -> int:
     return doc.recut_of
 
 
-def _keywords(
-    title: str,
-    text: str,
-    piece: Piece,
-    size: int,
-    analysed: dict[tuple[int, int], tuple[list[str], TermIndex]],
-) -> str:
-    """``keyword_text`` of a chunk's title, headings and window, from its scope's analysis
-    (a scope's chunks share its heading path)."""
-    # A window never crosses into another section: a short section must not be found by its
-    # neighbours' words.
-    begin, end = piece.scope
-    if piece.scope not in analysed:
-        head = analyze_terms(" ".join((title, *piece.heading_path)))
-        analysed[piece.scope] = (head, TermIndex(text[begin:end]))
-    head, index = analysed[piece.scope]
-    start, stop = window_span(index.text, piece.span.start - begin, piece.span.end - begin, size)
-    return " ".join(head + index.terms(start, stop))
-
-
-def _supplied(chunks: tuple[str, ...]) -> list[Piece]:
-    """The publisher's chunks where they stand in the text (joined by ``CHUNK_SEPARATOR``);
-    each is its own keyword scope."""
-    pieces, start = [], 0
-    for chunk in chunks:
-        end = start + len(chunk)
-        pieces.append(Piece(Span(start, end, chunk), (), (start, end)))
-        start = end + len(CHUNK_SEPARATOR)
-    return pieces
-
-
+#: Seconds between two looks at a tenant's chunk messages waiting, while it holds its budget.
+ROOM_POLL_S = 0.5
 #: A text larger than this is cut on a worker thread: the event loop goes on taking other
 #: documents (another tenant's small one) while it is cut.
 INLINE_BYTES = 64 * 1024
@@ -211,10 +112,41 @@ class Ingestor:
 
     async def ingest(self, doc: DocumentAdded, sequence: int = 0, lane: Lane = Lane.BULK) -> None:
         """Read a document (its text, its claim-checked bytes or its web page), parse it, and
-        publish its chunks (in the tenant's ``lane`` it came in)."""
+        publish its chunks a part at a time (in the tenant's ``lane`` it came in)."""
+        doc, parsed = await self._parsed(doc)
+        large = len(parsed.text) > INLINE_BYTES
+        cutter, profile = await self.profiles.for_ingest(doc.tenant, doc.library)
+        cutting = Cutting.of(doc, cutter, self.keyword_window, parsed)
+        total = await _inline_or_thread(large, cutting.count, self.max_chunks)
+        channel, generate = "chunks.ready", None
+        if profile.matching.generated and doc.matching is None:
+            # The generator writes the matching texts, then passes the chunks on to be embedded;
+            # a publisher's own matching texts are kept as they are.
+            channel, generate = "chunks.generate", profile.matching
+        subject = self.stage.topology.in_lane(channel, lane, tenant=doc.tenant)
+        ref = cutting.ref(sequence).with_lane(lane)
+        parts = parts_of(cutting.chunks(), self.part_chunks)
+        count = -(-total // self.part_chunks)
+        for number in range(count):
+            chunks = await _inline_or_thread(large, next, parts)
+            if number:
+                await self._room(doc.tenant, subject)
+            part = ChunksReady(
+                document=ref,
+                part=number,
+                parts=count,
+                total_chunks=total,
+                chunks=chunks,
+                generate=generate,
+            )
+            await self.stage.publish(part, subject, stream=self.stage.topology.chunks_stream.name)
+            self.chunks_made.inc(len(chunks))
+
+    async def _parsed(self, doc: DocumentAdded) -> tuple[DocumentAdded, Parsed]:
+        """The document parsed, its title and version settled (its bytes are let go here)."""
         doc, content_type, data = await self._read(doc)
-        large = len(data) > INLINE_BYTES
         if content_type in (ContentType.PLAIN, ContentType.MARKDOWN):
+            large = len(data) > INLINE_BYTES
             parsed = await _inline_or_thread(
                 large, parse, content_type, data, None, self.parser.limits
             )
@@ -222,32 +154,22 @@ class Ingestor:
             parsed = await self.parser.parse(content_type, data, doc.template)
         # The version stays what the message gave (or its fetched bytes), so every redelivery
         # yields the same ids.
-        doc = doc.model_copy(
-            update={"title": doc.title or parsed.title, "version": doc.effective_version()}
-        )
-        cutter, profile = await self.profiles.for_ingest(doc.tenant, doc.library)
-        ready = await _inline_or_thread(
-            large,
-            chunk_document,
-            doc,
-            cutter,
-            self.max_chunks,
-            sequence,
-            self.keyword_window,
-            parsed,
-        )
-        ready = ready.model_copy(update={"document": ready.document.with_lane(lane)})
-        topology = self.stage.topology
-        channel = "chunks.ready"
-        if profile.matching.generated and doc.matching is None:
-            # The generator writes the matching texts, then passes the chunks on to be embedded;
-            # a publisher's own matching texts are kept as they are.
-            ready = ready.model_copy(update={"generate": profile.matching})
-            channel = "chunks.generate"
-        subject = topology.in_lane(channel, lane, tenant=doc.tenant)
-        for part in ready.split(self.part_chunks):
-            await self.stage.publish(part, subject, stream=topology.chunks_stream.name)
-        self.chunks_made.inc(len(ready.chunks))
+        update = {"title": doc.title or parsed.title, "version": doc.effective_version()}
+        return doc.model_copy(update=update), parsed
+
+    async def _room(self, tenant: str, subject: str) -> None:
+        """Wait while the tenant holds its budget of chunk messages waiting for the embedder:
+        a large document is sent on as fast as it is embedded, never piled up in the stream."""
+        budget = self.stage.budgets.of(tenant).chunk_messages if self.stage.budgets else 0
+        if not budget:
+            return
+        js = self.stage.broker.connection.jetstream()
+        stream = self.stage.topology.chunks_stream.name
+        while True:
+            info = await js.stream_info(stream, subjects_filter=subject)
+            if sum((info.state.subjects or {}).values()) < budget:
+                return
+            await asyncio.sleep(ROOM_POLL_S)
 
     async def _read(self, doc: DocumentAdded) -> tuple[DocumentAdded, ContentType, bytes]:
         """The document's bytes and their type, from wherever the message says they are."""

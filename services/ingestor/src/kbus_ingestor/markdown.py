@@ -7,6 +7,12 @@ from dataclasses import dataclass
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# The line ends str.splitlines knows; a document's lines are read one at a time (a large one
+# is never held as a list of its lines).
+_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE = re.compile(f"[^{_ENDS}]*(?:\r\n|[{_ENDS}])?")
+_BREAK = re.compile(f"[{_ENDS}]")
+_VISIBLE = re.compile(r"\S")
 
 
 @dataclass(frozen=True)
@@ -19,10 +25,11 @@ class Section:
 
     def has_body(self, text: str) -> bool:
         """Whether the section holds anything besides its heading line."""
-        lines = [line for line in text[self.start : self.end].splitlines() if line.strip()]
-        if not self.heading_path:  # text before the first heading
-            return bool(lines)
-        return len(lines) > 1
+        start = self.start
+        if self.heading_path:  # past its heading line
+            found = _BREAK.search(text, start, self.end)
+            start = found.end() if found else self.end
+        return _VISIBLE.search(text, start, self.end) is not None
 
 
 def sections(text: str) -> list[Section]:
@@ -33,7 +40,10 @@ def sections(text: str) -> list[Section]:
     current: tuple[str, ...] = ()
     fence: str | None = None
     offset = 0
-    for line in text.splitlines(keepends=True):
+    for match in _LINE.finditer(text):
+        line = match.group()
+        if not line:
+            break
         stripped = line.rstrip("\r\n")
         fence_match = _FENCE.match(stripped)
         if fence_match:

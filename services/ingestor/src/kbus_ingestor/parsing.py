@@ -92,7 +92,7 @@ def parse(
         assert template is not None  # the contract requires one
         return _records(content_type, _decode(data), template, limits)
     parsed = _PARSERS[content_type](data)
-    if not parsed.text.strip():
+    if not parsed.text or parsed.text.isspace():  # (strip() would copy a large text)
         raise ParseError("no text could be read from the document", ErrorCode.EMPTY_DOCUMENT)
     return parsed
 

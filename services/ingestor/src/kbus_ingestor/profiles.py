@@ -145,7 +145,7 @@ class Profiles:
                 "the pattern matches nothing in the example", code=ErrorCode.BAD_PROFILE
             )
         markdown = req.example_type is ContentType.MARKDOWN
-        return len(cut_pieces(Parsed(example, markdown=markdown), cutter))
+        return sum(1 for _ in cut_pieces(Parsed(example, markdown=markdown), cutter))
 
     async def _keep(self, req: ProfileRequest, profile: LibraryProfile) -> int:
         key = profile_key(req.tenant, req.library)

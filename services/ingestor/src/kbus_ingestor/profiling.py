@@ -7,6 +7,7 @@ take hours on a pattern such as ``(a+)+$``), and it has no constructs that could
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -15,7 +16,7 @@ from kbus_contract import Chunker, ChunkerKind, LibraryProfile
 from kbus_contract.base import Metadata
 from kbus_contract.errors import ErrorCode, PermanentError
 
-from kbus_ingestor.chunking import ChunkingConfig, Span, split_text
+from kbus_ingestor.chunking import ChunkingConfig, Span, iter_spans
 from kbus_ingestor.markdown import sections
 from kbus_ingestor.parsing import Parsed
 
@@ -78,28 +79,37 @@ class Cutter:
             return [(a, b) for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
         return [(0, len(text))]
 
-    def cut(self, text: str, base: int = 0) -> list[Span]:
-        """The chunks of one scope; offsets are shifted by ``base``.
+    def cut(self, text: str, lo: int, hi: int) -> Iterator[Span]:
+        """The chunks of one scope, ``text[lo:hi]`` (offsets in ``text``).
 
         A sections chunker keeps a scope (a section, a page) whole up to its ``max_chars``.
 
         Raises:
             PermanentError: an identity chunker's document is longer than it keeps whole.
         """
-        start = len(text) - len(text.lstrip())
-        end = len(text.rstrip())
+        start, end = _strip(text, lo, hi)
         kind = self.chunker.kind
-        if kind is ChunkerKind.SECTIONS and end - start <= self.chunker.max_chars:
-            return [Span(base + start, base + end, text[start:end])] if end > start else []
-        if kind is not ChunkerKind.IDENTITY:
-            return split_text(text, self.config, base)
+        whole = kind is ChunkerKind.IDENTITY or (
+            kind is ChunkerKind.SECTIONS and end - start <= self.chunker.max_chars
+        )
+        if not whole:
+            return iter_spans(text, lo, hi, self.config)
         if end - start > self.chunker.max_chars:
             raise PermanentError(
                 f"the document is {end - start} characters; the library's identity chunker "
                 f"keeps at most {self.chunker.max_chars} as one chunk and never cuts one",
                 code=ErrorCode.TOO_LARGE,
             )
-        return [Span(base + start, base + end, text[start:end])] if end > start else []
+        return iter([Span(start, end, text[start:end])] if end > start else [])
+
+
+def _strip(text: str, lo: int, hi: int) -> tuple[int, int]:
+    """``text[lo:hi]`` without the white space at either end, as bounds."""
+    while lo < hi and text[lo].isspace():
+        lo += 1
+    while hi > lo and text[hi - 1].isspace():
+        hi -= 1
+    return lo, hi
 
 
 class Piece(NamedTuple):
@@ -112,38 +122,31 @@ class Piece(NamedTuple):
     metadata: Metadata | None = None
 
 
-def cut_pieces(parsed: Parsed, cutter: Cutter) -> list[Piece]:
-    """The chunks a parsed document is cut into, each with its heading path and scope."""
+def cut_pieces(parsed: Parsed, cutter: Cutter) -> Iterator[Piece]:
+    """The chunks a parsed document is cut into, each with its heading path and scope, one at
+    a time."""
     text = parsed.text
     if parsed.records:
-        return [
-            Piece(span, (r.title,) if r.title else (), (r.start, r.end), r.metadata)
-            for r in parsed.records
-            for span in cutter.cut(text[r.start : r.end], base=r.start)
-        ]
+        for r in parsed.records:
+            head = (r.title,) if r.title else ()
+            for span in cutter.cut(text, r.start, r.end):
+                yield Piece(span, head, (r.start, r.end), r.metadata)
+        return
     if cutter.whole:
         # The library's chunker decides the parts: its pattern's, or the document itself.
-        return [
-            Piece(span, (), (start, end))
-            for start, end in cutter.scopes(text)
-            for span in cutter.cut(text[start:end], base=start)
-        ]
-    if not parsed.markdown:
+        scopes = cutter.scopes(text)
+    elif not parsed.markdown:
         # A chunk never crosses a page, so the page it names holds all of it.
-        return [
-            Piece(span, (), (start, end))
-            for start, end in parsed.page_spans()
-            for span in cutter.cut(text[start:end], base=start)
-        ]
-    pieces: list[Piece] = []
-    found = sections(text)
-    # A heading with nothing under it but deeper headings is only a path: its children carry it.
-    with_body = [s for s in found if s.has_body(text)] or found
-    for section in with_body:
-        body = text[section.start : section.end]
-        scope = (section.start, section.end)
-        pieces.extend(
-            Piece(span, section.heading_path, scope)
-            for span in cutter.cut(body, base=section.start)
-        )
-    return pieces
+        scopes = parsed.page_spans()
+    else:
+        found = sections(text)
+        # A heading with nothing under it but deeper headings is only a path: its children
+        # carry it.
+        for section in [s for s in found if s.has_body(text)] or found:
+            scope = (section.start, section.end)
+            for span in cutter.cut(text, *scope):
+                yield Piece(span, section.heading_path, scope)
+        return
+    for scope in scopes:
+        for span in cutter.cut(text, *scope):
+            yield Piece(span, (), scope)

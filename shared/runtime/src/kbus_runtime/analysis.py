@@ -198,16 +198,19 @@ def content_terms(text: str) -> set[str]:
     return {stem for stem in _stemmer().stemWords(tokens) if stem}
 
 
-def window_span(text: str, start: int, end: int, size: int) -> tuple[int, int]:
+def window_span(
+    text: str, start: int, end: int, size: int, lo: int = 0, hi: int | None = None
+) -> tuple[int, int]:
     """Where ``text[start:end]`` widened by up to ``size`` characters on each side, at word
-    edges, begins and ends."""
-    begin = max(0, start - size)
-    stop = min(len(text), end + size)
+    edges and inside ``text[lo:hi]``, begins and ends."""
+    hi = len(text) if hi is None else hi
+    begin = max(lo, start - size)
+    stop = min(hi, end + size)
     # A cut inside a word would index a fragment of it: widen only to whole words.
-    if begin > 0 and not text[begin - 1].isspace():
+    if begin > lo and not text[begin - 1].isspace():
         space = text.find(" ", begin, start)
         begin = space + 1 if space >= 0 else start
-    if stop < len(text) and not text[stop].isspace():
+    if stop < hi and not text[stop].isspace():
         space = text.rfind(" ", end, stop)
         stop = space if space >= 0 else end
     return begin, stop
