@@ -266,3 +266,13 @@ def dlq_drop(
 def _credential_tenant() -> str | None:
     held = access.credential
     return str(held["tenant"]) if held else None
+
+
+dlq = typer.Typer(
+    help="Dead letters: messages a stage could not process.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+dlq.command("list")(dlq_list)
+dlq.command("replay")(dlq_replay)
+dlq.command("drop")(dlq_drop)
