@@ -30,7 +30,6 @@ import json
 import shutil
 import tempfile
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,6 @@ from kbus_contract.backlog import stage_backlog
 from kbus_contract.topology import Topology
 from kbus_dev.servers import Server, ensure_installed, start_nats, start_weaviate
 from kbus_dev.services import service_env, start_all, start_service, wait_healthy
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench import corpus as corpora
 from bench import pipeline, scaling
@@ -84,17 +82,12 @@ def _args() -> argparse.Namespace:
 
 def counter(server: Server, name: str) -> dict[str, float]:
     """A Prometheus counter's samples on a service's /metrics, by their labels' values."""
-    url = f"http://127.0.0.1:{server.ports['http']}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    for family in text_string_to_metric_families(text):
-        if family.name == name:
-            return {
-                ",".join(s.labels.values()): s.value
-                for s in family.samples
-                if s.name.endswith("_total")
-            }
-    return {}
+    family = pipeline.metric(server, name)
+    if family is None:
+        return {}
+    return {
+        ",".join(s.labels.values()): s.value for s in family.samples if s.name.endswith("_total")
+    }
 
 
 async def searches(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kbus_client import KbClient
 from kbus_dev.servers import Server
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.corpus import Corpus, body
@@ -39,15 +40,20 @@ def main_thread_cpu_seconds(server: Server) -> float:
     return _stat_cpu_seconds(Path(f"/proc/{pid}/task/{pid}/stat"))
 
 
-def histogram(server: Server, name: str) -> tuple[float, float]:
-    """A Prometheus histogram's ``_sum`` and ``_count`` on a service's /metrics."""
+def metric(server: Server, name: str) -> Metric | None:
+    """One metric family on a service's /metrics (None: the service has none by that name)."""
     url = f"http://127.0.0.1:{server.ports['http']}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
-    for family in text_string_to_metric_families(text):
-        if family.name == name:
-            samples = {sample.name: sample.value for sample in family.samples}
-            return samples.get(f"{name}_sum", 0.0), samples.get(f"{name}_count", 0.0)
+    return next((f for f in text_string_to_metric_families(text) if f.name == name), None)
+
+
+def histogram(server: Server, name: str) -> tuple[float, float]:
+    """A Prometheus histogram's ``_sum`` and ``_count`` on a service's /metrics."""
+    family = metric(server, name)
+    if family is not None:
+        samples = {sample.name: sample.value for sample in family.samples}
+        return samples.get(f"{name}_sum", 0.0), samples.get(f"{name}_count", 0.0)
     return 0.0, 0.0
 
 

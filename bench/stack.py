@@ -7,10 +7,10 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbus_dev.servers import ensure_installed, start_nats, start_weaviate
+from kbus_dev.servers import Server, ensure_installed, start_nats, start_weaviate
 from kbus_dev.services import service_env, start_all
 
 
@@ -20,6 +20,8 @@ class BenchStack:
 
     nats_url: str
     prefix: str
+    #: The services by name (their processes: memory, CPU, /metrics).
+    services: dict[str, Server] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -41,7 +43,7 @@ def bench_stack(name: str, settings: dict[str, str] | None = None) -> Iterator[B
     )
     services = start_all(env, root / "logs")
     try:
-        yield BenchStack(url, tag)
+        yield BenchStack(url, tag, {service.name: service for service in services})
     finally:
         for service in services:
             service.stop()

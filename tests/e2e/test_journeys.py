@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from kbus_client import KbClient, KbError, SyncKbClient
 from kbus_client.tool import KbTool
+from kbus_runtime.settings import BusSettings
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
@@ -259,16 +260,17 @@ def test_status_says_which_services_answer(stack: Stack) -> None:
 
 
 async def test_a_document_over_the_limit_is_refused_at_its_first_part(stack: Stack) -> None:
-    """9 MB of text where kbus takes 8 MiB: refused with the limit named, when the first part
-    of its upload arrives, not dead-lettered after the whole of it was sent."""
-    text = ("The boiler room key hangs by the door. " * 240_000)[: 9 * 1024**2]
+    """A byte more than kbus takes: refused with the limit named, when the first part of its
+    upload arrives, not dead-lettered after the whole of it was sent."""
+    limit = BusSettings.model_fields["max_document_bytes"].default
+    text = ("The boiler room key hangs by the door. " * (limit // 39 + 1))[: limit + 1]
     async with await KbClient.connect(
         stack.nats_url, prefix=stack.topology.prefix, tenant="bigco"
     ) as kb:
         with pytest.raises(KbError) as refused:
             await kb.publish_document(library="big", document_id="huge", text=text)
     assert refused.value.code == "too_large", refused.value
-    assert "at most 8388608 bytes" in str(refused.value)
+    assert f"at most {limit} bytes" in str(refused.value)
 
 
 def test_the_readme_s_quickstart_runs_as_written(stack: Stack) -> None:

@@ -15,6 +15,14 @@ from kbus_client import KbClient
 from kbus_contract.restricted import may_name_restricted
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 T = TypeVar("T")
 
@@ -113,3 +121,15 @@ async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
 
 async def _quiet(exc: Exception) -> None:
     """nats-py's error callback: the command says what failed, once."""
+
+
+def bars() -> Progress:
+    """Progress bars on stderr: what, how far, the time so far and the time still to go."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+    )

@@ -19,30 +19,10 @@ from kbus_client import (
     why_no_match,
 )
 from kbus_contract import DocumentProgress, SearchReply
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from kbus_cli.common import (
-    DEFAULT_URL,
-    AsJson,
-    NatsUrl,
-    Prefix,
-    Tenant,
-    access,
-    connect,
-    err,
-    fail,
-    out,
-    run,
-)
+from kbus_cli import common
 from kbus_cli.files import Source, UnsupportedFileError, find_files, page, read_file, sitemap
 
 
@@ -51,9 +31,9 @@ def ingest(
     sources: Annotated[
         list[str] | None, typer.Argument(help="Files, folders and http(s) addresses.")
     ] = None,
-    tenant: Tenant = "default",
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    tenant: common.Tenant = "default",
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
     wait: Annotated[bool, typer.Option(help="Wait until every document is searchable.")] = True,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each receipt.")] = 600.0,
     record_text: Annotated[
@@ -70,7 +50,7 @@ def ingest(
     interactive: Annotated[
         bool, typer.Option(help="A person waits: ahead of the tenant's bulk work at every stage.")
     ] = False,
-    as_json: AsJson = False,
+    as_json: common.AsJson = False,
 ) -> None:
     """Publish files as they are (text, Markdown, HTML, PDF, Word, PowerPoint, Excel, CSV and
     JSON records) and web pages by address; the ingestor parses them. Lists what failed."""
@@ -89,19 +69,19 @@ def ingest(
     docs = _sources(given, template, unreadable)
     failures = list(unreadable)
     publishing = Publishing(wait, timeout, interactive)
-    ok = run(_ingest(docs, library, tenant, nats_url, prefix, publishing, failures))
+    ok = common.run(_ingest(docs, library, tenant, nats_url, prefix, publishing, failures))
     done = "indexed" if wait else "published"
     if as_json:
         failed = [{"file": name, "reason": reason} for name, reason in failures]
         total = len(docs) + len(unreadable)
-        out.print_json(json.dumps({done: ok, "files": total, "failed": failed}))
+        common.out.print_json(json.dumps({done: ok, "files": total, "failed": failed}))
     else:
-        out.print(f"{ok} of {len(docs) + len(unreadable)} files {done}")
+        common.out.print(f"{ok} of {len(docs) + len(unreadable)} files {done}")
     if failures and not as_json:
         table = Table("file", "reason", title="not ingested", title_style="red")
         for name, reason in failures:
             table.add_row(name, reason)
-        out.print(table)
+        common.out.print(table)
     if failures:
         raise typer.Exit(1)
 
@@ -139,18 +119,14 @@ async def _ingest(
     publishing: Publishing,
     failures: list[tuple[str, str]],
 ) -> int:
-    client = await connect(url, prefix, tenant)
+    client = await common.connect(url, prefix, tenant)
     done = 0
     limit = asyncio.Semaphore(32)
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    async with client, client.progress_of(library, restricted=access.names_restricted()) as told:
-        with Progress(*columns, console=err) as progress:
+    async with (
+        client,
+        client.progress_of(library, restricted=common.access.names_restricted()) as told,
+    ):
+        with common.bars() as progress:
             doing = "indexing" if publishing.wait else "publishing"
             task = progress.add_task(doing, total=len(docs))
             bars: dict[str, tuple[TaskID, int]] = {}
@@ -201,7 +177,7 @@ async def _follow(
 def search(
     query: Annotated[str, typer.Argument(help="The question.")],
     library: Annotated[list[str], typer.Option(help="Library to search (repeat for more).")],
-    tenant: Tenant = "default",
+    tenant: common.Tenant = "default",
     k: Annotated[int | None, typer.Option(min=1, max=100, help="Results (default 5).")] = None,
     search_type: Annotated[str, typer.Option(help="hybrid, vector or keyword")] = "hybrid",
     rerank: Annotated[
@@ -225,13 +201,13 @@ def search(
         typer.Option(help="Whom the search acts for (repeat): documents with access they hold."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
 ) -> None:
     """Search and print the top results."""
 
     async def go() -> tuple[SearchReply, list[str]]:
-        async with await connect(nats_url, prefix, tenant) as client:
+        async with await common.connect(nats_url, prefix, tenant) as client:
             reply = await client.search(
                 query,
                 libraries=library,
@@ -247,9 +223,9 @@ def search(
             return reply, [lib.library for lib in (await client.stats()).libraries]
 
     try:
-        reply, held = run(go())
+        reply, held = common.run(go())
     except (KbError, ValueError) as exc:
-        fail(str(exc), exc)
+        common.fail(str(exc), exc)
     _print_reply(reply, as_json)
     if not as_json:
         _say_empty(tenant, library, held)
@@ -259,7 +235,7 @@ def _say_empty(tenant: str, asked: list[str], held: list[str]) -> None:
     """Name the libraries searched that hold nothing of the tenant (a wrong name or tenant)."""
     empty = [lib for lib in asked if lib not in held]
     if empty:
-        err.print(
+        common.err.print(
             f"[yellow]tenant {tenant!r} has no documents in {', '.join(map(repr, empty))}; "
             f"its libraries: {', '.join(held) or 'none'}. --tenant (KBUS_TENANT) and --library "
             "choose where to search.[/]"
@@ -269,15 +245,17 @@ def _say_empty(tenant: str, asked: list[str], held: list[str]) -> None:
 def _print_reply(reply: SearchReply, as_json: bool) -> None:
     """A search's reply as JSON, its context with citations, or a table of its hits."""
     if as_json:
-        out.print_json(reply.model_dump_json())
+        common.out.print_json(reply.model_dump_json())
         return
     if reply.degraded:
-        err.print(f"[yellow]{degraded_note(reply).strip()}[/]")
+        common.err.print(f"[yellow]{degraded_note(reply).strip()}[/]")
     if reply.no_match:
-        out.print(f"no match: {why_no_match(reply)}")
+        common.out.print(f"no match: {why_no_match(reply)}")
         return
     if reply.context is not None:
-        out.print(format_context(reply, nothing_matched(reply)), markup=False, highlight=False)
+        common.out.print(
+            format_context(reply, nothing_matched(reply)), markup=False, highlight=False
+        )
         return
     table = Table("#", reply.score_kind, "title", "section", "source", "text")
     for rank, hit in enumerate(reply.results, 1):
@@ -289,8 +267,8 @@ def _print_reply(reply: SearchReply, as_json: bool) -> None:
             hit.source_uri or hit.document_id,
             " ".join(hit.text.split())[:120],
         )
-    out.print(table)
-    out.print(
+    common.out.print(table)
+    common.out.print(
         f"{reply.timings.total_ms:.0f} ms, model {reply.model or '-'}, "
         f"reranker {reply.reranker or '-'}"
     )
@@ -307,35 +285,37 @@ def delete(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Delete a whole library or tenant without asking.")
     ] = False,
-    tenant: Tenant = "default",
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    tenant: common.Tenant = "default",
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
 ) -> None:
     """Delete a document, a library or a whole tenant, and wait for the receipt. A whole
     library or tenant is deleted only after a confirmation (or --yes)."""
     if library is None and not everything:
-        fail("name a --library (and --document), or pass --tenant-wide", code=2)
+        common.fail("name a --library (and --document), or pass --tenant-wide", code=2)
     if document is None:
         what = f"library {library!r}" if library else "every library"
         _confirm(f"Delete {what} of tenant {tenant!r}, every document in it?", yes)
 
     async def go() -> tuple[Any, list[str]]:
-        async with await connect(nats_url, prefix, tenant) as client:
+        async with await common.connect(nats_url, prefix, tenant) as client:
             held = [lib.library for lib in (await client.stats()).libraries]
             removed = await client.delete_document(library=library, document_id=document, wait=True)
             return removed, held
 
     try:
-        removed, held = run(go())
+        removed, held = common.run(go())
     except (KbError, ValueError) as exc:
-        fail(str(exc), exc)
+        common.fail(str(exc), exc)
     except TimeoutError as exc:
-        fail("no receipt in time: the deletion is published and will still take effect", exc)
-    out.print(f"deleted {removed.chunks_deleted} chunks")
+        common.fail("no receipt in time: the deletion is published and will still take effect", exc)
+    common.out.print(f"deleted {removed.chunks_deleted} chunks")
     if library is not None and library not in held:
-        err.print(f"[yellow]tenant {tenant!r} has no library {library!r}: nothing was there[/]")
+        common.err.print(
+            f"[yellow]tenant {tenant!r} has no library {library!r}: nothing was there[/]"
+        )
     elif removed.chunks_deleted == 0:
-        err.print(
+        common.err.print(
             "[yellow]no chunk of it was indexed, so nothing searchable was removed (a copy "
             "still on its way will not be indexed)[/]"
         )
@@ -346,6 +326,6 @@ def _confirm(question: str, yes: bool) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        fail(f"{question} Pass --yes to confirm.", code=2)
+        common.fail(f"{question} Pass --yes to confirm.", code=2)
     if not typer.confirm(question, default=False, err=True):
-        fail("nothing deleted", code=1)
+        common.fail("nothing deleted", code=1)

@@ -6,16 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import TaskID
 
-from kbus_cli.common import DEFAULT_URL, NatsUrl, Prefix, Tenant, connect, err, fail, run
+from kbus_cli import common
 from kbus_cli.evaluation import (
     DEFAULT_MODES,
     MODES,
@@ -122,9 +115,9 @@ def eval_command(
     rerank_depth: _RerankDepth = None,
     off_topic: _OffTopic = None,
     results: _Results = Path("eval-results"),
-    tenant: Tenant = "eval",
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    tenant: common.Tenant = "eval",
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
 ) -> None:
     """Measure retrieval quality on a BEIR dataset through the bus, every mode side by side.
 
@@ -136,13 +129,13 @@ def eval_command(
     names = mode or list(DEFAULT_MODES)
     unknown = [m for m in names if m not in MODES] + ([style] if style not in STYLES else [])
     if unknown:
-        err.print(f"[red]unknown modes or style: {', '.join(unknown)}[/]")
+        common.err.print(f"[red]unknown modes or style: {', '.join(unknown)}[/]")
         raise typer.Exit(2)
     data = Dataset.load(folder, split, max_queries, max_documents).with_style(style)
     questions = held_out(_lines(off_topic), split) if off_topic else None
     modes = expand(names, alpha, rerank_depth, min_similarity, min_evidence)
     try:
-        result = run(
+        result = common.run(
             _evaluate(
                 data,
                 split,
@@ -157,10 +150,10 @@ def eval_command(
             )
         )
     except ValueError as exc:
-        fail(str(exc), exc)
+        common.fail(str(exc), exc)
     typer.echo(markdown(result))
     if result.rejected:
-        err.print(f"[yellow]{len(result.rejected)} documents were rejected[/]")
+        common.err.print(f"[yellow]{len(result.rejected)} documents were rejected[/]")
 
 
 async def _evaluate(
@@ -175,15 +168,9 @@ async def _evaluate(
     nats_url: str,
     prefix: str,
 ) -> EvalResult:
-    kb = await connect(nats_url, prefix, tenant)
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
+    kb = await common.connect(nats_url, prefix, tenant)
     async with kb:
-        with Progress(*columns, console=err) as bar:
+        with common.bars() as bar:
             tasks: dict[str, TaskID] = {}
 
             def progress(stage: str, done: int, total: int) -> None:

@@ -24,48 +24,38 @@ from kbus_contract import (
 from pydantic import ValidationError
 from rich.table import Table
 
-from kbus_cli.common import (
-    DEFAULT_URL,
-    AsJson,
-    NatsUrl,
-    Prefix,
-    Tenant,
-    access,
-    connect,
-    err,
-    fail,
-    out,
-    run,
-)
+from kbus_cli import common
 
 
 def libraries(
-    tenant: Tenant = "default",
-    as_json: AsJson = False,
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    tenant: common.Tenant = "default",
+    as_json: common.AsJson = False,
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
 ) -> None:
     """A tenant's libraries: documents, chunks and the profile each one's documents are cut by."""
 
     async def go() -> list[tuple[Any, Any]]:
-        client = await connect(nats_url, prefix, tenant)
+        client = await common.connect(nats_url, prefix, tenant)
         async with client:
-            stats = await client.stats(restricted=access.names_restricted())
+            stats = await client.stats(restricted=common.access.names_restricted())
             return [(lib, await client.profile(lib.library)) for lib in stats.libraries]
 
     try:
-        rows = run(go())
+        rows = common.run(go())
     except KbError as exc:
-        fail(str(exc), exc)
+        common.fail(str(exc), exc)
     if as_json:
         body = [
             {**lib.model_dump(mode="json"), "profile": reply.model_dump(mode="json")}
             for lib, reply in rows
         ]
-        out.print_json(json.dumps(body))
+        common.out.print_json(json.dumps(body))
         return
     if not rows:
-        err.print(f"[yellow]tenant {tenant!r} has no documents yet (--tenant, KBUS_TENANT)[/]")
+        common.err.print(
+            f"[yellow]tenant {tenant!r} has no documents yet (--tenant, KBUS_TENANT)[/]"
+        )
     table = Table(
         "library",
         "documents",
@@ -90,7 +80,7 @@ def libraries(
             _transformer(p),
             _reranker(p),
         )
-    out.print(table)
+    common.out.print(table)
 
 
 def _matching(profile: LibraryProfile) -> str:
@@ -193,10 +183,10 @@ def profile(
     reset: Annotated[
         bool, typer.Option(help="Back to kbus's defaults for every link (then any named).")
     ] = False,
-    tenant: Tenant = "default",
-    as_json: AsJson = False,
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    tenant: common.Tenant = "default",
+    as_json: common.AsJson = False,
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
 ) -> None:
     """Show a library's profile, or set its links: the chunker and the matching texts (for the
     documents ingested after it), the query transformer and the reranker (for the searches
@@ -220,48 +210,48 @@ def profile(
     tried = _example(example)
 
     async def go() -> tuple[ProfileReply, int]:
-        async with await connect(*connection) as client:
+        async with await common.connect(*connection) as client:
             return await _set_links(client, library, links, tried, reset)
 
     try:
-        reply, indexed = run(go())
+        reply, indexed = common.run(go())
     except KbError as exc:
-        fail(str(exc), exc)
+        common.fail(str(exc), exc)
     if as_json:
-        out.print_json(reply.model_dump_json())
+        common.out.print_json(reply.model_dump_json())
         return
     _show(reply, indexed)
 
 
 def documents(
     library: Annotated[str, typer.Option(help="The library.")],
-    tenant: Tenant = "default",
+    tenant: common.Tenant = "default",
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Documents to list.")] = 100,
-    as_json: AsJson = False,
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    as_json: common.AsJson = False,
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
 ) -> None:
     """A library's indexed documents: id, title, version and source."""
 
     async def go() -> Any:
-        async with await connect(nats_url, prefix, tenant) as client:
+        async with await common.connect(nats_url, prefix, tenant) as client:
             return await client.documents(
-                library, limit=limit, restricted=access.names_restricted()
+                library, limit=limit, restricted=common.access.names_restricted()
             )
 
     try:
-        found = run(go())
+        found = common.run(go())
     except (KbError, ValueError) as exc:
-        fail(str(exc), exc)
+        common.fail(str(exc), exc)
     if as_json:
-        out.print_json(json.dumps([d.model_dump(mode="json") for d in found]))
+        common.out.print_json(json.dumps([d.model_dump(mode="json") for d in found]))
         return
     table = Table("document", "title", "version", "source", title=f"{tenant}/{library}")
     for d in found:
         table.add_row(d.document_id, d.title, d.version, d.source_uri)
-    out.print(table)
+    common.out.print(table)
     if not found:
-        err.print(f"[yellow]tenant {tenant!r} has no documents in {library!r}[/]")
+        common.err.print(f"[yellow]tenant {tenant!r} has no documents in {library!r}[/]")
 
 
 def _example(path: Path | None) -> tuple[str, ContentType] | None:
@@ -332,22 +322,22 @@ def _links(
         if reranker is not None:
             links["reranker"] = Reranking(kind=reranker, instruction=instruction, depth=depth)
     except ValidationError as exc:
-        err.print(f"[red]{exc.errors()[0]['msg']}[/]")
+        common.err.print(f"[red]{exc.errors()[0]['msg']}[/]")
         raise typer.Exit(2) from exc
     return links
 
 
 def _show(reply: ProfileReply, indexed: int) -> None:
     """A library's profile, link by link, and what a new cut leaves to do."""
-    out.print(f"library {reply.library}: revision {reply.revision or 'default'}")
-    out.print(f"chunker: {_chunker(reply.profile)}")
-    out.print(f"matching: {_matching(reply.profile)}")
-    out.print(f"transformer: {_transformer(reply.profile)}")
-    out.print(f"reranker: {_reranker(reply.profile)}")
+    common.out.print(f"library {reply.library}: revision {reply.revision or 'default'}")
+    common.out.print(f"chunker: {_chunker(reply.profile)}")
+    common.out.print(f"matching: {_matching(reply.profile)}")
+    common.out.print(f"transformer: {_transformer(reply.profile)}")
+    common.out.print(f"reranker: {_reranker(reply.profile)}")
     if reply.example_chunks is not None:
-        out.print(f"the example was cut into {reply.example_chunks} chunks")
+        common.out.print(f"the example was cut into {reply.example_chunks} chunks")
     if indexed:
-        out.print(
+        common.out.print(
             f"documents already indexed: {indexed}. They keep their chunks until they are "
             "published again, or until `python -m kbus_searcher.jobs.reprocess --tenant "
             f"{reply.tenant} --library {reply.library}` cuts them again.",

@@ -6,17 +6,17 @@ from typing import Annotated
 
 import typer
 
-from kbus_cli.common import DEFAULT_URL, NatsUrl, Prefix, Tenant, access, err
+from kbus_cli import common
 
 
 def mcp(
     library: Annotated[list[str], typer.Option(help="Library the agent may search (repeat).")],
-    tenant: Tenant = "default",
+    tenant: common.Tenant = "default",
     transport: Annotated[str, typer.Option(help="stdio or http")] = "stdio",
     host: str = "127.0.0.1",
     port: int = 8765,
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
     memory_library: Annotated[
         str | None,
         typer.Option(help="Library where remember keeps what the agent learned (searched too)."),
@@ -37,7 +37,7 @@ def mcp(
 
     from kbus_cli.mcp_server import McpConfig, build_server
 
-    held = access.credential or {}
+    held = common.access.credential or {}
     granted = held.get("libraries")
     server = build_server(
         McpConfig(
@@ -49,7 +49,7 @@ def mcp(
             prefix=held.get("bus_prefix", prefix),
             granted=tuple(granted) if granted else None,
             acts_for=_acts_for(held.get("acts_for", ())),
-            nats_options=access.options(),
+            nats_options=common.access.options(),
             memory_library=memory_library,
             conversation=conversation,
             budget_tokens=budget_tokens,
@@ -61,7 +61,7 @@ def mcp(
     elif transport == "http":
         server.run("streamable-http", host=host, port=port)
     else:
-        err.print("[red]--transport is stdio or http[/]")
+        common.err.print("[red]--transport is stdio or http[/]")
         raise typer.Exit(2)
 
 

@@ -12,19 +12,7 @@ from kbus_contract.lanes import Lane
 from nats.js.errors import APIError
 from rich.table import Table
 
-from kbus_cli.common import (
-    DEFAULT_URL,
-    AsJson,
-    NatsUrl,
-    Prefix,
-    Tenant,
-    access,
-    connect,
-    err,
-    fail,
-    out,
-    run,
-)
+from kbus_cli import common
 from kbus_cli.operations import (
     ReplayError,
     StageStatus,
@@ -37,15 +25,15 @@ from kbus_cli.operations import (
 
 
 def status(
-    tenant: Tenant = "default",
-    as_json: AsJson = False,
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    tenant: common.Tenant = "default",
+    as_json: common.AsJson = False,
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
 ) -> None:
     """Backlog, redeliveries and dead letters per stage; documents per library."""
 
     async def go() -> tuple[Any, Any, dict[str, int]]:
-        client = await connect(nats_url, prefix, tenant)
+        client = await common.connect(nats_url, prefix, tenant)
         async with client:
             # A tenant's credential may not ping kbus's services.
             answering = (
@@ -54,12 +42,12 @@ def status(
             stages = await stage_statuses(client.nc, client.topology)
             stats: Any
             try:
-                stats = await client.stats(restricted=access.names_restricted())
+                stats = await client.stats(restricted=common.access.names_restricted())
             except KbError as exc:
                 stats = exc
             return stages, stats, answering
 
-    stages, stats, answering = run(go())
+    stages, stats, answering = common.run(go())
     if as_json:
         _status_json(stages, stats, answering)
         return
@@ -77,26 +65,28 @@ def status(
             str(b.waiting_pulls) if not b.fair else "by turn",
             str(s.dead_letters),
         )
-    out.print(table)
+    common.out.print(table)
     _print_tenants(stages)
     if isinstance(stats, KbError):
-        out.print(f"[red]documents: {stats}[/]")
+        common.out.print(f"[red]documents: {stats}[/]")
         return
     libraries = Table("library", "documents", "chunks", title=f"tenant {stats.tenant}")
     for lib in stats.libraries:
         libraries.add_row(lib.library, str(lib.documents), str(lib.chunks))
-    out.print(libraries)
+    common.out.print(libraries)
 
 
 def _print_services(answering: dict[str, int]) -> None:
     """Which services answer requests now (those that only consume show in the pipeline's
     "pulling" column)."""
     if not answering:
-        out.print("services: this credential cannot see which are running")
+        common.out.print("services: this credential cannot see which are running")
         return
-    out.print("services answering requests: " + ", ".join(f"{s} {n}" for s, n in answering.items()))
+    common.out.print(
+        "services answering requests: " + ", ".join(f"{s} {n}" for s, n in answering.items())
+    )
     for stage in (s for s, n in answering.items() if n == 0):
-        err.print(
+        common.err.print(
             f"[yellow]no {stage} is running: what needs it waits (make up starts every service)[/]"
         )
 
@@ -110,7 +100,7 @@ def _status_json(stages: list[StageStatus], stats: Any, answering: dict[str, int
         "libraries": None if isinstance(stats, KbError) else stats.model_dump(mode="json"),
         "error": str(stats) if isinstance(stats, KbError) else None,
     }
-    out.print_json(json.dumps(body, default=str))
+    common.out.print_json(json.dumps(body, default=str))
 
 
 def _print_tenants(stages: list[StageStatus], most: int = 20) -> None:
@@ -127,9 +117,9 @@ def _print_tenants(stages: list[StageStatus], most: int = 20) -> None:
     ranked = sorted(held.items(), key=lambda item: -sum(item[1].values()))
     for tenant, per_stage in ranked[:most]:
         table.add_row(tenant, *(str(per_stage.get(name, 0)) for name in names))
-    out.print(table)
+    common.out.print(table)
     if len(ranked) > most:
-        out.print(f"... and {len(ranked) - most} more tenants")
+        common.out.print(f"... and {len(ranked) - most} more tenants")
 
 
 Library = Annotated[str | None, typer.Option(help="Only this library's dead letters.")]
@@ -139,7 +129,7 @@ Code = Annotated[str | None, typer.Option(help="Only dead letters with this code
 async def _letters(client: KbClient, library: str | None, code: str | None) -> list[StoredLetter]:
     """The dead letters the credential may read, of one library or code if asked."""
     tenant = _credential_tenant()
-    held = await list_dead_letters(client, tenant, restricted=access.names_restricted())
+    held = await list_dead_letters(client, tenant, restricted=common.access.names_restricted())
     return [
         s
         for s in held
@@ -151,23 +141,23 @@ async def _letters(client: KbClient, library: str | None, code: str | None) -> l
 def dlq_list(
     library: Library = None,
     code: Code = None,
-    as_json: AsJson = False,
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    as_json: common.AsJson = False,
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
 ) -> None:
     """List dead letters with their reasons."""
 
     async def go() -> list[StoredLetter]:
         # A tenant's credential reads its tenant's dead letters; an operator, everyone's.
-        async with await connect(nats_url, prefix, None) as client:
+        async with await common.connect(nats_url, prefix, None) as client:
             return await _letters(client, library, code)
 
-    letters = run(go())
+    letters = common.run(go())
     if as_json:
         body = [
             {"sequence": s.sequence, **s.letter.model_dump(exclude={"original"})} for s in letters
         ]
-        out.print_json(json.dumps(body))
+        common.out.print_json(json.dumps(body))
         return
     table = Table("seq", "stage", "code", "tenant", "library", "document", "reason")
     for s in letters:
@@ -181,9 +171,9 @@ def dlq_list(
             lt.document_id or "",
             lt.reason[:160],
         )
-    out.print(table)
+    common.out.print(table)
     if not letters:
-        out.print("no dead letters")
+        common.out.print("no dead letters")
 
 
 def dlq_replay(
@@ -193,17 +183,19 @@ def dlq_replay(
     ] = False,
     library: Library = None,
     code: Code = None,
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
 ) -> None:
     """Publish dead letters' original messages again (after fixing the cause)."""
     if not everything and not sequence:
-        fail("name dead letters by sequence (kbus dlq list shows them), or pass --all", code=2)
+        common.fail(
+            "name dead letters by sequence (kbus dlq list shows them), or pass --all", code=2
+        )
 
     async def go() -> tuple[int, list[str]]:
         problems: list[str] = []
         replayed = 0
-        async with await connect(nats_url, prefix, None) as client:
+        async with await common.connect(nats_url, prefix, None) as client:
             held = await _letters(client, library, code)
             chosen = held if everything else [s for s in held if s.sequence in (sequence or [])]
             problems += [f"no dead letter {n}" for n in _missing(sequence, held, everything)]
@@ -216,10 +208,10 @@ def dlq_replay(
                     problems.append(str(exc))
         return replayed, problems
 
-    replayed, problems = run(go())
-    out.print(f"replayed {replayed}")
+    replayed, problems = common.run(go())
+    common.out.print(f"replayed {replayed}")
     for problem in problems:
-        err.print(f"[yellow]{problem}[/]")
+        common.err.print(f"[yellow]{problem}[/]")
     if problems:
         raise typer.Exit(1)
 
@@ -235,16 +227,16 @@ NO_MESSAGE = 10057
 
 def dlq_drop(
     sequence: Annotated[list[int], typer.Argument(help="Dead letters to drop.")],
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
 ) -> None:
     """Remove dead letters for good (an operator's credential; a tenant's are removed by the
     stream's age limit)."""
     if _credential_tenant() is not None:
-        fail("a tenant's credential cannot drop dead letters: they expire after 30 days")
+        common.fail("a tenant's credential cannot drop dead letters: they expire after 30 days")
 
     async def go() -> list[int]:
-        async with await connect(nats_url, prefix, None) as client:
+        async with await common.connect(nats_url, prefix, None) as client:
             js = client.nc.jetstream()
             stream = client.topology.dead_letter_stream.name
             missing = []
@@ -257,14 +249,14 @@ def dlq_drop(
                     missing.append(n)
             return missing
 
-    missing = run(go())
-    out.print(f"dropped {len(sequence) - len(missing)}")
+    missing = common.run(go())
+    common.out.print(f"dropped {len(sequence) - len(missing)}")
     if missing:
-        fail("no dead letter " + ", ".join(map(str, missing)))
+        common.fail("no dead letter " + ", ".join(map(str, missing)))
 
 
 def _credential_tenant() -> str | None:
-    held = access.credential
+    held = common.access.credential
     return str(held["tenant"]) if held else None
 
 

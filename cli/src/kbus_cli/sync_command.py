@@ -13,21 +13,9 @@ from typing import Annotated, Any
 import typer
 from kbus_client import KbClient, KbError
 from kbus_client.syncing import SyncResult
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kbus_cli.common import (
-    DEFAULT_URL,
-    AsJson,
-    NatsUrl,
-    Prefix,
-    Tenant,
-    connect,
-    err,
-    fail,
-    out,
-    run,
-)
+from kbus_cli import common
 from kbus_cli.files import (
     Selection,
     Source,
@@ -71,13 +59,13 @@ def sync(
     hidden: Annotated[
         bool, typer.Option(help="Also hidden files and folders (.git and the like).")
     ] = False,
-    tenant: Tenant = "default",
-    nats_url: NatsUrl = DEFAULT_URL,
-    prefix: Prefix = "",
+    tenant: common.Tenant = "default",
+    nats_url: common.NatsUrl = common.DEFAULT_URL,
+    prefix: common.Prefix = "",
     settle: Annotated[
         float, typer.Option(help="Seconds kbus waits for the new and changed documents.")
     ] = 300.0,
-    as_json: AsJson = False,
+    as_json: common.AsJson = False,
 ) -> None:
     """Publish the files or pages that are new or changed, then the whole list: kbus deletes
     what the list does not name and says what it did. A file kbus cannot read is skipped with
@@ -89,15 +77,15 @@ def sync(
         else:
             found = _files(origin, Selection(include or (), exclude or (), hidden))
     except UnsupportedFileError as exc:
-        fail(f"nothing synced: {exc}")
+        common.fail(f"nothing synced: {exc}")
     try:
-        result = run(_sync(found, library, source, tenant, nats_url, prefix, settle))
+        result = common.run(_sync(found, library, source, tenant, nats_url, prefix, settle))
     except UnsupportedFileError as exc:
-        fail(f"nothing synced: {exc}")
+        common.fail(f"nothing synced: {exc}")
     except (KbError, ValueError) as exc:
-        fail(f"sync failed: {exc}")
+        common.fail(f"sync failed: {exc}")
     except TimeoutError as exc:
-        fail(f"sync failed: no receipt within {settle:.0f} s and a minute", exc)
+        common.fail(f"sync failed: no receipt within {settle:.0f} s and a minute", exc)
     _show(result, as_json)
     if result.receipt.failed:
         raise typer.Exit(1)
@@ -134,7 +122,7 @@ async def _sync(
     prefix: str,
     settle_s: float,
 ) -> SyncResult:
-    async with await connect(url, prefix, tenant) as client:
+    async with await common.connect(url, prefix, tenant) as client:
         _check_each(client, found, library, source)
         indexed = await client.versions(library, source=source)
         blocked = [(s, why) for s, why in found.unreadable if s.document_id in indexed]
@@ -145,10 +133,10 @@ async def _sync(
                 "fix the file, or move it out of the folder to delete its document"
             )
         for skipped, why in found.unreadable:
-            err.print(f"[yellow]skipped {skipped.origin}: {why}[/]")
+            common.err.print(f"[yellow]skipped {skipped.origin}: {why}[/]")
         changed = {i: v for i, v in found.versions.items() if indexed.get(i) != v}
         new = sum(1 for i in changed if i not in indexed)
-        err.print(
+        common.err.print(
             f"{len(found.sources)} documents listed: {new} new, {len(changed) - new} changed; "
             f"kbus waits up to {settle_s:.0f} s for them"
         )
@@ -173,8 +161,7 @@ async def _watch(
 ) -> None:
     """A bar of the new and changed documents searchable at their listed version, read
     every few seconds until the sync's receipt comes."""
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, TimeElapsedColumn(), console=err) as progress:
+    with common.bars() as progress:
         bar = progress.add_task("indexed", total=len(changed))
         while not syncing.done():
             await asyncio.wait({syncing}, timeout=WATCH_S)
@@ -208,19 +195,21 @@ def _show(result: SyncResult, as_json: bool) -> None:
             "changed_documents": list(result.changed),
             "deleted_documents": list(result.deleted),
         }
-        out.print_json(json.dumps(body))
+        common.out.print_json(json.dumps(body))
         return
     table = Table("added", "changed", "unchanged", "deleted", "failed", title="sync")
     counts = (receipt.added, receipt.changed, receipt.unchanged, receipt.deleted, receipt.failed)
     table.add_row(*(str(n) for n in counts))
-    out.print(table)
-    out.print(f"{result.published} documents published")
+    common.out.print(table)
+    common.out.print(f"{result.published} documents published")
     for word, ids in (("added", result.added), ("changed", result.changed)):
         for document_id in ids:
-            out.print(f"{word}: {document_id}", markup=False, highlight=False)
+            common.out.print(f"{word}: {document_id}", markup=False, highlight=False)
     for document_id in result.deleted:
-        out.print(f"deleted: {document_id}", markup=False, highlight=False)
+        common.out.print(f"deleted: {document_id}", markup=False, highlight=False)
     for named in receipt.dead_lettered:
-        err.print(f"dead-lettered (kbus dlq list shows it): {named}", style="red", markup=False)
+        common.err.print(
+            f"dead-lettered (kbus dlq list shows it): {named}", style="red", markup=False
+        )
     for document_id in receipt.unsettled:
-        err.print(f"not searchable in time: {document_id}", style="red", markup=False)
+        common.err.print(f"not searchable in time: {document_id}", style="red", markup=False)

@@ -27,7 +27,10 @@ class IngestorSettings(ServiceSettings):
         description="Chunks per chunks.ready message (keeps each well under 1 MB).",
     )
     max_chunks: int = Field(
-        default=20_000, gt=0, description="Documents with more chunks are dead-lettered."
+        default=250_000,
+        gt=0,
+        description="Documents with more chunks are dead-lettered (a 64 MiB text at the "
+        "default sizes is about 180,000).",
     )
     parse_workers: int = Field(
         default=2,

@@ -40,7 +40,7 @@ class BusSettings(BaseSettings):
         '(docs/reliability.md, "A cluster").',
     )
     max_document_bytes: int = Field(
-        default=8 * 1024**2,
+        default=64 * 1024**2,
         gt=0,
         description="The largest document kbus takes, in bytes (its UTF-8 text or its file): "
         "the gateway refuses a larger one at its first part, before the rest is sent; the "

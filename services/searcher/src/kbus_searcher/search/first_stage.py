@@ -65,8 +65,18 @@ class FirstStage:
         A mismatch may mean the index was switched to another model a moment ago: the alias is
         read again and, if it moved, the search runs once more on the new collection.
         """
+        query = Query(
+            libraries=req.libraries,
+            text=run.query,
+            vector=vector,
+            search_type=req.search_type,
+            alpha=run.alpha,
+            limit=self._fetch_size(run.k, req.group_by_document),
+            filters=dict(req.filters),
+            exclude_documents=req.exclude_documents,
+        )
         try:
-            candidates = await self._candidates(req, run, vector, view, waits_s)
+            candidates = await self._candidates(query, req.tenant, run, view, waits_s)
         except PermanentError as exc:
             # A query vector whose length does not fit the collection.
             if (
@@ -80,34 +90,17 @@ class FirstStage:
             if not await self.store.collections.refresh_active():
                 _refuse_other_models(candidates, run.model)
                 return candidates
-        candidates = await self._candidates(req, run, vector, view, waits_s)
+        candidates = await self._candidates(query, req.tenant, run, view, waits_s)
         _refuse_other_models(candidates, run.model)
         return candidates
 
     async def _candidates(
-        self,
-        req: SearchRequest,
-        run: SearchRun,
-        vector: list[float] | None,
-        view: StoreView,
-        waits_s: float,
+        self, query: Query, tenant: str, run: SearchRun, view: StoreView, waits_s: float
     ) -> list[Candidate]:
         t0 = time.perf_counter()
         try:
-            asked = view.search(
-                Query(
-                    libraries=req.libraries,
-                    text=run.query,
-                    vector=vector,
-                    search_type=req.search_type,
-                    alpha=run.alpha,
-                    limit=self._fetch_size(run.k, req.group_by_document),
-                    filters=dict(req.filters),
-                    exclude_documents=req.exclude_documents,
-                )
-            )
-            found = await within(asked, waits_s)
-            return await self._searchable(req.tenant, found)
+            found = await within(view.search(query), waits_s)
+            return await self._searchable(tenant, found)
         except WeaviateBaseError as exc:
             raise failure(exc, "search") from exc
         except NatsError as exc:
