@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install cli demo up up-cluster stop test unit lint docs bench bench-fairness bench-context bench-access bench-neighbour chaos chaos-cluster
+.PHONY: install cli demo up up-cluster stop test unit lint docs bench bench-fairness bench-context bench-access bench-neighbour bench-large chaos chaos-cluster
 
 install:
 	./scripts/install.sh
@@ -71,6 +71,11 @@ bench-access: install
 # small documents and searches, side by side with the quiet run (CI runs it at 20 s).
 bench-neighbour: install
 	$(RUN) python -m bench.neighbour $(NEIGHBOUR_ARGS)
+
+# Large documents (5, 20 and 50 MB texts and a 300-page PDF) against many small ones, side by
+# side in one run (about 70 minutes here; CI runs it at 0.3 MB and 20 pages).
+bench-large: install
+	$(RUN) python -m bench.large $(LARGE_ARGS)
 
 # The chaos test at full size (CI runs it at 200 documents inside `make test`).
 chaos: install

@@ -32,6 +32,7 @@ from kbus_dev.cluster import by_name
 from kbus_dev.servers import Server
 from kbus_dev.services import service_env, start_all
 from kbus_runtime.analysis import keyword_text
+from kbus_runtime.chat import READY_CHECK
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
@@ -393,14 +394,18 @@ class LLMRecorder:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 path = self.path.removeprefix("/v1")
-                recorder.asked.append(json.loads(body))
+                asked = json.loads(body)
+                # A service's readiness check (a profile being set) is passed on, not kept.
+                checking = [m["content"] for m in asked.get("messages", [])] == list(READY_CHECK)
+                if not checking:
+                    recorder.asked.append(asked)
                 answer = httpx.post(
                     f"{recorder.upstream}{path}",
                     content=body,
                     headers={"Content-Type": "application/json"},
                     timeout=300,
                 )
-                if answer.status_code == 200:
+                if answer.status_code == 200 and not checking:
                     recorder.answers.append(answer.json()["choices"][0]["message"]["content"])
                 self.send_response(answer.status_code)
                 self.send_header("Content-Type", "application/json")

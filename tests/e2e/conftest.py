@@ -59,6 +59,9 @@ def stack(servers: Servers, llm: str, tmp_path_factory: pytest.TempPathFactory) 
             # The generator writes matching texts with the real local model.
             "KBUS_LLM_URL": llm,
             "KBUS_LLM_TIMEOUT_S": "300",
+            # ... and profiles may name a query transformer and a prompted reranker on it.
+            "KBUS_SEARCHER_REWRITER": "openai",
+            "KBUS_RERANKER_PROMPTED": "openai",
         },
     )
     running = start_all(env, logs)

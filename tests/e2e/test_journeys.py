@@ -255,7 +255,14 @@ async def test_a_publisher_sees_its_own_restricted_documents_listed(stack: Stack
 def test_status_says_which_services_answer(stack: Stack) -> None:
     status = json.loads(kbus(stack, "status", "--json").stdout)
     answering = status["services_answering"]
-    assert set(answering) == {"gateway", "ingestor", "embedder", "searcher", "reranker"}
+    assert set(answering) == {
+        "gateway",
+        "ingestor",
+        "generator",
+        "embedder",
+        "searcher",
+        "reranker",
+    }
     assert all(n >= 1 for n in answering.values()), answering
 
 

@@ -115,10 +115,6 @@ async def shop(
     async with AsyncExitStack() as apps:
         rewrites = apps.enter_context(LLMRecorder(llm))
         await apps.enter_async_context(TestApp(ingestor_app(IngestorSettings(bus=bus))))
-        reranking = RerankerSettings(
-            bus=bus, prompted=prompted, llm=model, token_states=False, query_states=False
-        )
-        await apps.enter_async_context(TestApp(reranker_app(reranking)))
         searching = SearcherSettings(
             bus=bus,
             store=store_settings,
@@ -127,8 +123,16 @@ async def shop(
             rewrite_timeout_s=60,
         )
         await apps.enter_async_context(TestApp(searcher_app(searching)))
+        reranking = RerankerSettings(
+            bus=bus, prompted="openai", llm=model, token_states=False, query_states=False
+        )
         kb = KbClient(nc, prefix=topology.prefix, tenant="shop")
-        await kb.profile("products", set_to=PROFILE)
+        # The profile is kept while a reranker's model answers; without one (None), that
+        # reranker is gone by the time the library is searched.
+        async with TestApp(reranker_app(reranking)):
+            await kb.profile("products", set_to=PROFILE)
+        reranking = reranking.model_copy(update={"prompted": prompted})
+        await apps.enter_async_context(TestApp(reranker_app(reranking)))
         yield Shop(OpenAIChat(model), rewrites)
 
 

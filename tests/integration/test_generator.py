@@ -65,9 +65,10 @@ async def test_a_library_s_chunks_get_generated_matching_texts_once(
     doc = document("shop", "faq", "kettle", TEXT)
     async with TestApp(ingestor_app(IngestorSettings(bus=bus))):
         kb = KbClient(nc, prefix=topology.prefix, tenant="shop")
-        await kb.profile("faq", set_to=LibraryProfile(matching=QUESTIONS))
         with LLMRecorder(llm) as model:
             async with TestApp(generator_app(_generator(bus, model.url))):
+                # Kept once the generator says its model answers.
+                await kb.profile("faq", set_to=LibraryProfile(matching=QUESTIONS))
                 await publish_raw(nc, topology, json.dumps(doc).encode())
                 expected = _parsed(QUESTIONS, await _first_answer(model))
                 assert not isinstance(expected, PermanentError), f"no question: {expected}"
@@ -93,9 +94,9 @@ async def test_an_answer_of_another_form_dead_letters_the_document_with_the_reas
     with LLMRecorder(llm) as model:
         async with AsyncExitStack() as apps:
             await apps.enter_async_context(TestApp(ingestor_app(IngestorSettings(bus=bus))))
+            await apps.enter_async_context(TestApp(generator_app(_generator(bus, model.url))))
             kb = KbClient(nc, prefix=topology.prefix, tenant="shop")
             await kb.profile("odd", set_to=LibraryProfile(matching=ODD))
-            await apps.enter_async_context(TestApp(generator_app(_generator(bus, model.url))))
             await publish_raw(nc, topology, json.dumps(doc).encode())
             expected = _parsed(ODD, await _first_answer(model))
             if isinstance(expected, PermanentError):

@@ -5,13 +5,35 @@ from __future__ import annotations
 
 import json
 import random
+from contextlib import AsyncExitStack
 
 from faststream import TestApp
 from kbus_client import KbClient, KbError
-from kbus_contract import Chunker, ChunkerKind, ChunksReady, DeadLetter, LibraryProfile
+from kbus_contract import (
+    Chunker,
+    ChunkerKind,
+    ChunksReady,
+    DeadLetter,
+    LibraryProfile,
+    Matching,
+    MatchingKind,
+    ProfileReply,
+    RerankerKind,
+    Reranking,
+    Transformer,
+    TransformerKind,
+)
 from kbus_contract.topology import Topology
+from kbus_dev.llm import MODEL_NAME
+from kbus_dev.servers import free_port
+from kbus_generator.app import create_app as generator_app
+from kbus_generator.settings import GeneratorSettings
 from kbus_ingestor.app import create_app
+from kbus_ingestor.chat_links import chat_links
 from kbus_ingestor.settings import IngestorSettings
+from kbus_reranker.app import create_app as reranker_app
+from kbus_reranker.settings import RerankerSettings
+from kbus_runtime.chat import LLMSettings
 from kbus_runtime.settings import BusSettings
 from nats.aio.client import Client
 
@@ -157,3 +179,75 @@ async def test_an_example_is_cut_as_ingesting_the_same_markdown_cuts_it(
                 for r in await take_work(nc, topology.chunks_ready, "embedder", count=1)
             ]
             assert said.example_chunks == parts[0].total_chunks, (chunker, text)
+
+
+async def test_a_profile_is_kept_only_when_the_chat_models_its_new_links_need_answer(
+    nc: Client, bus: BusSettings, topology: Topology, llm: str
+) -> None:
+    """Each link that needs a chat model asks the service that prompts it: here the generator
+    runs on a model that is down, the reranker on the real one, and no searcher runs. Random
+    profiles are kept exactly when every link they newly name is served, and a refusal names
+    each link that is not and keeps nothing."""
+    dead = LLMSettings(url=f"http://127.0.0.1:{free_port()}/v1", model=MODEL_NAME)
+    live = LLMSettings(url=llm, model=MODEL_NAME, timeout_s=60)
+    served = {"generator": False, "reranker": True, "searcher": False}
+    rng = random.Random(5)
+    async with AsyncExitStack() as apps:
+        await apps.enter_async_context(TestApp(create_app(IngestorSettings(bus=bus))))
+        await apps.enter_async_context(TestApp(generator_app(GeneratorSettings(bus=bus, llm=dead))))
+        reranking = RerankerSettings(
+            bus=bus, prompted="openai", llm=live, token_states=False, query_states=False
+        )
+        await apps.enter_async_context(TestApp(reranker_app(reranking)))
+        kb = KbClient(nc, prefix=topology.prefix, tenant="shop")
+        outcomes = set()
+        for _ in range(14):
+            kept = await kb.profile("chained")
+            profile = _random_chain(rng)
+            new = {
+                s: link
+                for s, link in chat_links(profile).items()
+                if chat_links(kept.profile).get(s) != link
+            }
+            missing = [s for s in new if not served[s]]
+            reply = await _outcome(kb, profile)
+            if isinstance(reply, KbError):
+                assert missing, f"refused though every link is served: {reply}"
+                assert reply.code == "bad_profile"
+                said = str(reply)
+                assert all(new[s] in said for s in missing), said
+                assert "no searcher is running" in said or "searcher" not in missing
+                assert "does not answer" in said or "generator" not in missing
+                assert (await kb.profile("chained")).revision == kept.revision
+                outcomes.add("refused")
+            else:
+                assert not missing, f"kept though {missing} cannot serve it"
+                assert reply.profile == profile
+                outcomes.add("kept")
+    assert outcomes == {"kept", "refused"}
+
+
+async def _outcome(kb: KbClient, profile: LibraryProfile) -> ProfileReply | KbError:
+    try:
+        return await kb.profile("chained", set_to=profile)
+    except KbError as exc:
+        return exc
+
+
+def _random_chain(rng: random.Random) -> LibraryProfile:
+    matching = rng.choice([Matching(), Matching(kind=MatchingKind.QUESTIONS, count=2)])
+    transformer = rng.choice(
+        [
+            Transformer(),
+            Transformer(kind=TransformerKind.NONE),
+            Transformer(kind=TransformerKind.QUESTION),
+        ]
+    )
+    reranker = rng.choice(
+        [
+            Reranking(),
+            Reranking(kind=RerankerKind.NONE),
+            Reranking(kind=RerankerKind.PROMPTED, instruction="Same product."),
+        ]
+    )
+    return LibraryProfile(matching=matching, transformer=transformer, reranker=reranker)

@@ -62,21 +62,22 @@ def test_every_chunk_s_keywords_are_its_window_analysed_alone(
 
 CUT_IN_PARTS = textwrap.dedent(
     """
-    import json, resource, sys
+    import json, sys
     from kbus_contract import ContentType, DocumentAdded
     from kbus_ingestor.chunking import ChunkingConfig
     from kbus_ingestor.cutting import Cutting, parts_of
     from kbus_ingestor.parsing import Limits, parse
     from kbus_ingestor.profiling import Cutter
 
-    def peak() -> int:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    def status(key: str) -> int:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key + ":"))
 
     words = ("cells divide slowly and the tissue grows back. " * 8 + "\\n\\n").encode()
     doc = DocumentAdded(tenant="t", library="l", document_id="d", title="T", text="x")
     cutter = Cutter.recursive(ChunkingConfig())
     Cutting.of(doc, cutter, 1000, parse(ContentType.PLAIN, words, None, Limits(1, 1))).count(9)
-    before = peak()
+    before = status("VmRSS")
     data = words * (int(sys.argv[1]) // len(words))
     parsed = parse(ContentType.PLAIN, data, None, Limits(1, 1))
     size = len(data)
@@ -84,7 +85,8 @@ CUT_IN_PARTS = textwrap.dedent(
     cut = Cutting.of(doc, cutter, 1000, parsed)
     total = cut.count(10**7)
     made = sum(len(part) for part in parts_of(cut.chunks(), 64))
-    print(json.dumps({"size": size, "grew": peak() - before, "total": total, "made": made}))
+    grew = status("VmHWM") - before
+    print(json.dumps({"size": size, "grew": grew, "total": total, "made": made}))
     """
 )
 

@@ -120,6 +120,12 @@ def _served(t: Topology, receiver: str) -> list[str]:
     ]
 
 
+def _asks(t: Topology, sender: str) -> list[str]:
+    """The requests a service sends to other services' micro services (kbus_contract.catalog's
+    senders)."""
+    return [t.every(e.name) for e in CHANNELS if sender in e.senders and e.micro]
+
+
 def _answering(t: Topology, user: str, publish: list[str]) -> Permissions:
     """A service's user: what it publishes, its inbox, the requests it answers."""
     return Permissions(
@@ -194,6 +200,8 @@ def _pipeline(t: Topology) -> dict[str, Permissions]:
                 t.chunks_generate,
                 *_bodies_reader(t),
                 *_kv(t.profiles_bucket),
+                # Whether the chat models a new profile's links need answer.
+                *_asks(t, "ingestor"),
                 *_dead_letters(t, "ingestor"),
                 t.document_failed,
             ],

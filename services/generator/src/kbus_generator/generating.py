@@ -14,8 +14,9 @@ import json
 import time
 
 from faststream.nats.message import NatsMessage
-from kbus_contract import ChunksReady, Matching
-from kbus_runtime.chat import ChatModel
+from kbus_contract import ChatState, ChunksReady, Matching
+from kbus_runtime.answering import Inbound
+from kbus_runtime.chat import ChatModel, state_of
 from kbus_runtime.keyed_cache import KeyedCache
 from kbus_runtime.stage import Stage
 from nats.js.api import KeyValueConfig
@@ -69,6 +70,10 @@ class Generator:
             registry=registry,
             buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64),
         )
+
+    async def state(self, _: Inbound) -> ChatState:
+        """Whether the chat model answers now (``kb.chat.generator``)."""
+        return await state_of("generator", self.chat, "")
 
     async def handle(self, message: NatsMessage) -> None:
         """Settle one ``chunks.generate`` message."""

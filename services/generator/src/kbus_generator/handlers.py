@@ -1,4 +1,5 @@
-"""Subscriptions of the generator: thin, the work is in :mod:`kbus_generator.generating`."""
+"""Subscriptions and endpoints of the generator: thin, the work is in
+:mod:`kbus_generator.generating`."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ from kbus_generator.settings import GeneratorSettings
 
 
 def register(service: Service, generator: Generator, settings: GeneratorSettings) -> None:
-    """Consume ``chunks.generate``."""
+    """Consume ``chunks.generate``; serve ``kb.chat.generator`` as the NATS micro service
+    ``kbus-generate``."""
     service.consume(
         "generator",
         generator.handle,
         concurrency=settings.concurrency,
         description="Write each chunk's matching texts; publish the chunks on chunks.ready.",
+    )
+    service.answer(
+        {"kb.chat.generator": generator.state},
+        description="kbus generator: whether its chat model answers",
+        concurrency=1,
     )

@@ -27,6 +27,7 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
+from kbus_ingestor.chat_links import require_chat_models
 from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.parsing import Parsed
 from kbus_ingestor.profiling import Cutter, cut_pieces
@@ -125,6 +126,9 @@ class Profiles:
             )
         cutter = self._cutter(req.profile)
         chunks = self._try(cutter, req) if req.example is not None else None
+        _, kept = await self.read(req.tenant, req.library)
+        connection = self.stage.broker.connection
+        await require_chat_models(connection, self.stage.topology, req.profile, kept)
         revision = await self._keep(req, req.profile)
         log.info("library %s/%s: profile revision %d", req.tenant, req.library, revision)
         return ProfileReply(

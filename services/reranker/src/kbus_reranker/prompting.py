@@ -14,8 +14,16 @@ import asyncio
 from collections.abc import Sequence
 
 import numpy as np
+from kbus_contract import ChatState
 from kbus_contract.errors import ErrorCode, PermanentError
-from kbus_runtime.chat import ChatBackend, ChatModel, LLMSettings, MalformedAnswerError, create_chat
+from kbus_runtime.chat import (
+    ChatBackend,
+    ChatModel,
+    LLMSettings,
+    MalformedAnswerError,
+    create_chat,
+    state_of,
+)
 from kbus_runtime.settings import CohereSettings
 
 SYSTEM = (
@@ -69,3 +77,9 @@ def create_prompted(
         return None
     chat = create_chat(backend, llm, cohere, PURPOSE)
     return PromptedScorer(chat, concurrency, max_passage_chars)
+
+
+async def prompted_state(prompted: PromptedScorer | None) -> ChatState:
+    """Whether prompted reranking's chat model answers now (``kb.chat.reranker``)."""
+    unset = "it has no chat model for prompted reranking (set KBUS_RERANKER_PROMPTED)"
+    return await state_of("reranker", prompted.chat if prompted else None, unset)

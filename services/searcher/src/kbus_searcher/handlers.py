@@ -12,6 +12,7 @@ from kbus_searcher.index.deleting import Deleter
 from kbus_searcher.index.indexer import Indexer
 from kbus_searcher.index.reconciling import Reconciler
 from kbus_searcher.search.feed import Feed
+from kbus_searcher.search.rewriting import rewriter_state
 from kbus_searcher.search.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
 
@@ -44,6 +45,7 @@ def register(
                 "kb.stats": searcher.answer_stats,
                 "kb.versions": searcher.answer_versions,
                 "kb.feed": feed.answer,
+                "kb.chat.searcher": lambda _: rewriter_state(searcher.rewriter),
             },
             description="kbus knowledge base: hybrid search, library statistics, receipts",
             concurrency=settings.search_concurrency,

@@ -60,6 +60,8 @@ from kbus_contract.profiles import (
     TransformerKind,
 )
 from kbus_contract.requests import (
+    ChatCheck,
+    ChatState,
     DocumentEntry,
     EmbedReply,
     EmbedRequest,
@@ -104,6 +106,8 @@ __all__ = [
     "Accepted",
     "BodyPart",
     "BodyRef",
+    "ChatCheck",
+    "ChatState",
     "Chunk",
     "Chunker",
     "ChunkerKind",

@@ -24,6 +24,7 @@ from kbus_contract.channels import (
 __all__ = [
     "ACCEPTED",
     "CHANNELS",
+    "CHAT_MODEL_USERS",
     "GATEWAY",
     "RESTRICTED",
     "Channel",
@@ -32,6 +33,14 @@ __all__ = [
     "is_restricted",
     "tenant_channels",
 ]
+
+#: The services that prompt a chat model for a library's profile, their micro services and
+#: the link each serves.
+CHAT_MODEL_USERS = (
+    ("generator", "kbus-generate", "generated matching texts"),
+    ("searcher", "kbus-search", "query transformers"),
+    ("reranker", "kbus-rerank", "prompted reranking"),
+)
 
 CHANNELS: tuple[Channel, ...] = (
     Channel(
@@ -288,6 +297,20 @@ CHANNELS: tuple[Channel, ...] = (
         senders=("searcher",),
         receiver="reranker",
         micro="kbus-rerank",
+    ),
+    *(
+        Channel(
+            f"kb.chat.{service}",
+            (f"kb.chat.{service}",),
+            c.ChatCheck,
+            c.ChatState,
+            description=f"Whether the {service}'s chat model answers now ({link}): the "
+            "ingestor asks before it keeps a profile that needs it.",
+            senders=("ingestor",),
+            receiver=service,
+            micro=micro,
+        )
+        for service, micro, link in CHAT_MODEL_USERS
     ),
 )
 

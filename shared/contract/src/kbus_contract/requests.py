@@ -111,6 +111,21 @@ class RerankReply(Contract):
     scores: tuple[float, ...]
 
 
+class ChatCheck(Contract):
+    """Ask a service whether its chat model answers now (``kb.chat.<service>``): the
+    ingestor asks before it keeps a profile whose links need one."""
+
+
+class ChatState(Contract):
+    """Whether a service's chat model answered a one-word request just now."""
+
+    kind: Literal["chat_state"] = "chat_state"
+    service: str
+    model: str = Field(default="", description="backend/model; empty: the service has none.")
+    ready: bool
+    reason: str = Field(default="", description="Why not, in one sentence.")
+
+
 class StatsRequest(Contract):
     """Ask what a tenant has indexed (``kb.stats``): per library, or one library's documents."""
 

@@ -11,12 +11,14 @@ that refuses the request (bad model, bad key) is a ``PermanentError``.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import httpx
-from kbus_contract.errors import ErrorCode, PermanentError, TransientError
+from kbus_contract import ChatState
+from kbus_contract.errors import ErrorCode, KbusError, PermanentError, TransientError
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -217,3 +219,25 @@ def create_chat(
     if backend == "cohere":
         return CohereChat(cohere, purpose)
     return OpenAIChat(llm)
+
+
+#: Seconds a chat model has to answer a readiness check.
+CHECK_S = 5.0
+#: The readiness check's instruction and message (one word asked for).
+READY_CHECK = ("Answer with one word.", "Ready?")
+
+
+async def state_of(service: str, chat: ChatModel | None, unset: str) -> ChatState:
+    """Whether ``chat`` answers a one-word request now (``unset``: why the service has none)."""
+    if chat is None:
+        return ChatState(service=service, ready=False, reason=unset)
+    try:
+        async with asyncio.timeout(CHECK_S):
+            await chat.chat(*READY_CHECK, max_tokens=1)
+    except TimeoutError:
+        reason = f"{chat.name} did not answer within {CHECK_S:g} s"
+    except KbusError as exc:
+        reason = exc.reason
+    else:
+        return ChatState(service=service, model=chat.name, ready=True)
+    return ChatState(service=service, model=chat.name, ready=False, reason=reason)

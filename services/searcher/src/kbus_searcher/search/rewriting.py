@@ -16,9 +16,9 @@ import logging
 import re
 from typing import Protocol
 
-from kbus_contract import TransformerKind
+from kbus_contract import ChatState, TransformerKind
 from kbus_runtime.analysis import content_terms
-from kbus_runtime.chat import ChatBackend, ChatModel, LLMSettings, create_chat
+from kbus_runtime.chat import ChatBackend, ChatModel, LLMSettings, create_chat, state_of
 from kbus_runtime.settings import CohereSettings
 
 log = logging.getLogger("kbus.searcher")
@@ -136,3 +136,10 @@ def create_rewriter(
         backend: ChatBackend = "cohere" if kind == "cohere" else "openai"
         return ChatRewriter(create_chat(backend, llm or LLMSettings(), cohere, PURPOSE))
     raise ValueError(f"unknown query rewriter {kind!r}")
+
+
+async def rewriter_state(rewriter: QueryRewriter | None) -> ChatState:
+    """Whether the query transformers' chat model answers now (``kb.chat.searcher``)."""
+    chat = rewriter.chat if isinstance(rewriter, ChatRewriter) else None
+    unset = "it has no chat model for query transformers (set KBUS_SEARCHER_REWRITER)"
+    return await state_of("searcher", chat, unset)
