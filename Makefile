@@ -32,7 +32,11 @@ test: install
 	$(RUN) mypy
 	$(RUN) lint-imports
 	$(RUN) pytest -q -p no:cacheprovider -n 2 tests/unit  # no servers: on both cores
-	$(RUN) pytest -q -p no:cacheprovider --durations=15 --ignore=tests/unit
+	# With servers: on both cores (e2e's tests on one worker, security's on the other, each
+	# sharing its folder's services; integration's spread), then those that time what they
+	# measure or start clusters (marked alone), one at a time.
+	$(RUN) pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadgroup -m "not alone" --ignore=tests/unit
+	$(RUN) pytest -q -p no:cacheprovider --durations=15 -m alone --ignore=tests/unit
 
 unit:
 	$(RUN) pytest -q tests/unit

@@ -79,3 +79,13 @@ class Namespace:
 def namespace() -> Namespace:
     tag = uuid.uuid4().hex[:10]
     return Namespace(prefix=f"t{tag}", collection=f"T{tag}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` (make test), one worker runs all of a folder whose tests
+    share a session's services (e2e's stack, security's locked installation), so each is
+    started once; the integration tests spread over the workers."""
+    for item in items:
+        folder = item.path.parent.name
+        if folder in ("e2e", "security", "chaos"):
+            item.add_marker(pytest.mark.xdist_group(folder))

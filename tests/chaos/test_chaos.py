@@ -15,7 +15,7 @@ from kbus_dev.services import STAGES
 from tests.chaos.harness import SEARCH_GAP_TARGET_S, ChaosConfig, run_chaos
 from tests.chaos.monkey import CARRIERS
 
-pytestmark = pytest.mark.chaos
+pytestmark = [pytest.mark.chaos, pytest.mark.alone]
 
 CI_SIZE = ChaosConfig(documents=200, publish_seconds=15.0, kills_per_service=3)
 

@@ -22,6 +22,8 @@ from nats.js.kv import KeyValue
 from tests.conftest import Servers
 from tests.helpers import own_services
 
+pytestmark = pytest.mark.alone
+
 PRODUCTS = {
     "kettle": "Kettle K1. 1.7 l, 3000 W, auto shut-off.",
     "toaster": "Toaster T2. Two slots, seven browning levels, crumb tray.",

@@ -6,8 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import pytest
+
 from bench.fairness import EDIT, OTHERS, markdown, run
 from tests.helpers import made_up_beir
+
+pytestmark = pytest.mark.alone
 
 
 async def test_the_fairness_bench_runs_both_modes_side_by_side(tmp_path: Path) -> None:

@@ -70,12 +70,19 @@ async def test_an_identical_publish_is_dropped_as_a_duplicate_a_changed_one_is_n
 
 async def test_a_rejected_document_raises_with_the_reason(client: KbClient) -> None:
     async with client:
-        big = "word " * 1_800_000  # 9 MB: over the ingestor's 8 MiB limit (by claim check)
+        # Accepted by the gate, refused by the ingestor when it reads the bytes.
         with pytest.raises(DocumentRejectedError) as info:
             await client.publish_document(
-                library="hr", document_id="huge", title="Huge", text=big, wait=True, timeout_s=60
+                library="hr",
+                document_id="fake",
+                title="Fake",
+                data=b"this is not a PDF at all",
+                content_type="application/pdf",
+                wait=True,
+                timeout_s=60,
             )
-        assert info.value.code == "too_large"
+        assert info.value.code == "content_type_mismatch"
+        assert "%PDF-" in str(info.value)
         with pytest.raises(ValueError, match="tenant"):
             await client.publish_document(
                 library="hr", document_id="x", title="x", text="x", tenant="bad.tenant"

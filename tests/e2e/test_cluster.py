@@ -19,7 +19,7 @@ from kbus_dev.services import service_env, start_all
 from tests.conftest import Servers
 from tests.helpers import TEST_STORAGE, kill_stream_leader
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 DOCUMENTS = 45
 LIBRARY = "ledger"

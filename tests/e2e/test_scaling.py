@@ -23,6 +23,8 @@ from kbus_runtime.declaring import declare_streams
 from tests.conftest import Servers
 from tests.helpers import TEST_STORAGE, UNBOUNDED, chunks_ready, unsettled
 
+pytestmark = pytest.mark.alone
+
 DOCUMENTS = 36
 CHUNKS_PER_DOCUMENT = 8
 WORDS = ("retrieval", "protein", "cluster", "latency", "membrane", "quorum", "vector", "enzyme")

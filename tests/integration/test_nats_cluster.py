@@ -27,7 +27,7 @@ from nats.js.errors import ServiceUnavailableError
 
 from tests.helpers import kill_stream_leader, led_stream_info
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 MESSAGES = 300
 

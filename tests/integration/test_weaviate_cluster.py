@@ -30,7 +30,7 @@ from weaviate.exceptions import WeaviateBaseError
 
 from tests.helpers import ready, upsert
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from kbus_client import KbClient
 from kbus_contract import DocumentAdded, DocumentDeleted, FeedKind, LibrarySync, SyncEntry
 from nats.aio.client import Client
@@ -164,6 +165,7 @@ async def test_the_dead_letters_of_one_tenant_leave_room_for_another_s(
     assert "invalid_message" in answers
 
 
+@pytest.mark.alone  # the victim's sync must be applied before its document is indexed
 async def test_one_tenant_s_syncs_leave_room_for_another_s(locked: Locked) -> None:
     """Finding 7: 300 syncs, each of another source listing 1,000 long ids, then the victim's
     sync: the victim's is applied and its receipt comes."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import pytest
 from kbus_client import KbClient
 from kbus_contract import DocumentAdded
 from kbus_contract.catalog import Use, tenant_channels
@@ -35,6 +36,8 @@ from tests.security.conftest import (
     client_for,
     connect,
 )
+
+pytestmark = pytest.mark.alone
 
 T = TOPOLOGY
 SEED = int(os.environ.get("KBUS_LEDGER_SEED", "55"))
