@@ -203,6 +203,7 @@ async def test_one_tenant_s_syncs_leave_room_for_another_s(locked: Locked) -> No
     assert "quota_exceeded" in answers
 
 
+@pytest.mark.alone  # the victim's sync must be applied before its document is indexed
 async def test_long_syncs_and_poisoned_deletions_hold_up_only_their_tenant(
     locked: Locked, victim: KbClient
 ) -> None:
