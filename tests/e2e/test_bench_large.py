@@ -10,16 +10,20 @@ from pathlib import Path
 import pytest
 
 from bench.large import main
+from tests.helpers import made_up_beir
 
 pytestmark = pytest.mark.alone
 
 
 def test_the_large_documents_bench_runs_at_a_small_size(tmp_path: Path) -> None:
     out = tmp_path / "large.json"
-    code = main(["--sizes=0.3", "--pdf-pages=20", "--small=40", f"--out={out}"])
+    dataset = made_up_beir(tmp_path / "beir", 60, 2)
+    code = main(
+        ["--sizes=0.3", "--pdf-pages=40", "--small=40", f"--dataset={dataset}", f"--out={out}"]
+    )
     result = json.loads(out.read_text())
     pdf, text = result["large"]
-    assert pdf["document"] == "pdf-20p"
+    assert pdf["document"] == "pdf-40p"
     assert text["document"] == "text-0.3mb"
     for row in (pdf, text):
         assert row["chunks"] > 20, row  # more than one part: progress was told
