@@ -31,6 +31,7 @@ from kbus_contract.topology import Topology
 from kbus_dev.cluster import by_name
 from kbus_dev.servers import Server
 from kbus_dev.services import service_env, start_all
+from kbus_ingestor.chunking import ChunkingConfig, Span, iter_spans
 from kbus_runtime.analysis import keyword_text
 from kbus_runtime.chat import READY_CHECK
 from nats.aio.client import Client
@@ -524,3 +525,8 @@ def search_reply(*documents: str, **fields: Any) -> SearchReply:
         "timings": StageTimings(),
     }
     return SearchReply(**{**made, **fields})
+
+
+def split_text(text: str, config: ChunkingConfig) -> list[Span]:
+    """Every chunk of a whole text, as the recursive chunker cuts it."""
+    return list(iter_spans(text, 0, len(text), config))

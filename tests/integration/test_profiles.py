@@ -4,7 +4,9 @@ they cannot work, and applied to the documents ingested after them."""
 from __future__ import annotations
 
 import json
+import math
 import random
+import time
 from contextlib import AsyncExitStack
 
 from faststream import TestApp
@@ -29,7 +31,7 @@ from kbus_dev.servers import free_port
 from kbus_generator.app import create_app as generator_app
 from kbus_generator.settings import GeneratorSettings
 from kbus_ingestor.app import create_app
-from kbus_ingestor.chat_links import chat_links
+from kbus_ingestor.chat_links import FRESH_S, chat_links
 from kbus_ingestor.settings import IngestorSettings
 from kbus_reranker.app import create_app as reranker_app
 from kbus_reranker.settings import RerankerSettings
@@ -187,7 +189,8 @@ async def test_a_profile_is_kept_only_when_the_chat_models_its_new_links_need_an
     """Each link that needs a chat model asks the service that prompts it: here the generator
     runs on a model that is down, the reranker on the real one, and no searcher runs. Random
     profiles are kept exactly when every link they newly name is served, and a refusal names
-    each link that is not and keeps nothing."""
+    each link that is not and keeps nothing. However many profiles ask, the generator is asked
+    at most once per FRESH_S (a tenant's profile writes cannot crowd out another's answers)."""
     dead = LLMSettings(url=f"http://127.0.0.1:{free_port()}/v1", model=MODEL_NAME)
     live = LLMSettings(url=llm, model=MODEL_NAME, timeout_s=60)
     served = {"generator": False, "reranker": True, "searcher": False}
@@ -200,7 +203,8 @@ async def test_a_profile_is_kept_only_when_the_chat_models_its_new_links_need_an
         )
         await apps.enter_async_context(TestApp(reranker_app(reranking)))
         kb = KbClient(nc, prefix=topology.prefix, tenant="shop")
-        outcomes = set()
+        outcomes, asking = set(), 0
+        started = time.monotonic()
         for _ in range(14):
             kept = await kb.profile("chained")
             profile = _random_chain(rng)
@@ -210,6 +214,7 @@ async def test_a_profile_is_kept_only_when_the_chat_models_its_new_links_need_an
                 if chat_links(kept.profile).get(s) != link
             }
             missing = [s for s in new if not served[s]]
+            asking += "generator" in new
             reply = await _outcome(kb, profile)
             if isinstance(reply, KbError):
                 assert missing, f"refused though every link is served: {reply}"
@@ -224,7 +229,16 @@ async def test_a_profile_is_kept_only_when_the_chat_models_its_new_links_need_an
                 assert not missing, f"kept though {missing} cannot serve it"
                 assert reply.profile == profile
                 outcomes.add("kept")
+        asked = await _requests_answered(nc, "kbus-generate")
     assert outcomes == {"kept", "refused"}
+    most = math.ceil((time.monotonic() - started) / FRESH_S)
+    assert 1 <= asked <= most < asking, (asked, most, asking)
+
+
+async def _requests_answered(nc: Client, micro: str) -> int:
+    """Requests a micro service's endpoints answered (its own $SRV.STATS)."""
+    reply = await nc.request(f"$SRV.STATS.{micro}", b"", timeout=5)
+    return sum(e["num_requests"] for e in json.loads(reply.data)["endpoints"])
 
 
 async def _outcome(kb: KbClient, profile: LibraryProfile) -> ProfileReply | KbError:

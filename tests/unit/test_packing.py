@@ -8,12 +8,14 @@ import random
 import pytest
 from kbus_contract import CutReason, Expand, Scores, SearchHit, SearchRequest
 from kbus_contract.errors import PermanentError
-from kbus_ingestor.chunking import ChunkingConfig, split_text
+from kbus_ingestor.chunking import ChunkingConfig
 from kbus_searcher.search import cursors
 from kbus_searcher.search.context import adaptive_cut
 from kbus_searcher.search.highlighting import highlights
 from kbus_searcher.search.packing import Block, Packer, cut, subtract, text_of
 from kbus_searcher.search.tokens import TokenCounter
+
+from tests.helpers import split_text
 
 COUNTER = TokenCounter.load()
 WORDS = [

@@ -47,14 +47,6 @@ class ChunkingConfig:
             raise ValueError("min_fill must be in (0, 1]")
 
 
-def split_text(text: str, config: ChunkingConfig = ChunkingConfig(), base: int = 0) -> list[Span]:
-    """Split ``text`` into overlapping chunks; offsets are shifted by ``base``."""
-    return [
-        Span(base + span.start, base + span.end, span.text)
-        for span in iter_spans(text, 0, len(text), config)
-    ]
-
-
 def iter_spans(text: str, lo: int, hi: int, config: ChunkingConfig) -> Iterator[Span]:
     """The chunks of ``text[lo:hi]`` (offsets in ``text``), one at a time: a large document's
     chunks are made as they are sent on, and its text is never copied whole."""

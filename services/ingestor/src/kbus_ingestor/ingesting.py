@@ -12,7 +12,7 @@ from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
 from kbus_contract import ChunksReady, ContentType, DocumentAdded
 from kbus_contract.claimcheck import discard_body, read_body
-from kbus_contract.errors import ErrorCode, PermanentError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.identifiers import content_version
 from kbus_contract.lanes import Lane
 from kbus_contract.tenancy import require_library
@@ -169,6 +169,9 @@ class Ingestor:
             info = await js.stream_info(stream, subjects_filter=subject)
             if sum((info.state.subjects or {}).values()) < budget:
                 return
+            if self.stage.stopping.is_set():
+                # Handed back: the next delivery sends its parts again (same chunk ids).
+                raise TransientError("the ingestor is stopping; the document is taken again")
             await asyncio.sleep(ROOM_POLL_S)
 
     async def _read(self, doc: DocumentAdded) -> tuple[DocumentAdded, ContentType, bytes]:

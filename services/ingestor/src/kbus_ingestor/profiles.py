@@ -27,7 +27,7 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
-from kbus_ingestor.chat_links import require_chat_models
+from kbus_ingestor.chat_links import ChatModels
 from kbus_ingestor.chunking import ChunkingConfig
 from kbus_ingestor.parsing import Parsed
 from kbus_ingestor.profiling import Cutter, cut_pieces
@@ -43,6 +43,7 @@ class Profiles:
         self.config = config
         self.default = default
         self._kv: KeyValue | None = None
+        self.chat_models = ChatModels()
 
     async def open(self, js: JetStreamContext, *, create: bool) -> None:
         self._kv = await open_bucket(js, self.config, create=create)
@@ -128,7 +129,7 @@ class Profiles:
         chunks = self._try(cutter, req) if req.example is not None else None
         _, kept = await self.read(req.tenant, req.library)
         connection = self.stage.broker.connection
-        await require_chat_models(connection, self.stage.topology, req.profile, kept)
+        await self.chat_models.require(connection, self.stage.topology, req.profile, kept)
         revision = await self._keep(req, req.profile)
         log.info("library %s/%s: profile revision %d", req.tenant, req.library, revision)
         return ProfileReply(
