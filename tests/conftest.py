@@ -81,11 +81,17 @@ def namespace() -> Namespace:
     return Namespace(prefix=f"t{tag}", collection=f"T{tag}")
 
 
+#: Session fixtures that start a folder's services, by the group whose tests share them.
+SHARED_SERVICES = {"stack": "e2e", "locked": "security"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` (make test), one worker runs all of a folder whose tests
-    share a session's services (e2e's stack, security's locked installation), so each is
-    started once; the integration tests spread over the workers."""
+    """Under ``--dist loadgroup`` (make test), one worker runs every test that uses one of the
+    services a session starts (e2e's stack, security's locked installation), so each is
+    started once; the others (integration's, the benches with their own stacks) spread over
+    the workers."""
     for item in items:
-        folder = item.path.parent.name
-        if folder in ("e2e", "security", "chaos"):
-            item.add_marker(pytest.mark.xdist_group(folder))
+        for fixture, group in SHARED_SERVICES.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break

@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pytest
-
 from bench.concurrency import LOADS, run
 from tests.helpers import made_up_beir
-
-pytestmark = pytest.mark.alone
 
 
 async def test_the_concurrency_bench_runs_each_variant_as_it_says(tmp_path: Path) -> None:

@@ -7,12 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
-import pytest
-
 from bench.context import run
 from tests.helpers import made_up_beir
-
-pytestmark = pytest.mark.alone
 
 
 async def test_the_context_bench_runs_every_mode_side_by_side(tmp_path: Path) -> None:

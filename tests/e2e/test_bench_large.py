@@ -7,12 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from bench.large import main
 from tests.helpers import made_up_beir
-
-pytestmark = pytest.mark.alone
 
 
 def test_the_large_documents_bench_runs_at_a_small_size(tmp_path: Path) -> None:

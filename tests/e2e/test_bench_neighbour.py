@@ -7,11 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from bench.neighbour import main
-
-pytestmark = pytest.mark.alone
 
 
 def test_the_neighbour_bench_meets_its_goals_at_a_small_size(tmp_path: Path) -> None:

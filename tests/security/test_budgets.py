@@ -16,7 +16,6 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
 from kbus_client import KbClient
 from kbus_contract import DocumentAdded, DocumentDeleted, FeedKind, LibrarySync, SyncEntry
 from nats.aio.client import Client
@@ -165,7 +164,6 @@ async def test_the_dead_letters_of_one_tenant_leave_room_for_another_s(
     assert "invalid_message" in answers
 
 
-@pytest.mark.alone  # the victim's sync must be applied before its document is indexed
 async def test_one_tenant_s_syncs_leave_room_for_another_s(locked: Locked) -> None:
     """Finding 7: 300 syncs, each of another source listing 1,000 long ids, then the victim's
     sync: the victim's is applied and its receipt comes."""
@@ -197,13 +195,14 @@ async def test_one_tenant_s_syncs_leave_room_for_another_s(locked: Locked) -> No
         await victim.close()
     took = time.monotonic() - started
     assert getattr(result.receipt, "refused", None) is None
-    # Applied before its document was indexed (not held up behind the attacker's syncs).
-    assert result.receipt.added == 1, result.receipt
+    # Applied (held up behind the attacker's syncs, it would not answer within the bound);
+    # added or unchanged depending on whether its document was indexed first.
+    assert result.receipt.added + result.receipt.unchanged == 1, result.receipt
+    assert result.receipt.failed == 0, result.receipt
     assert took < 30, f"the victim's sync took {took:.0f} s"
     assert "quota_exceeded" in answers
 
 
-@pytest.mark.alone  # the victim's sync must be applied before its document is indexed
 async def test_long_syncs_and_poisoned_deletions_hold_up_only_their_tenant(
     locked: Locked, victim: KbClient
 ) -> None:
@@ -238,7 +237,8 @@ async def test_long_syncs_and_poisoned_deletions_hold_up_only_their_tenant(
     result = await asyncio.wait_for(
         victim.sync_library(LIBRARY, kept, source="quick", settle_s=30), 60
     )
-    assert result.receipt.added == 1
+    assert result.receipt.added + result.receipt.unchanged == 1, result.receipt
+    assert result.receipt.failed == 0, result.receipt
     synced_s = time.monotonic() - started
     started = time.monotonic()
     await asyncio.wait_for(
