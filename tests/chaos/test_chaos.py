@@ -15,7 +15,9 @@ from kbus_dev.services import STAGES
 from tests.chaos.harness import SEARCH_GAP_TARGET_S, ChaosConfig, run_chaos
 from tests.chaos.monkey import CARRIERS
 
-pytestmark = [pytest.mark.chaos, pytest.mark.alone]
+# The one-node runs share a worker with the other tests (their own servers, nothing timed);
+# the cluster runs time their searches' gaps, so they run alone.
+pytestmark = [pytest.mark.chaos, pytest.mark.xdist_group("chaos")]
 
 CI_SIZE = ChaosConfig(documents=200, publish_seconds=15.0, kills_per_service=3)
 
@@ -72,6 +74,7 @@ CLUSTER_CI_SIZE = ChaosConfig(
 )
 
 
+@pytest.mark.alone
 async def test_a_cluster_loses_nothing_and_answers_every_search_through_kills_and_a_rollout(
     tmp_path: Path,
 ) -> None:
@@ -103,6 +106,7 @@ async def test_a_cluster_loses_nothing_and_answers_every_search_through_kills_an
     assert control.answered < control.asked, report.actions
 
 
+@pytest.mark.alone
 async def test_with_one_copy_of_everything_a_kill_is_a_gap_and_a_node_down_hides_tenants(
     tmp_path: Path,
 ) -> None:

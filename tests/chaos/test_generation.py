@@ -22,7 +22,7 @@ from nats.js.kv import KeyValue
 from tests.conftest import Servers
 from tests.helpers import own_services
 
-pytestmark = pytest.mark.alone
+pytestmark = pytest.mark.xdist_group("chaos")  # beside the other tests, after the chaos runs
 
 PRODUCTS = {
     "kettle": "Kettle K1. 1.7 l, 3000 W, auto shut-off.",

@@ -108,18 +108,27 @@ def test_each_pod_uses_its_own_nats_user_and_inbox() -> None:
     jobs = [d for d in yaml.safe_load_all((ROOT / "deploy/k8s/base/setup-job.yaml").read_text())]
     for workload in docs + jobs:
         env = {e["name"]: e for e in workload["spec"]["template"]["spec"]["containers"][0]["env"]}
-        user = env["KBUS_NATS_USER"]["value"]
+        user = env["KBUS_NATS_CREDENTIALS"]["valueFrom"]["secretKeyRef"]["key"]
         assert user in SERVICES
         assert env["KBUS_INBOX_PREFIX"]["value"] == inbox(user)
-        assert env["KBUS_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == user
 
 
 def test_nothing_is_provisioned_per_tenant_but_its_account(tmp_path: Path) -> None:
-    """nats-auth writes the accounts and credentials; the setup job takes no tenant list."""
+    """nats-auth writes the accounts and credentials (a tenant is its account's JWT and its
+    credentials, nothing in the server's configuration); the setup job takes no tenant list."""
     from kbus_dev.natsauth import main as nats_auth
 
     nats_auth(["--out", str(tmp_path), "--credential", "acme", "--credential", "b=globex:x"])
     assert not list(tmp_path.glob("tenants*"))
+    assert sorted(p.name for p in tmp_path.glob("account-*")) == [
+        "account-KBUS.jwt",
+        "account-SYS.jwt",
+        "account-acme.jwt",
+        "account-globex.jwt",
+    ]
+    conf = (tmp_path / "auth.conf").read_text()
+    assert "acme" not in conf
+    assert "globex" not in conf
     [job] = list(yaml.safe_load_all((ROOT / "deploy/k8s/base/setup-job.yaml").read_text()))
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command == ["python", "-m", "kbus_searcher.jobs.setup"]

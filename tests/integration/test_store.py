@@ -393,3 +393,59 @@ async def test_a_republish_of_the_same_version_leaves_nothing_of_the_older_one(
     assert await store.writes.delete_superseded([second]) == 2
     whole = store.view(Scope.whole("t1", None, "the test counts"))
     assert await whole.count_chunks() == 1
+
+
+async def test_tenants_first_written_together_are_made_together(store: ChunkStore) -> None:
+    """40 new tenants' first documents written at once, in random order with repeats: each
+    tenant is made once, in far fewer requests than tenants, and each holds its document."""
+    import asyncio
+    import random
+
+    collections = store.writes.collections
+    name = await collections.writable(ready("x", "lib", "d", "v1", ["x"]).model)
+    await collections.ensure_tenant("warm-up", name)
+    maker = collections._makers[(name, id(collections.client.collections))]
+    real, made = maker.collection.tenants.create, []
+
+    async def counting(tenants: list[object]) -> None:
+        made.append(len(tenants))
+        await real(tenants)
+
+    maker.collection.tenants.create = counting
+    tenants = [f"crowd{n}" for n in range(40)]
+    order = random.Random(57).choices(tenants, k=80) + tenants
+    await asyncio.gather(
+        *(upsert(store.writes, ready(t, "lib", f"d-{t}", "v1", [f"note of {t}"])) for t in order)
+    )
+    assert sum(made) == 40
+    assert len(made) < 10, made
+    for tenant in tenants:
+        assert await _search(store, tenant, ("lib",), "note") == [f"d-{tenant}"]
+
+
+async def test_idle_tenants_are_made_inactive_and_wake_on_their_next_search(
+    store: ChunkStore,
+) -> None:
+    """Of 12 tenants, those left idle are made inactive in one request; the others stay
+    active; a search of an inactive one finds its document (Weaviate activates it again)."""
+    import random
+
+    from weaviate.classes.tenants import TenantActivityStatus
+
+    collections = store.writes.collections
+    tenants = [f"idle{n}" for n in range(12)]
+    for tenant in tenants:
+        await upsert(store.writes, ready(tenant, "lib", f"d-{tenant}", "v1", [f"memo {tenant}"]))
+    name = await collections.writable(ready("x", "lib", "d", "v1", ["x"]).model)
+    idle = set(random.Random(59).sample(tenants, 5))
+    for tenant in tenants:
+        if tenant in idle:
+            collections._used[name, tenant] -= 3_600
+    assert set(await collections.deactivate_idle(1_800)) == idle
+    found = await collections.client.collections.use(name).tenants.get_by_names(tenants)
+    for tenant in tenants:
+        want = TenantActivityStatus.INACTIVE if tenant in idle else TenantActivityStatus.ACTIVE
+        assert found[tenant].activity_status == want, tenant
+    assert await collections.deactivate_idle(1_800) == []
+    for tenant in sorted(idle):
+        assert await _search(store, tenant, ("lib",), "memo") == [f"d-{tenant}"]

@@ -1,8 +1,8 @@
-"""A locked-down kbus on real servers: per-service NATS users, tenants' credentials, and a
-Weaviate API key.
+"""A locked-down kbus on real servers (:mod:`kbus_dev.locked`): per-service NATS users,
+tenants' accounts and credentials, and a Weaviate API key.
 
-The four services run with only the permissions the generated nats-server configuration grants
-them, streams are created by the setup job's admin user, and Weaviate accepts only its key.
+The services run with only the permissions their credentials grant them, streams are created by
+the setup job's admin user, and Weaviate accepts only its key.
 Five tenants each hold four credentials: every library (read and write), one library (read and
 write), every library read-only, and one library read-only; t0 also holds two read-only ones
 that may act for people (ten groups; anyone). Tenant t4 may search twice a second.
@@ -11,11 +11,7 @@ that may act for people (ten groups; anyone). Tenant t4 may search twice a secon
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +20,14 @@ import pytest
 from kbus_client import KbClient
 from kbus_contract import DocumentAdded
 from kbus_contract.topology import Topology
-from kbus_dev.natsauth import KBUS_ACCOUNT, Credential, accounts, generate_passwords, inbox
-from kbus_dev.servers import Server, start_nats, start_weaviate
-from kbus_dev.services import SERVICES, start_service, wait_healthy
-from nats.aio.client import Client
+from kbus_dev.locked import WEAVIATE_KEY as WEAVIATE_KEY
+from kbus_dev.locked import Locked as Locked
+from kbus_dev.locked import start_locked
+from kbus_dev.natsauth import KBUS_ACCOUNT, Credential, Keys, Permissions, inbox, user_creds
+from nats.aio.client import Client, RawCredentials
 from nats.aio.msg import Msg
 
 TOPOLOGY = Topology()
-WEAVIATE_KEY = "test-weaviate-key-7f1c0b2e"
 TENANTS = [f"t{i}" for i in range(5)]
 LIBRARIES = ["lib-a", "lib-b"]
 #: The tenant whose searches are limited, and its rate.
@@ -61,87 +57,46 @@ CREDENTIALS += [
 OBSERVER = "observer"
 
 
-@dataclass(frozen=True)
-class Locked:
-    nats_url: str
-    passwords: dict[str, str]
-    weaviate_http: int
-    weaviate_grpc: int
-    logs: Path
-    #: The server's accounts file (included by its configuration) and the server itself.
-    auth: Path
-    nats: Server
+def creds_file(locked: Locked, user: str) -> Path:
+    """The user's credentials as a file (for the nats command line)."""
+    path = locked.auth / f"{user}.test.creds"
+    path.write_text(locked.creds[user])
+    path.chmod(0o600)
+    return path
 
 
-def auth_config(passwords: dict[str, str], credentials: list[Credential]) -> str:
-    """The accounts block for these credentials, with the observer in kbus's account."""
-    block = accounts(TOPOLOGY, passwords, credentials)
-    block[KBUS_ACCOUNT]["users"].append(
-        {
-            "user": OBSERVER,
-            "password": passwords[OBSERVER],
-            "permissions": {
-                "publish": {"allow": ["$JS.API.>", f"{inbox(OBSERVER)}.>"]},
-                "subscribe": {"allow": [">"]},
-            },
-        }
-    )
-    return "accounts: " + json.dumps(block, indent=2) + "\n"
+def seeds(locked: Locked) -> list[str]:
+    """Every user's seed: the secret half of its credentials."""
+    return [
+        line for text in locked.creds.values() for line in text.splitlines() if line[:2] == "SU"
+    ]
 
 
-def service_env(locked: Locked, user: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "KBUS_NATS_URL": locked.nats_url,
-        "KBUS_NATS_USER": user,
-        "KBUS_NATS_PASSWORD": locked.passwords[user],
-        "KBUS_INBOX_PREFIX": inbox(user),
-        "KBUS_DECLARE_STREAMS": "false",
-        "KBUS_STREAM_MAX_BYTES": str(64 * 1024**2),
-        "KBUS_WEAVIATE_HOSTS": f"127.0.0.1:{locked.weaviate_http}:{locked.weaviate_grpc}",
-        "KBUS_WEAVIATE_API_KEY": WEAVIATE_KEY,
-        "KBUS_WEAVIATE_COLLECTION": "Locked",
-        "KBUS_TENANT_BUDGETS": json.dumps({LIMITED: {"searches_per_second": RATE}}),
-    }
+def observer_creds(locked: Locked) -> str:
+    """A user of kbus's account that listens to every subject there (tests only: no
+    installation has it, and nats-auth does not know it)."""
+    keys = Keys.load(locked.auth / "keys.json")
+    keys.user(OBSERVER, KBUS_ACCOUNT)
+    listens = Permissions(publish=["$JS.API.>", f"{inbox(OBSERVER)}.>"], subscribe=[">"])
+    return user_creds(keys, OBSERVER, listens)
+
+
+#: The services' settings besides their credentials and the servers' addresses.
+SETTINGS = {
+    "KBUS_STREAM_MAX_BYTES": str(64 * 1024**2),
+    "KBUS_WEAVIATE_COLLECTION": "Locked",
+    "KBUS_TENANT_BUDGETS": json.dumps({LIMITED: {"searches_per_second": RATE}}),
+}
 
 
 @pytest.fixture(scope="session")
 def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Locked]:
-    root = tmp_path_factory.mktemp("locked")
-    passwords = {**generate_passwords(CREDENTIALS), OBSERVER: "observer-password-1c9e"}
-    servers: list[Server] = []
+    state = start_locked(tmp_path_factory.mktemp("locked"), CREDENTIALS, SETTINGS)
     try:
-        auth = root / "nats" / "auth.conf"
-        auth.parent.mkdir(parents=True)
-        auth.write_text(auth_config(passwords, CREDENTIALS))
-        nats_server = start_nats(root / "nats", extra_config=f'include "{auth.name}"\n')
-        servers.append(nats_server)
-        weaviate_server = start_weaviate(root / "weaviate", api_key=WEAVIATE_KEY)
-        servers.append(weaviate_server)
-        state = Locked(
-            f"nats://127.0.0.1:{nats_server.ports['client']}",
-            passwords,
-            weaviate_server.ports["http"],
-            weaviate_server.ports["grpc"],
-            root / "logs",
-            auth,
-            nats_server,
-        )
-        setup = subprocess.run(
-            [sys.executable, "-m", "kbus_searcher.jobs.setup"],
-            env=service_env(state, "admin"),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert setup.returncode == 0, setup.stderr
-        services = [start_service(name, service_env(state, name), state.logs) for name in SERVICES]
-        servers.extend(services)
-        wait_healthy(services)
+        state.creds[OBSERVER] = observer_creds(state)
         yield state
     finally:
-        for server in reversed(servers):
-            server.stop()
+        state.stop()
 
 
 def credential(name: str) -> Credential:
@@ -160,8 +115,7 @@ async def connect(
 
     return await nats.connect(
         locked.nats_url,
-        user=user,
-        password=locked.passwords[user],
+        user_credentials=RawCredentials(locked.creds[user]),
         inbox_prefix=inbox_prefix or inbox(user),
         error_cb=on_error,
         max_reconnect_attempts=0,
@@ -176,8 +130,7 @@ async def client_for(locked: Locked, name: str) -> KbClient:
         tenant=held.tenant,
         granted=held.libraries,
         acts_for=held.acts_for,
-        user=name,
-        password=locked.passwords[name],
+        user_credentials=RawCredentials(locked.creds[name]),
         inbox_prefix=inbox(name),
     )
 

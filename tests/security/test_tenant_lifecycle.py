@@ -1,27 +1,26 @@
-"""A tenant is added and removed while everything runs: a configuration reload, no server or
-service restarted, nothing made for it on NATS (its large texts go into the shared store)."""
+"""A tenant is added and removed while everything runs: its account pushed to the server's
+resolver and removed from it, no configuration reloaded, no server or service restarted,
+nothing made for it on NATS (its large texts go into the shared store), and another tenant's
+searches answered all the while."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-import subprocess
-import sys
 
 import nats
 import pytest
 from kbus_client import KbClient
 from kbus_dev.natsauth import Credential, inbox
-from kbus_dev.servers import reload_nats
+from nats.aio.client import RawCredentials
 
 from tests.security.conftest import (
     CREDENTIALS,
     TOPOLOGY,
     Locked,
     Observer,
-    auth_config,
-    service_env,
+    client_for,
 )
 
 
@@ -31,30 +30,36 @@ async def _streams(observer: Observer) -> list[str]:
     return sorted(names)
 
 
-def _setup(locked: Locked, *args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "kbus_searcher.jobs.setup", *args],
-        env=service_env(locked, "admin"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+async def _search_meanwhile(locked: Locked, stop: asyncio.Event) -> tuple[int, list[str]]:
+    """Another tenant's searches, one after another until ``stop``: how many, and failures."""
+    kb = await client_for(locked, "t1-all")
+    asked, failures = 0, []
+    try:
+        while not stop.is_set():
+            asked += 1
+            try:
+                await kb.search("anything", libraries=["lib-a"], search_type="keyword")
+            except Exception as exc:
+                failures.append(f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(0.05)  # well within its quota
+    finally:
+        await kb.close()
+    return asked, failures
 
 
 async def test_a_tenant_added_and_removed_live(locked: Locked) -> None:
     running = {s.name: s.proc.pid for s in [locked.nats]}
     newcomer = Credential("t9-all", "t9")
-    locked.passwords[newcomer.name] = "t9-password-58ab"
-    locked.auth.write_text(auth_config(locked.passwords, [*CREDENTIALS, newcomer]))
-    reload_nats(locked.nats)
+    stop = asyncio.Event()
+    meanwhile = asyncio.create_task(_search_meanwhile(locked, stop))
+    await locked.provision([*CREDENTIALS, newcomer])
+    creds = locked.creds[newcomer.name]
     observer = await Observer.open(locked)
     streams_before = await _streams(observer)
     kb = await KbClient.connect(
         locked.nats_url,
         tenant="t9",
-        user=newcomer.name,
-        password=locked.passwords[newcomer.name],
+        user_credentials=RawCredentials(creds),
         inbox_prefix=inbox(newcomer.name),
         max_reconnect_attempts=0,
     )
@@ -73,13 +78,12 @@ async def test_a_tenant_added_and_removed_live(locked: Locked) -> None:
 
     assert await _streams(observer) == streams_before  # nothing reserved for the newcomer
 
-    locked.auth.write_text(auth_config(locked.passwords, CREDENTIALS))
-    reload_nats(locked.nats)
-    _setup(locked, "--remove-tenant=t9")
+    await locked.provision(CREDENTIALS)
+    locked.setup("--remove-tenant=t9")
     held = await observer.stream_subjects(TOPOLOGY.bodies_stream.name, TOPOLOGY.bodies_of("t9"))
     assert held == {}
     await observer.close()
-    for _ in range(50):  # its connection is closed by the reload
+    for _ in range(50):  # the server closes its connections as its account goes
         if not kb.nc.is_connected:
             break
         await asyncio.sleep(0.1)
@@ -87,12 +91,43 @@ async def test_a_tenant_added_and_removed_live(locked: Locked) -> None:
     with pytest.raises(Exception):  # noqa: B017, PT011 - authorization refused
         await nats.connect(
             locked.nats_url,
-            user=newcomer.name,
-            password=locked.passwords[newcomer.name],
+            user_credentials=RawCredentials(creds),
             max_reconnect_attempts=0,
             allow_reconnect=False,
         )
     with contextlib.suppress(Exception):
         await kb.close()
+    stop.set()
+    asked, failures = await meanwhile
+    assert asked > 10
+    assert failures == [], failures
     assert {s.name: s.proc.pid for s in [locked.nats]} == running
     assert locked.nats.proc.poll() is None
+
+
+async def test_a_removed_credential_no_longer_connects_and_its_tenant_s_others_do(
+    locked: Locked,
+) -> None:
+    """A credential dropped from the list is revoked (its account's JWT says so); the
+    tenant's other credentials keep their connections."""
+    extra = Credential("t3-extra", "t3", write=False)
+    await locked.provision([*CREDENTIALS, extra])
+    creds = locked.creds[extra.name]
+    first = await nats.connect(
+        locked.nats_url, user_credentials=RawCredentials(creds), inbox_prefix=inbox(extra.name)
+    )
+    await first.close()
+    other = await client_for(locked, "t3-all")
+    try:
+        await locked.provision(CREDENTIALS)
+        with pytest.raises(Exception):  # noqa: B017, PT011 - authorization refused
+            await nats.connect(
+                locked.nats_url,
+                user_credentials=RawCredentials(creds),
+                max_reconnect_attempts=0,
+                allow_reconnect=False,
+            )
+        await other.search("anything", libraries=["lib-a"], search_type="keyword")
+        assert other.nc.is_connected
+    finally:
+        await other.close()

@@ -24,7 +24,7 @@ from kbus_client import KbClient, KbError
 from kbus_contract import Chunker, LibraryProfile
 from kbus_contract.claimcheck import body_parts, body_ref
 from kbus_contract.tenancy import GRANT_ALL
-from kbus_dev.natsauth import Credential, credential_file
+from kbus_dev.natsauth import Credential
 from nats.aio.client import Client
 from nats.js.errors import APIError
 
@@ -448,8 +448,7 @@ async def test_the_cli_lists_and_replays_its_tenant_s_dead_letters_with_a_creden
         body |= {"template": {"text": "{a}"}}
         await kb.nc.jetstream().publish(T.added("t3", "lib-a"), json.dumps(body).encode())
         await _dead_letter(kb, "cli-letter")
-    held = credential_file(Credential("t3-all", "t3"), seeded.passwords["t3-all"], T.prefix)
-    (tmp_path / "t3.json").write_text(json.dumps(held))
+    (tmp_path / "t3.json").write_text((seeded.auth / "credential-t3-all.json").read_text())
     env = {**os.environ, "KBUS_NATS_URL": seeded.nats_url}
     cli = [
         str(Path(sys.executable).with_name("kbus")),

@@ -51,7 +51,7 @@ def test_what_a_deployment_sets_comes_first() -> None:
     first = page.split("### Tuning, by service")[0]
     for name in (
         "KBUS_NATS_URL",
-        "KBUS_NATS_PASSWORD",
+        "KBUS_NATS_CREDENTIALS",
         "KBUS_WEAVIATE_API_KEY",
         "KBUS_COHERE_API_KEY",
     ):

@@ -13,6 +13,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from kbus_client import KbClient
 from kbus_contract.restricted import may_name_restricted
+from nats.aio.client import RawCredentials
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -55,8 +56,7 @@ class Access:
         found: dict[str, Any] = {}
         if self.credential:
             found = {
-                "user": self.credential["user"],
-                "password": self.credential["password"],
+                "user_credentials": RawCredentials(self.credential["creds"]),
                 "inbox_prefix": self.credential["inbox_prefix"],
             }
         if self.tls is not None:

@@ -80,8 +80,9 @@ class KbClient(LibrarySyncs, LibraryReads):
         retry: Retry | None = ASK_AGAIN,
         **nats_options: Any,
     ) -> KbClient:
-        """Connect to NATS; ``nats_options`` go to ``nats.connect`` (the credential's user and
-        password and its inbox prefix, TLS, ...). ``retry=None`` sends every request once.
+        """Connect to NATS; ``nats_options`` go to ``nats.connect`` (a credential file's
+        ``creds`` as ``user_credentials=RawCredentials(...)`` and its ``inbox_prefix``, TLS,
+        ...). ``retry=None`` sends every request once.
         ``acts_for``: the principals the credential may claim (None: anyone), as its operator
         issued it."""
         # A connection error is one line in the log, not a traceback per server tried.

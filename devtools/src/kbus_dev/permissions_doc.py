@@ -20,7 +20,7 @@ from kbus_dev.natsauth import (
     Credential,
     Permissions,
     exports,
-    imports,
+    imported,
     permissions,
 )
 
@@ -63,18 +63,16 @@ def listing(t: Topology | None = None) -> str:
     for credential in EXAMPLE:
         lines += _user(credential.name, users[credential.name], _describe(credential))
     lines += ["", "It imports from kbus's account, and nothing else:", ""]
-    for entry in imports(t, "acme"):
-        [(kind, spec)] = entry.items()
-        lines.append(f"- {kind} `{spec['subject']}`")
-    lines += ["", f"**kbus's account `{KBUS_ACCOUNT}`** exports:", ""]
+    for _, kind, subject in imported(t, "acme"):
+        lines.append(f"- {kind} `{subject}`")
+    lines += [
+        "",
+        f"**kbus's account `{KBUS_ACCOUNT}`** exports, each taken only with an activation it "
+        "signs for one tenant's account and that tenant's own subject:",
+        "",
+    ]
     for entry in exports(t):
-        kind = "stream" if "stream" in entry else "service"
-        bound = (
-            f"tenant token {entry['account_token_position']} = the importing account"
-            if "account_token_position" in entry
-            else f"to {', '.join(entry['accounts'])} only"
-        )
-        lines.append(f"- {kind} `{entry[kind]}` ({bound})")
+        lines.append(f"- {entry['type']} `{entry['subject']}`")
     lines += ["", "Its users, kbus's services and the admin jobs:", ""]
     for name in SERVICES:
         lines += _user(name, users[name], "service" if name != "admin" else "setup and admin jobs")

@@ -205,25 +205,6 @@ def start_nats(
     return server
 
 
-#: What nats-server logs once it has applied a configuration reload.
-_RELOADED = "Reloaded server configuration"
-
-
-def reload_nats(server: Server, timeout_s: float = 10.0) -> None:
-    """Apply nats-server's changed configuration file (``nats-server --signal reload``), twice:
-    nats-server (2.12 and 2.15 alike) wires a new account's service imports only on the reload
-    after the one that added the account (server.go, ``configureAccounts``: an account that is
-    new on a reload gets no import subscriptions)."""
-    for _ in range(2):
-        done = server.log.read_text(errors="replace").count(_RELOADED)
-        server.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + timeout_s
-        while server.log.read_text(errors="replace").count(_RELOADED) <= done:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nats-server did not reload; see {server.log}")
-            time.sleep(0.05)
-
-
 def _healthz(monitor: int) -> bool:
     try:
         return (

@@ -1,12 +1,12 @@
-"""NATS accounts and least-privilege users for kbus: a nats-server ``accounts`` block, and
-credentials.
+"""NATS accounts and least-privilege users for kbus: nats-server's operator-mode trust, account
+JWTs pushed to its resolver while it runs, and credentials.
 
 kbus's services run in one account (``KBUS``) that holds every stream, bucket and object store;
 each service's user may publish and subscribe only where its stage needs to. Each tenant is an
 account of its own with no JetStream: it reaches kbus only through the imports of its own
-subjects (``document.added.<tenant>.*``, ``kb.search.<tenant>.*``, its receipts, its store of
-large texts), which kbus's exports bind to the importing account's name
-(``account_token_position``). A reply subject, a consumer's delivery or any other message a
+subjects (``document.added.<tenant>.*``, ``kb.search.<tenant>.*``, its receipts, the parts of
+its large texts), each with an activation kbus's account signed for that tenant's account and
+subject alone. A reply subject, a consumer's delivery or any other message a
 tenant's credential makes the server or a service send stays in its own account: nothing it
 holds reaches another tenant or kbus's own subjects (docs/security.md).
 
@@ -15,37 +15,56 @@ what a tenant's credential may do with it, and its forms give the subjects.
 """
 
 from kbus_dev.natsauth.config import (
-    accounts,
+    Keys,
+    account_jwt,
     credential_file,
-    generate_passwords,
     k8s_config_map,
     k8s_secret,
     main,
     permissions,
+    provision,
+    push,
     server_config,
+    system_creds,
     tenants_of,
+    user_creds,
 )
 from kbus_dev.natsauth.services import service_permissions
-from kbus_dev.natsauth.tenants import exports, imports, tenant_permissions
-from kbus_dev.natsauth.users import KBUS_ACCOUNT, SERVICES, Credential, Permissions, inbox
+from kbus_dev.natsauth.tenants import exports, imported, imports, tenant_permissions
+from kbus_dev.natsauth.users import (
+    KBUS_ACCOUNT,
+    SERVICES,
+    SYSTEM_ACCOUNT,
+    SYSTEM_USER,
+    Credential,
+    Permissions,
+    inbox,
+)
 
 __all__ = [
     "KBUS_ACCOUNT",
     "SERVICES",
+    "SYSTEM_ACCOUNT",
+    "SYSTEM_USER",
     "Credential",
+    "Keys",
     "Permissions",
-    "accounts",
+    "account_jwt",
     "credential_file",
     "exports",
-    "generate_passwords",
+    "imported",
     "imports",
     "inbox",
     "k8s_config_map",
     "k8s_secret",
     "main",
     "permissions",
+    "provision",
+    "push",
     "server_config",
     "service_permissions",
+    "system_creds",
     "tenant_permissions",
     "tenants_of",
+    "user_creds",
 ]

@@ -8,33 +8,51 @@ from typing import Any
 from kbus_contract.catalog import Channel, Use, is_restricted, tenant_channels
 from kbus_contract.topology import Topology
 
-from kbus_dev.natsauth.users import KBUS_ACCOUNT, Credential, Permissions, inbox
+from kbus_dev.natsauth.jwts import NKey, encode
+from kbus_dev.natsauth.users import Credential, Permissions, inbox
 
 
-def _token_position(t: Topology, form: str) -> int:
-    """The 1-based position of the tenant token in a form's subject (after any bus prefix)."""
-    return form.split(".").index("{tenant}") + 1 + (1 if t.prefix else 0)
+def _kind(entry: Channel) -> str:
+    return "stream" if entry.use is Use.RECEIVE else "service"
 
 
 def exports(t: Topology) -> list[dict[str, Any]]:
-    """What kbus's account offers tenants: each tenant-facing form, bound to the importing
-    account's name at the tenant token (the same for every tenant: nothing grows with them)."""
-    offered: list[dict[str, Any]] = []
-    for entry in tenant_channels():
-        kind = "stream" if entry.use is Use.RECEIVE else "service"
-        for form, subject in zip(entry.forms, t.forms(entry.name), strict=True):
-            offered.append({kind: subject, "account_token_position": _token_position(t, form)})
-    return offered
+    """What kbus's account offers tenants: each tenant-facing form with any tenant's name, each
+    taken only with an activation kbus signed for one tenant's name (nothing in kbus's account
+    grows with the tenants)."""
+    return [
+        {"name": entry.name, "subject": subject, "type": _kind(entry), "token_req": True}
+        for entry in tenant_channels()
+        for subject in t.forms(entry.name)
+    ]
 
 
-def imports(t: Topology, tenant: str) -> list[dict[str, Any]]:
-    """What a tenant's account takes from kbus's: its own forms of each subject."""
-    taken: list[dict[str, Any]] = []
-    for entry in tenant_channels():
-        kind = "stream" if entry.use is Use.RECEIVE else "service"
-        for subject in t.forms(entry.name, tenant=tenant):
-            taken.append({kind: {"account": KBUS_ACCOUNT, "subject": subject}})
-    return taken
+def imported(t: Topology, tenant: str) -> list[tuple[str, str, str]]:
+    """A tenant's own forms of each tenant-facing subject: (channel, kind, subject)."""
+    return [
+        (entry.name, _kind(entry), subject)
+        for entry in tenant_channels()
+        for subject in t.forms(entry.name, tenant=tenant)
+    ]
+
+
+def imports(t: Topology, tenant: str, kbus: str) -> list[dict[str, Any]]:
+    """What a tenant's account takes from kbus's (public key ``kbus``): its own forms of each
+    subject (each needs kbus's activation: :func:`activate`)."""
+    return [
+        {"name": name, "subject": subject, "account": kbus, "type": kind}
+        for name, kind, subject in imported(t, tenant)
+    ]
+
+
+def activate(taken: list[dict[str, Any]], account: str, kbus: NKey) -> list[dict[str, Any]]:
+    """The imports, each with kbus's activation for that account (public key) and subject
+    alone."""
+    return [{**entry, "token": encode(_activation(entry), kbus, account)} for entry in taken]
+
+
+def _activation(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "activation", "subject": entry["subject"], "kind": entry["type"]}
 
 
 # -- a tenant's users, inside its account -------------------------------------------------------

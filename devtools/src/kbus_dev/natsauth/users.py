@@ -12,7 +12,9 @@ SERVICES = ("admin", "gateway", "ingestor", "generator", "embedder", "searcher",
 #: The account of kbus's services, streams and stores.
 KBUS_ACCOUNT = "KBUS"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-_RESERVED = {*SERVICES, KBUS_ACCOUNT}
+#: The system account and its user, which pushes and removes accounts (operator mode).
+SYSTEM_ACCOUNT, SYSTEM_USER = "SYS", "system"
+_RESERVED = {*SERVICES, KBUS_ACCOUNT, SYSTEM_ACCOUNT, SYSTEM_USER}
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -105,6 +106,7 @@ def _lifespan(parts: _Parts) -> StartUp:
 
     @asynccontextmanager
     async def start_up() -> AsyncIterator[None]:
+        resting: asyncio.Task[None] | None = None
         await parts.client.connect()
         try:
             await parts.store.collections.ensure()
@@ -119,8 +121,14 @@ def _lifespan(parts: _Parts) -> StartUp:
                 await parts.profiles.open(js, create=topology.declare)
                 await parts.versions.follow()
                 await parts.profiles.follow()
+            if settings.store.idle_tenant_s > 0:
+                resting = asyncio.create_task(
+                    parts.store.collections.rest_idle(settings.store.idle_tenant_s)
+                )
             yield
         finally:
+            if resting is not None:
+                resting.cancel()
             await parts.profiles.stop()
             await parts.syncs.stop()
             await parts.versions.stop()

@@ -13,9 +13,9 @@ from faststream.nats import JStream, NatsBroker, PullSub
 from faststream.nats.message import NatsMessage
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.nats.prometheus import NatsPrometheusMiddleware
-from faststream.security import BaseSecurity, SASLPlaintext
+from faststream.security import BaseSecurity
 from kbus_contract.topology import Stream, Topology, work_consumer
-from nats.aio.client import Client
+from nats.aio.client import Client, RawCredentials
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
@@ -104,16 +104,11 @@ def make_broker(
                 tracer_provider=tracer_provider, include_messages_counters=False
             )
         )
-    security: BaseSecurity | None = None
     tls = settings.tls_context()
-    if settings.nats_user:
-        password = settings.nats_password.get_secret_value() if settings.nats_password else ""
-        security = SASLPlaintext(username=settings.nats_user, password=password, ssl_context=tls)
-    elif tls is not None:
-        security = BaseSecurity(ssl_context=tls)
     broker = _Broker(
         settings.nats_servers,
-        security=security,
+        security=BaseSecurity(ssl_context=tls) if tls is not None else None,
+        **credentials(settings),
         name=f"kbus-{app_name}",
         inbox_prefix=settings.inbox_prefix,
         middlewares=middlewares,
@@ -136,10 +131,14 @@ async def connect_nats(bus: BusSettings) -> Client:
     tls = bus.tls_context()
     if tls is not None:
         options["tls"] = tls
-    if bus.nats_user:
-        options["user"] = bus.nats_user
-        options["password"] = bus.nats_password.get_secret_value() if bus.nats_password else ""
-    return await nats.connect(bus.nats_servers, **options)
+    return await nats.connect(bus.nats_servers, **options, **credentials(bus))
+
+
+def credentials(bus: BusSettings) -> dict[str, Any]:
+    """nats.connect's options for the service's credentials (none on an open server)."""
+    if bus.nats_credentials is None:
+        return {}
+    return {"user_credentials": RawCredentials(bus.nats_credentials.get_secret_value())}
 
 
 def work_subscriber(

@@ -51,11 +51,12 @@ class BusSettings(BaseSettings):
         pattern=r"^[A-Za-z0-9_-]*$",
         description="Prefix for every subject and stream name (empty: the plain names).",
     )
-    nats_user: str | None = Field(
-        json_schema_extra=DEPLOY, default=None, description="NATS user name."
-    )
-    nats_password: SecretStr | None = Field(
-        json_schema_extra=DEPLOY, default=None, description="NATS password (secret)."
+    nats_credentials: SecretStr | None = Field(
+        json_schema_extra=DEPLOY,
+        default=None,
+        description="The service's NATS credentials: the text of its .creds file (its user's "
+        "JWT and seed, as python -m kbus_dev nats-auth writes it; secret). Unset: an open "
+        "development server.",
     )
     nats_tls_ca: str | None = Field(
         json_schema_extra=DEPLOY,
@@ -222,6 +223,13 @@ class StoreSettings(BaseSettings):
     read_consistency: Literal["ONE", "QUORUM", "ALL"] = Field(
         default="QUORUM",
         description="Replicas a search or read asks, so that it sees what a quorum wrote.",
+    )
+    idle_tenant_s: float = Field(
+        default=900.0,
+        ge=0,
+        description="Seconds a tenant this searcher used may stay idle before it is made "
+        "inactive in Weaviate (files closed; its next read wakes it); 0: never. Why: "
+        "docs/scaling.md#tenants.",
     )
 
     def nodes(self) -> list[WeaviateNode]:

@@ -7,12 +7,12 @@ re-embedding moves the alias in one step (:mod:`kbus_searcher.jobs.reembed`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
 
 from kbus_runtime.store import StoreClient
-from weaviate.classes.tenants import Tenant
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.store.schema import (
@@ -22,11 +22,14 @@ from kbus_searcher.store.schema import (
     create_collection,
     slug,
 )
+from kbus_searcher.store.tenants import TenantMaker
 
 log = logging.getLogger("kbus.searcher")
 
 #: How long a searcher keeps the alias's target before looking again (a switch shows within it).
 ACTIVE_TTL_S = 1.0
+#: Seconds between two looks for idle tenants (at most).
+IDLE_CHECK_S = 60.0
 
 
 class Collections:
@@ -48,6 +51,9 @@ class Collections:
         self._known: set[str] = set()
         self._tenants: set[tuple[str, str]] = set()
         self._handles: dict[tuple[str, str, bool, int], Any] = {}
+        self._makers: dict[tuple[str, int], TenantMaker] = {}
+        #: When this searcher last read or wrote each (collection, tenant).
+        self._used: dict[tuple[str, str], float] = {}
         self._active: tuple[float, str | None] = (-ACTIVE_TTL_S, None)
 
     def physical(self, model: str) -> str:
@@ -129,6 +135,7 @@ class Collections:
         state)."""
         collections = self.client.collections  # of the node in use: a handle is a node's
         key = (name, tenant, write, id(collections))
+        self._used[name, tenant] = time.monotonic()
         handle = self._handles.get(key)
         if handle is None:
             level = self.replication.level(write)
@@ -137,16 +144,15 @@ class Collections:
         return handle
 
     async def ensure_tenant(self, tenant: str, name: str) -> None:
-        """Create the Weaviate tenant of a kbus tenant in a collection on first use."""
+        """Create the Weaviate tenant of a kbus tenant in a collection on first use (with the
+        other tenants asked for meanwhile, in one request)."""
         if (name, tenant) in self._tenants:
             return
-        collection = self.client.collections.use(name)
-        if not await collection.tenants.exists(tenant):
-            try:
-                await collection.tenants.create([Tenant(name=tenant)])
-            except WeaviateBaseError:
-                if not await collection.tenants.exists(tenant):
-                    raise
+        key = (name, id(self.client.collections))  # a handle is a node's
+        maker = self._makers.get(key)
+        if maker is None:
+            maker = self._makers[key] = TenantMaker(self.client.collections.use(name))
+        await maker.make(tenant)
         self._tenants.add((name, tenant))
 
     async def tenant_exists(self, tenant: str, name: str | None = None) -> bool:
@@ -166,3 +172,33 @@ class Collections:
     async def tenants(self, name: str) -> list[str]:
         """The tenants of a collection."""
         return sorted(await self.client.collections.use(name).tenants.get())
+
+    async def rest_idle(self, idle_s: float) -> None:
+        """Until cancelled: make the tenants this searcher used and then left idle for
+        ``idle_s`` inactive (Weaviate closes their files and frees their memory, and makes one
+        active again on its next read or write: auto tenant activation)."""
+        while True:
+            await asyncio.sleep(min(idle_s, IDLE_CHECK_S))
+            await self.deactivate_idle(idle_s)
+
+    async def deactivate_idle(self, idle_s: float) -> list[str]:
+        """The tenants made inactive now, one request per collection."""
+        cutoff = time.monotonic() - idle_s
+        idle: dict[str, list[str]] = {}
+        for (name, tenant), used in list(self._used.items()):
+            if used <= cutoff:
+                idle.setdefault(name, []).append(tenant)
+        rested: list[str] = []
+        for name, tenants in idle.items():
+            try:
+                await self.client.collections.use(name).tenants.deactivate(tenants)
+            except WeaviateBaseError as exc:
+                log.warning("could not make %d idle tenants inactive: %s", len(tenants), exc)
+                continue
+            for tenant in tenants:
+                if self._used.get((name, tenant), 0.0) <= cutoff:
+                    del self._used[name, tenant]
+            rested += tenants
+        if rested:
+            log.info("%d idle tenants made inactive", len(rested))
+        return rested

@@ -1,0 +1,337 @@
+"""Many tenants on one NATS node and one Weaviate node, provisioned as a deployment is, side by
+side at each size in one run.
+
+    python -m bench.tenants [--sizes 100,1000,10000] [--publishers 500] [--out FILE]
+
+One locked installation (:mod:`kbus_dev.locked`: nats-server in operator mode, each tenant an
+account pushed to it). The tenants grow to each size in turn; at each: the time nats-auth takes
+to add one tenant (the whole list, as it is run, with the new account pushed) and to remove
+one, while two other tenants search and publish without pause (the longest gap between their
+answers and their failures); nats-server's and Weaviate's memory and open files; the storage
+JetStream reserves; nats-server's restart to healthy; and a tenant's first search after that
+restart against its next. Then ``--publishers`` tenants each publish one document at once,
+against one tenant publishing as many: time to searchable, p50 and p99. Goals
+(docs/scaling.md, "Tenants"): no gap over 1 s and nothing failed, reserved storage the same at
+every size, the many tenants' p99 at most twice the one's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from kbus_client import KbClient
+from kbus_dev.locked import Locked, start_locked
+from kbus_dev.natsauth import Credential, inbox
+from kbus_dev.servers import Server, start_nats
+from nats.aio.client import RawCredentials
+
+LIBRARY = "notes"
+#: The tenants that keep searching and publishing while others are added and removed.
+SEARCHER, PUBLISHER, COLD = "watch-search", "watch-publish", "cold"
+GAP_GOAL_S = 1.0
+
+
+def tenant(number: int) -> Credential:
+    return Credential(f"b{number:05d}-all", f"b{number:05d}")
+
+
+WATCHERS = [Credential(f"{name}-all", name) for name in (SEARCHER, PUBLISHER, COLD)]
+
+
+@dataclass
+class Watch:
+    """Answers and failures of a loop of requests."""
+
+    answered: int = 0
+    failures: list[str] = field(default_factory=list)
+    longest_gap_s: float = 0.0
+
+
+async def _loop(ask: Callable[[], Awaitable[Any]], stop: asyncio.Event) -> Watch:
+    watch, last = Watch(), time.monotonic()
+    while not stop.is_set():
+        try:
+            await ask()
+            watch.answered += 1
+        except Exception as exc:
+            watch.failures.append(f"{type(exc).__name__}: {exc}"[:200])
+        now = time.monotonic()
+        watch.longest_gap_s = max(watch.longest_gap_s, now - last)
+        last = now
+        await asyncio.sleep(0.05)
+    return watch
+
+
+async def client(locked: Locked, held: Credential) -> KbClient:
+    return await KbClient.connect(
+        locked.nats_url,
+        tenant=held.tenant,
+        user_credentials=RawCredentials(locked.creds[held.name]),
+        inbox_prefix=inbox(held.name),
+    )
+
+
+@dataclass
+class Row:
+    tenants: int
+    grow_s: float
+    add_s: float
+    remove_s: float
+    longest_gap_s: float
+    failed: int
+    answered: int
+    nats_rss_mb: float
+    nats_open_files: int
+    weaviate_rss_mb: float
+    weaviate_open_files: int
+    reserved_storage_bytes: int
+    restart_s: float
+    first_search_s: float
+    next_search_s: float
+
+
+def _process(server: Server) -> tuple[float, int]:
+    pid = server.proc.pid
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss_kb = next(int(line.split()[1]) for line in status.splitlines() if line[:6] == "VmRSS:")
+    return rss_kb / 1024, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _reserved(locked: Locked) -> int:
+    jsz = httpx.get(f"http://127.0.0.1:{locked.nats.ports['monitor']}/jsz", timeout=10).json()
+    return int(jsz.get("reserved_storage", 0))
+
+
+async def add_and_remove(locked: Locked, listed: list[Credential], n: int) -> dict[str, Any]:
+    """Add one tenant and remove it, the watchers asking all the while."""
+    searcher = await client(locked, WATCHERS[0])
+    publisher = await client(locked, WATCHERS[1])
+    stop = asyncio.Event()
+    count = iter(range(1_000_000))
+
+    async def publish() -> None:
+        number = next(count)
+        await publisher.publish_document(
+            library=LIBRARY, document_id=f"p{n}-{number}", text=f"Watch note {number}."
+        )
+
+    loops = [
+        asyncio.create_task(_loop(lambda: searcher.search("note", libraries=[LIBRARY]), stop)),
+        asyncio.create_task(_loop(publish, stop)),
+    ]
+    await asyncio.sleep(1.0)
+    newcomer = Credential("newcomer-all", "newcomer")
+    started = time.monotonic()
+    await locked.provision([*listed, newcomer])
+    added = time.monotonic() - started
+    held = await client(locked, newcomer)
+    await held.search("nothing", libraries=[LIBRARY])
+    await held.close()
+    started = time.monotonic()
+    await locked.provision(listed)
+    removed = time.monotonic() - started
+    await asyncio.sleep(1.0)
+    stop.set()
+    watches = await asyncio.gather(*loops)
+    await searcher.close()
+    await publisher.close()
+    return {
+        "add_s": added,
+        "remove_s": removed,
+        "longest_gap_s": max(w.longest_gap_s for w in watches),
+        "failed": sum(len(w.failures) for w in watches),
+        "answered": sum(w.answered for w in watches),
+        "failures": [f for w in watches for f in w.failures][:5],
+    }
+
+
+def _restart(locked: Locked) -> float:
+    """nats-server stopped and started again on its port and data: seconds to healthy."""
+    port, data = locked.nats.ports["client"], locked.nats.log.parent
+    locked.nats.stop()
+    started = time.monotonic()
+    locked.nats = start_nats(data, port, extra_config='include "auth.conf"\n')
+    return time.monotonic() - started
+
+
+async def _first_and_next_search(locked: Locked) -> tuple[float, float]:
+    kb = await client(locked, WATCHERS[2])
+    try:
+        times = []
+        for _ in range(2):
+            started = time.monotonic()
+            await kb.search("cold", libraries=[LIBRARY])
+            times.append(time.monotonic() - started)
+        return times[0], times[1]
+    finally:
+        await kb.close()
+
+
+async def measure(locked: Locked, listed: list[Credential], grow_s: float) -> Row:
+    n = len(listed) - len(WATCHERS)
+    changes = await add_and_remove(locked, listed, n)
+    nats_rss, nats_files = _process(locked.nats)
+    weaviate_rss, weaviate_files = _process(locked.weaviate)
+    reserved = _reserved(locked)
+    restart = _restart(locked)
+    await asyncio.sleep(2.0)  # the services reconnect
+    first, following = await _first_and_next_search(locked)
+    print(f"{n} tenants: {json.dumps(changes)}", flush=True)
+    return Row(
+        n,
+        grow_s,
+        changes["add_s"],
+        changes["remove_s"],
+        changes["longest_gap_s"],
+        changes["failed"],
+        changes["answered"],
+        nats_rss,
+        nats_files,
+        weaviate_rss,
+        weaviate_files,
+        reserved,
+        restart,
+        first,
+        following,
+    )
+
+
+async def _searchable(kbs: list[KbClient], documents: int) -> list[float]:
+    """Each client publishes ``documents`` one-paragraph documents at once and waits for each
+    to be searchable: seconds from the start, each."""
+    started = time.monotonic()
+
+    async def one(kb: KbClient, number: int) -> float:
+        await kb.publish_document(
+            library=LIBRARY,
+            document_id=f"d{number}",
+            text=f"Note {number} of tenant {kb.tenant}: the crowdword paragraph.",
+            wait=True,
+            timeout_s=600,
+        )
+        return time.monotonic() - started
+
+    return list(await asyncio.gather(*(one(kb, n) for kb in kbs for n in range(documents))))
+
+
+def _quantiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+
+    def pick(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {"p50_s": pick(0.5), "p99_s": pick(0.99)}
+
+
+async def crowd(locked: Locked, listed: list[Credential], publishers: int) -> dict[str, Any]:
+    """``publishers`` tenants each publishing one document at once, against one publishing as
+    many (after them, on the same stack)."""
+    many = [await client(locked, held) for held in listed[:publishers]]
+    try:
+        spread = await _searchable(many, 1)
+    finally:
+        for kb in many:
+            await kb.close()
+    solo = await client(locked, listed[publishers])
+    try:
+        alone = await _searchable([solo], publishers)
+    finally:
+        await solo.close()
+    tenants, one = _quantiles(spread), _quantiles(alone)
+    ratio = round(tenants["p99_s"] / one["p99_s"], 2)
+    return {"tenants": tenants, "one_tenant": one, "p99_ratio": ratio}
+
+
+async def run(locked: Locked, sizes: list[int], publishers: int) -> dict[str, Any]:
+    listed = list(WATCHERS)
+    cold = await client(locked, WATCHERS[2])
+    await cold.publish_document(
+        library=LIBRARY, document_id="c", text="A cold tenant's note.", wait=True
+    )
+    await cold.close()
+    rows: list[Row] = []
+    for size in sizes:
+        started = time.monotonic()
+        listed = [*WATCHERS, *(tenant(n) for n in range(size))]
+        await locked.provision(listed)
+        rows.append(await measure(locked, listed, time.monotonic() - started))
+    tenants = [c for c in listed if c not in WATCHERS]
+    crowded = await crowd(locked, tenants, publishers) if len(tenants) > publishers else {}
+    return {"rows": [asdict(r) for r in rows], "crowd": crowded, "goals": goals(rows, crowded)}
+
+
+def goals(rows: list[Row], crowded: dict[str, Any]) -> dict[str, bool]:
+    met = {
+        "no_gap_over_1_s": all(r.longest_gap_s <= GAP_GOAL_S for r in rows),
+        "nothing_failed": all(r.failed == 0 for r in rows),
+        "reserved_storage_the_same_at_every_size": len({r.reserved_storage_bytes for r in rows})
+        == 1,
+    }
+    if crowded:
+        met["crowd_p99_at_most_twice_one_tenant"] = crowded["p99_ratio"] <= 2.0
+    return met
+
+
+def markdown(result: dict[str, Any]) -> str:
+    rows = result["rows"]
+    head = ["tenants", *(f"{r['tenants']:,}" for r in rows)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    fields = [
+        ("making them (nats-auth, pushed)", "grow_s", "{:.1f} s"),
+        ("adding one / removing one", None, ""),
+        ("longest gap between a watcher's answers meanwhile", "longest_gap_s", "{:.2f} s"),
+        ("failed requests meanwhile", "failed", "{}"),
+        ("nats-server memory", "nats_rss_mb", "{:.0f} MB"),
+        ("nats-server open files", "nats_open_files", "{}"),
+        ("Weaviate memory", "weaviate_rss_mb", "{:.0f} MB"),
+        ("Weaviate open files", "weaviate_open_files", "{}"),
+        ("JetStream storage reserved", "reserved_storage_bytes", "{:,} B"),
+        ("nats-server restart to healthy", "restart_s", "{:.2f} s"),
+        ("first search after the restart / the next", None, ""),
+    ]
+    for title, key, form in fields:
+        if key is None and title.startswith("adding"):
+            cells = [f"{r['add_s']:.2f} / {r['remove_s']:.2f} s" for r in rows]
+        elif key is None:
+            cells = [f"{r['first_search_s']:.2f} / {r['next_search_s']:.2f} s" for r in rows]
+        else:
+            cells = [form.format(r[key]) for r in rows]
+        lines.append("| " + " | ".join([title, *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.tenants", description=__doc__)
+    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--publishers", type=int, default=500)
+    parser.add_argument("--out", type=Path, default=Path("tenants.json"))
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    root = Path(tempfile.mkdtemp(prefix="kbus-tenants-"))
+    locked = start_locked(root, WATCHERS)
+    try:
+        result = asyncio.run(run(locked, sizes, args.publishers))
+    finally:
+        with contextlib.suppress(Exception):
+            locked.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(markdown(result))
+    print(json.dumps({"crowd": result["crowd"], "goals": result["goals"]}, indent=2))
+    return 0 if all(result["goals"].values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

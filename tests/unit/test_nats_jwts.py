@@ -1,0 +1,154 @@
+"""Operator-mode provisioning: nkeys and JWTs as nats-io writes them, and the keys of an
+installation through random changes of its credential list."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import nacl.signing
+import nkeys
+import pytest
+from kbus_contract.topology import Topology
+from kbus_dev.natsauth import (
+    KBUS_ACCOUNT,
+    SERVICES,
+    SYSTEM_ACCOUNT,
+    SYSTEM_USER,
+    Credential,
+    Keys,
+    provision,
+)
+from kbus_dev.natsauth.config import account_jwt, reconcile
+from kbus_dev.natsauth.jwts import NKey, decode, encode
+
+
+def _public(key: str) -> nacl.signing.VerifyKey:
+    raw = base64.b32decode(key + "=" * (-len(key) % 8))
+    return nacl.signing.VerifyKey(raw[1:-2])  # prefix byte, key, CRC-16
+
+
+def _verify(token: str) -> dict[str, Any]:
+    """A JWT's claims, its signature checked with PyNaCl against its issuer's public key."""
+    header, claims, signature = token.split(".")
+    body = decode(token)
+    raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
+    _public(body["iss"]).verify(f"{header}.{claims}".encode(), raw)
+    assert json.loads(base64.urlsafe_b64decode(header + "==")) == {
+        "typ": "JWT",
+        "alg": "ed25519-nkey",
+    }
+    return body
+
+
+@pytest.mark.parametrize("role", ["operator", "account", "user"])
+def test_nkeys_read_back_by_the_nkeys_library(role: str) -> None:
+    prefix = {"operator": "O", "account": "A", "user": "U"}[role]
+    for _ in range(20):
+        key = NKey.new(role)
+        theirs = nkeys.from_seed(key.seed.encode())
+        assert theirs.public_key.decode() == key.public
+        assert key.public.startswith(prefix)
+        assert key.seed.startswith("S" + prefix)
+        assert NKey.from_seed(key.seed) == key
+        data = random.randbytes(random.randint(0, 200))
+        assert theirs.verify(data, key.sign(data))
+
+
+def test_a_jwt_is_signed_by_its_issuer() -> None:
+    issuer, subject = NKey.new("operator"), NKey.new("account")
+    token = encode({"type": "account", "limits": {"conn": -1}}, issuer, subject.public, "acme")
+    body = _verify(token)
+    assert body["iss"] == issuer.public
+    assert body["sub"] == subject.public
+    assert body["nats"] == {"type": "account", "limits": {"conn": -1}, "version": 2}
+
+
+def test_a_tenant_imports_only_its_own_subjects_each_with_kbus_s_activation(
+    tmp_path: Path,
+) -> None:
+    plan = provision(tmp_path, [Credential.parse("acme"), Credential.parse("g=globex")])
+    keys, jwts = plan.keys, plan.accounts
+    assert plan.changed == {KBUS_ACCOUNT, "acme", "globex"}
+    kbus = keys.accounts[KBUS_ACCOUNT].public
+    for tenant in ("acme", "globex"):
+        account = _verify(jwts[tenant])
+        assert account["iss"] == keys.operator.public
+        imports = account["nats"]["imports"]
+        assert imports
+        for entry in imports:
+            assert f".{tenant}" in entry["subject"]
+            assert entry["account"] == kbus
+            activation = _verify(entry["token"])
+            assert activation["iss"] == kbus
+            assert activation["sub"] == keys.accounts[tenant].public
+            assert activation["nats"]["subject"] == entry["subject"]
+    exports = _verify(jwts[KBUS_ACCOUNT])["nats"]["exports"]
+    assert all(e["token_req"] for e in exports)
+    assert "acme" not in json.dumps(exports)
+
+
+def _random_list(rng: random.Random) -> list[Credential]:
+    tenants = rng.sample([f"t{n}" for n in range(6)], rng.randint(0, 4))
+    return [
+        Credential(f"{tenant}-{n}", tenant, write=rng.random() < 0.5)
+        for tenant in tenants
+        for n in range(rng.randint(1, 3))
+    ]
+
+
+def test_keys_through_random_changes_of_the_credential_list() -> None:
+    """Whatever the list becomes: exactly its users (and the services') hold keys; a user that
+    stays keeps its key; one that goes (or is rotated) is revoked in its account while that
+    account stays, and an account whose tenant has no credential left is gone."""
+    rng = random.Random(58)
+    keys = Keys.new()
+    for _ in range(100):
+        credentials = _random_list(rng)
+        before = dict(keys.users)
+        homes = dict(keys.homes)
+        rotate = rng.sample(sorted(before), min(len(before), rng.randint(0, 2)))
+        reconcile(keys, credentials, rotate)
+        wanted = {c.name: c.tenant for c in credentials}
+        wanted |= {SYSTEM_USER: SYSTEM_ACCOUNT, **dict.fromkeys(SERVICES, KBUS_ACCOUNT)}
+        assert keys.homes == wanted
+        assert set(keys.accounts) == {*wanted.values()}
+        for name, key in before.items():
+            kept = name in wanted and wanted[name] == homes[name] and name not in rotate
+            assert (keys.users.get(name) == key) is kept
+            if not kept and homes[name] in keys.accounts:
+                assert key.public in keys.revoked[homes[name]]
+        t = Topology()
+        for account in keys.accounts:
+            claims = decode(account_jwt(t, keys, account))["nats"]
+            assert claims.get("revocations", {}) == keys.revoked.get(account, {})
+
+
+def _user_of(path: Path) -> str:
+    """The user public key of a credential file."""
+    user_jwt = json.loads(path.read_text())["creds"].splitlines()[1]
+    return str(decode(user_jwt)["sub"])
+
+
+def test_a_run_changes_only_what_its_list_changed(tmp_path: Path) -> None:
+    """Run again with the same list: nothing to push, no file rewritten; with a tenant added:
+    only its account; with a credential dropped: only its tenant's account (its revocation);
+    with tenants dropped: their accounts removed."""
+    listed = [Credential.parse(c) for c in ("acme", "g=globex", "g2=globex")]
+    first = provision(tmp_path, listed)
+    files = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    again = provision(tmp_path, listed)
+    assert (again.changed, again.removed) == (set(), [])
+    assert [p.name for p in tmp_path.iterdir() if files.get(p.name) != p.stat().st_mtime_ns] == []
+    added = provision(tmp_path, [*listed, Credential.parse("initech")])
+    assert added.changed == {"initech"}
+    g2 = _user_of(tmp_path / "credential-g2.json")
+    dropped = provision(tmp_path, [*listed[:2], Credential.parse("initech")])
+    assert dropped.changed == {"globex"}
+    assert list(decode(dropped.accounts["globex"])["nats"]["revocations"]) == [g2]
+    gone = provision(tmp_path, [Credential.parse("initech")])
+    assert set(gone.removed) == {first.keys.accounts[t].public for t in ("acme", "globex")}
+    assert sorted(gone.accounts) == [KBUS_ACCOUNT, "initech"]
