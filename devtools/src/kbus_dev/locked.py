@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,12 +72,26 @@ class Locked:
             **self.settings,
         }
 
-    async def provision(self, credentials: Sequence[Credential], **options: Any) -> Keys:
-        """These credentials (the whole list, as nats-auth takes it), pushed to the running
-        server: new and changed accounts sent, removed ones deleted, no reload."""
-        plan = provision(self.auth, credentials, prefix=self.prefix, resolver_dir=self.resolver_dir)
+    async def provision(
+        self,
+        credentials: Sequence[Credential],
+        touched: Collection[str] | None = None,
+        **options: Any,
+    ) -> Keys:
+        """These credentials (the whole list, as nats-auth takes it; ``touched``: the tenants
+        whose credentials changed, if known), pushed to the running server: new and changed
+        accounts sent, removed ones deleted, no reload."""
+        plan = provision(
+            self.auth,
+            credentials,
+            prefix=self.prefix,
+            resolver_dir=self.resolver_dir,
+            touched=touched,
+        )
         await push(self.nats_url, plan, max_reconnect_attempts=0, **options)
         for held in credentials:
+            if touched is not None and held.tenant not in touched and held.name in self.creds:
+                continue
             record = json.loads((self.auth / f"credential-{held.name}.json").read_text())
             self.creds[held.name] = record["creds"]
         return plan.keys

@@ -67,8 +67,8 @@ def listing(t: Topology | None = None) -> str:
         lines.append(f"- {kind} `{subject}`")
     lines += [
         "",
-        f"**kbus's account `{KBUS_ACCOUNT}`** exports, each taken only with an activation it "
-        "signs for one tenant's account and that tenant's own subject:",
+        f"**kbus's account `{KBUS_ACCOUNT}`** exports (an account takes only what the JWT "
+        "kbus signs for it imports):",
         "",
     ]
     for entry in exports(t):

@@ -3,12 +3,13 @@
 An nkey is an Ed25519 key written in base32 with a role prefix (O operator, A account, U user)
 and a CRC-16; its seed starts with ``S`` and the role. A JWT is ``header.claims.signature``,
 each part base64url without padding, signed by the issuer's nkey (an operator signs accounts,
-an account signs its users and the activations of its exports), as nats-io/jwt v2 writes them.
+an account signs its users), as nats-io/jwt v2 writes them.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import time
@@ -26,13 +27,8 @@ UNLIMITED = -1
 
 
 def _crc16(data: bytes) -> int:
-    crc = 0
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-        crc &= 0xFFFF
-    return crc
+    """CRC-16/XMODEM (polynomial 0x1021, from 0), as nkeys checks it."""
+    return binascii.crc_hqx(data, 0)
 
 
 def _b32(raw: bytes) -> str:

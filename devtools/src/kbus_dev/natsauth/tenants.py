@@ -8,7 +8,6 @@ from typing import Any
 from kbus_contract.catalog import Channel, Use, is_restricted, tenant_channels
 from kbus_contract.topology import Topology
 
-from kbus_dev.natsauth.jwts import NKey, encode
 from kbus_dev.natsauth.users import Credential, Permissions, inbox
 
 
@@ -17,11 +16,12 @@ def _kind(entry: Channel) -> str:
 
 
 def exports(t: Topology) -> list[dict[str, Any]]:
-    """What kbus's account offers tenants: each tenant-facing form with any tenant's name, each
-    taken only with an activation kbus signed for one tenant's name (nothing in kbus's account
-    grows with the tenants)."""
+    """What kbus's account offers: each tenant-facing form with any tenant's name. An account
+    takes only what its JWT imports, and the operator (kbus) signs every account's JWT with
+    imports of that tenant's own subjects (:func:`imports`): the exports are the same for every
+    tenant, and nothing in kbus's account grows with them."""
     return [
-        {"name": entry.name, "subject": subject, "type": _kind(entry), "token_req": True}
+        {"name": entry.name, "subject": subject, "type": _kind(entry)}
         for entry in tenant_channels()
         for subject in t.forms(entry.name)
     ]
@@ -38,21 +38,11 @@ def imported(t: Topology, tenant: str) -> list[tuple[str, str, str]]:
 
 def imports(t: Topology, tenant: str, kbus: str) -> list[dict[str, Any]]:
     """What a tenant's account takes from kbus's (public key ``kbus``): its own forms of each
-    subject (each needs kbus's activation: :func:`activate`)."""
+    subject, and nothing else."""
     return [
         {"name": name, "subject": subject, "account": kbus, "type": kind}
         for name, kind, subject in imported(t, tenant)
     ]
-
-
-def activate(taken: list[dict[str, Any]], account: str, kbus: NKey) -> list[dict[str, Any]]:
-    """The imports, each with kbus's activation for that account (public key) and subject
-    alone."""
-    return [{**entry, "token": encode(_activation(entry), kbus, account)} for entry in taken]
-
-
-def _activation(entry: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "activation", "subject": entry["subject"], "kind": entry["type"]}
 
 
 # -- a tenant's users, inside its account -------------------------------------------------------

@@ -53,6 +53,15 @@ class Credential:
         return cls(name, tenant, libraries, write, acts_for)
 
     @property
+    def spec(self) -> str:
+        """What :meth:`parse` reads back as this credential."""
+        libraries = "+".join(self.libraries) if self.libraries is not None else "*"
+        rights = "write" if self.write else "read"
+        acts = self.acts_for
+        bound = "" if acts == () else ":as=" + ("*" if acts is None else "+".join(acts))
+        return f"{self.name}={self.tenant}:{libraries}:{rights}{bound}"
+
+    @property
     def grant(self) -> str:
         return grant_token(self.libraries, self.acts_for)
 

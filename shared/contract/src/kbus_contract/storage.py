@@ -23,8 +23,9 @@ DAY = 24 * 60 * 60.0
 #: How long a dead letter is kept; a dead-lettered document's claim-checked text as long.
 DEAD_LETTER_AGE_S = 30 * DAY
 #: A tenant's lane consumer nobody has pulled from for this long is removed by the server; the
-#: tenant's next work makes it again (what it held stays in the stream meanwhile).
-LANE_IDLE_S = 60 * 60.0
+#: tenant's next work makes it again (about a millisecond; what it held stays in the stream
+#: meanwhile). Short, so that the consumers follow the tenants active now, not in the hour.
+LANE_IDLE_S = 5 * 60.0
 DEDUPE_WINDOW_S = 2 * 60.0
 
 
