@@ -68,7 +68,7 @@ CLUSTER_CI_SIZE = ChaosConfig(
     # second over a run of 100 s it lost none once in make test; at three, about 300 searches,
     # losing none is a chance under 0.3 %.
     control_searches_per_s=3.0,
-    idle_search_s=10.0,
+    idle_search_s=5.0,
     rolling_restart=True,
     repair_timeout_s=30.0,
 )

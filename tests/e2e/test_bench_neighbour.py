@@ -14,7 +14,7 @@ def test_the_neighbour_bench_meets_its_goals_at_a_small_size(tmp_path: Path) -> 
     out = tmp_path / "neighbour.json"
     code = main(
         [
-            "--seconds=20",
+            "--seconds=12",
             "--publishers=4",
             "--searchers=4",
             "--documents=6",

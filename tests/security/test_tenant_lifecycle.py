@@ -30,6 +30,17 @@ async def _streams(observer: Observer) -> list[str]:
     return sorted(names)
 
 
+async def _refused(locked: Locked, creds: str) -> None:
+    """These credentials no longer connect (the server refuses their authorization)."""
+    with pytest.raises(Exception):  # noqa: B017, PT011 - authorization refused
+        await nats.connect(
+            locked.nats_url,
+            user_credentials=RawCredentials(creds),
+            max_reconnect_attempts=0,
+            allow_reconnect=False,
+        )
+
+
 async def _search_meanwhile(locked: Locked, stop: asyncio.Event) -> tuple[int, list[str]]:
     """Another tenant's searches, one after another until ``stop``: how many, and failures."""
     kb = await client_for(locked, "t1-all")
@@ -88,13 +99,7 @@ async def test_a_tenant_added_and_removed_live(locked: Locked) -> None:
             break
         await asyncio.sleep(0.1)
     assert not kb.nc.is_connected
-    with pytest.raises(Exception):  # noqa: B017, PT011 - authorization refused
-        await nats.connect(
-            locked.nats_url,
-            user_credentials=RawCredentials(creds),
-            max_reconnect_attempts=0,
-            allow_reconnect=False,
-        )
+    await _refused(locked, creds)
     with contextlib.suppress(Exception):
         await kb.close()
     stop.set()
@@ -120,13 +125,7 @@ async def test_a_removed_credential_no_longer_connects_and_its_tenant_s_others_d
     other = await client_for(locked, "t3-all")
     try:
         await locked.provision(CREDENTIALS)
-        with pytest.raises(Exception):  # noqa: B017, PT011 - authorization refused
-            await nats.connect(
-                locked.nats_url,
-                user_credentials=RawCredentials(creds),
-                max_reconnect_attempts=0,
-                allow_reconnect=False,
-            )
+        await _refused(locked, creds)
         await other.search("anything", libraries=["lib-a"], search_type="keyword")
         assert other.nc.is_connected
     finally:

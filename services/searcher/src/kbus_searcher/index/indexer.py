@@ -157,15 +157,22 @@ class Indexer:
             else:
                 key = (ready.model, ready.document.tenant, ready.dimension)
                 groups.setdefault(key, []).append(i)
-        for members in groups.values():
-            group = [batch[i] for i in members]
-            try:
-                ended = await self._index_group(group)
-            except WeaviateBaseError as exc:
-                ended = [unavailable(exc, "index") for _ in group]
+        # The groups (tenants, models) are written at once: a batch of many tenants' documents
+        # takes about as long as one tenant's, not one round of requests per tenant.
+        ends = await asyncio.gather(*(self._index_members(batch, m) for m in groups.values()))
+        for members, ended in zip(groups.values(), ends, strict=True):
             for i, outcome in zip(members, ended, strict=True):
                 outcomes[i] = outcome
         return outcomes
+
+    async def _index_members(
+        self, batch: list[EmbeddingsReady], members: list[int]
+    ) -> list[Exception | None]:
+        group = [batch[i] for i in members]
+        try:
+            return await self._index_group(group)
+        except WeaviateBaseError as exc:
+            return [unavailable(exc, "index") for _ in group]
 
     async def _index_group(self, readies: list[EmbeddingsReady]) -> list[Exception | None]:
         """Publishes of one model and tenant: one query, one write and one delete for all.
