@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install cli demo up up-cluster stop test unit lint docs bench bench-fairness bench-context bench-access bench-neighbour bench-large chaos chaos-cluster
+.PHONY: install cli demo up up-cluster stop test unit lint docs bench bench-fairness bench-context bench-access bench-neighbour bench-large bench-tenants chaos chaos-cluster
 
 install:
 	./scripts/install.sh
@@ -80,6 +80,12 @@ bench-neighbour: install
 # side in one run (about 70 minutes here; CI runs it at 0.3 MB and 20 pages).
 bench-large: install
 	$(RUN) python -m bench.large $(LARGE_ARGS)
+
+# 100, 1,000 and 10,000 tenants on one installation provisioned as a deployment is, and 500
+# new tenants publishing at once (about 8 minutes here; CI provisions 300 in
+# tests/security/test_many_tenants.py).
+bench-tenants: install
+	$(RUN) python -m bench.tenants $(TENANTS_ARGS)
 
 # The chaos test at full size (CI runs it at 200 documents inside `make test`).
 chaos: install
