@@ -16,6 +16,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from kbus_client import KbClient
 from kbus_contract import DocumentAdded, DocumentDeleted, FeedKind, LibrarySync, SyncEntry
 from nats.aio.client import Client
@@ -164,6 +165,9 @@ async def test_the_dead_letters_of_one_tenant_leave_room_for_another_s(
     assert "invalid_message" in answers
 
 
+# Alone: their floods of the attacker's syncs and deletions stay in its pipeline for minutes,
+# past its budgets, and the security tests after them on the same worker publish as t1 too.
+@pytest.mark.alone
 async def test_one_tenant_s_syncs_leave_room_for_another_s(locked: Locked) -> None:
     """Finding 7: 300 syncs, each of another source listing 1,000 long ids, then the victim's
     sync: the victim's is applied and its receipt comes."""
@@ -203,6 +207,9 @@ async def test_one_tenant_s_syncs_leave_room_for_another_s(locked: Locked) -> No
     assert "quota_exceeded" in answers
 
 
+# Alone: their floods of the attacker's syncs and deletions stay in its pipeline for minutes,
+# past its budgets, and the security tests after them on the same worker publish as t1 too.
+@pytest.mark.alone
 async def test_long_syncs_and_poisoned_deletions_hold_up_only_their_tenant(
     locked: Locked, victim: KbClient
 ) -> None:
