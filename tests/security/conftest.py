@@ -3,9 +3,10 @@ tenants' accounts and credentials, and a Weaviate API key.
 
 The services run with only the permissions their credentials grant them, streams are created by
 the setup job's admin user, and Weaviate accepts only its key.
-Five tenants each hold four credentials: every library (read and write), one library (read and
+Six tenants each hold four credentials: every library (read and write), one library (read and
 write), every library read-only, and one library read-only; t0 also holds two read-only ones
-that may act for people (ten groups; anyone). Tenant t4 may search twice a second.
+that may act for people (ten groups; anyone). Tenant t4 may search twice a second; t5 is the
+flooder, the one tenant the tests drive past its budgets.
 """
 
 from __future__ import annotations
@@ -28,10 +29,13 @@ from nats.aio.client import Client, RawCredentials
 from nats.aio.msg import Msg
 
 TOPOLOGY = Topology()
-TENANTS = [f"t{i}" for i in range(5)]
+TENANTS = [f"t{i}" for i in range(6)]
 LIBRARIES = ["lib-a", "lib-b"]
 #: The tenant whose searches are limited, and its rate.
 LIMITED, RATE = "t4", 2
+#: The tenant floods drive past its budgets (its documents and syncs stay waiting for minutes
+#: afterwards): no other test publishes as it, so none is refused quota_exceeded meanwhile.
+FLOODER = "t5"
 CREDENTIALS = [
     credential
     for tenant in TENANTS

@@ -31,6 +31,7 @@ from nats.aio.msg import Msg
 
 from tests.security.conftest import (
     CREDENTIALS,
+    FLOODER,
     TOPOLOGY,
     Locked,
     client_for,
@@ -42,7 +43,7 @@ pytestmark = pytest.mark.alone
 T = TOPOLOGY
 SEED = int(os.environ.get("KBUS_LEDGER_SEED", "55"))
 SECONDS = float(os.environ.get("KBUS_LEDGER_SECONDS", "45"))
-ATTACKER, VICTIM, LIBRARY = "t1", "t3", "ledger"
+ATTACKER, VICTIM, LIBRARY = FLOODER, "t3", "ledger"
 #: Every header name NATS, JetStream, FastStream and kbus read, and hostile values for them.
 HEADERS = (
     "Nats-Msg-Id",
