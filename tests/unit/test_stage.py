@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -234,11 +236,98 @@ async def test_the_last_delivery_that_fails_is_dead_lettered_not_retried() -> No
     bus = Bus()
     stage, _ = _stage(bus, max_deliver=3)
     message = Message(_body(), delivered=3)
-    await _settle(stage, message, TransientError("still down"))
+    await _settle(stage, message, TransientError("took too long", code="deadline_exceeded"))
     assert message.done == [("terminate", None)]
     letter = bus.published[0][1]
     assert letter["code"] == "max_deliveries"
     assert letter["reason"].startswith("gave up after 3 deliveries")
+
+
+async def test_the_last_delivery_waits_in_place_for_an_outage_to_end() -> None:
+    """Weaviate out of file descriptors on a message's last delivery: the stage tries again
+    (after backoff_s(1)) instead of dead-lettering it, and acks it once the store takes it."""
+    bus = Bus()
+    stage, registry = _stage(bus, max_deliver=3)
+    message = Message(_body(), delivered=3)
+    failures = [TransientError("open x: too many open files", code="store_write_failed")]
+
+    async def work(_: DocumentAdded) -> None:
+        if failures:
+            raise failures.pop()
+
+    await stage.settle(message, DocumentAdded, work)
+    assert message.done == [("ack", None)]
+    assert bus.published == []
+    assert _count(
+        registry, "kbus_messages_retried_total", stage="ingestor", code="store_write_failed"
+    )
+
+
+async def test_an_outage_longer_than_the_patience_is_dead_lettered_on_the_last_delivery() -> None:
+    bus = Bus()
+    stage, _ = _stage(bus, max_deliver=3)
+    stage.outage_patience_s = 0.0
+    message = Message(_body(), delivered=3)
+    await _settle(stage, message, TransientError("connection refused", code="store_error"))
+    assert message.done == [("terminate", None)]
+    assert "store_error" in bus.published[0][1]["reason"]
+
+
+def _scripted(
+    script: Sequence[BaseException | None], calls: list[BaseException | None]
+) -> Callable[[DocumentAdded], Awaitable[None]]:
+    """Work that ends each time as the script's next outcome says (None: it succeeds)."""
+
+    async def work(_: DocumentAdded) -> None:
+        outcome = script[len(calls)]
+        calls.append(outcome)
+        if outcome is not None:
+            raise outcome
+
+    return work
+
+
+async def test_a_message_is_dead_lettered_only_for_itself_or_an_outage_past_the_patience(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Random deliveries of random outcomes (success, an outage, another transient error, a
+    permanent one): work that succeeds is acked; an earlier delivery that fails is nacked or,
+    when permanent, dead-lettered; the last delivery goes on through outages while the patience
+    lasts, and is dead-lettered only for the message's own fault or an outage past it."""
+    monkeypatch.setattr("kbus_runtime.stage.backoff_s", lambda _: 0.001)
+    rng = random.Random(57)
+    outcomes = [
+        None,
+        TransientError("down", code="store_error"),
+        TransientError("no answer", code="embedder_timeout"),
+        TransientError("over budget", code="quota_exceeded", retry_after_s=0.001),
+        TransientError("slow", code="deadline_exceeded"),
+        PermanentError("bad", code="invalid_message"),
+    ]
+    for _ in range(300):
+        max_deliver = rng.randint(2, 5)
+        delivered = rng.randint(1, max_deliver)
+        patient = rng.random() < 0.5
+        script = [rng.choice(outcomes) for _ in range(rng.randint(1, 6))] + [None]
+        bus = Bus()
+        stage, _ = _stage(bus, max_deliver=max_deliver)
+        stage.outage_patience_s = 60.0 if patient else 0.0
+        calls: list[BaseException | None] = []
+        message = Message(_body(), delivered=delivered)
+        await stage.settle(message, DocumentAdded, _scripted(script, calls))
+        last = calls[-1]
+        waited = calls[:-1]
+        assert all(isinstance(c, TransientError) and c.outage for c in waited), calls
+        if delivered < max_deliver or not patient:
+            assert len(calls) == 1, (delivered, max_deliver, patient, calls)
+        [(done, _)] = [d for d in message.done if d[0] != "in_progress"]
+        if last is None:
+            assert done == "ack"
+        elif isinstance(last, PermanentError) or delivered == max_deliver:
+            assert done == "terminate"
+            assert not (patient and isinstance(last, TransientError) and last.outage), calls
+        else:
+            assert done == "nack"
 
 
 async def test_a_dead_letter_that_cannot_be_recorded_keeps_the_message() -> None:

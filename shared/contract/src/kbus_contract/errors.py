@@ -77,6 +77,21 @@ class ErrorCode(StrEnum):
         return cls(value) if value in cls._value2member_map_ else value
 
 
+#: Codes that say a dependency is out (the store, the bus, a model or endpoint, another stage),
+#: not that the message is at fault: a stage waits for it rather than dead-letter the message.
+OUTAGES = frozenset(
+    {
+        ErrorCode.UNAVAILABLE,
+        ErrorCode.BUS_ERROR,
+        ErrorCode.STORE_ERROR,
+        ErrorCode.STORE_WRITE_FAILED,
+        ErrorCode.NOT_READY,
+        ErrorCode.COHERE,
+        *(code for code in ErrorCode if code.endswith(("_unavailable", "_timeout"))),
+    }
+)
+
+
 class KbusError(Exception):
     """Base of kbus's errors; ``code`` is stable and machine-readable.
 
@@ -126,3 +141,8 @@ class TransientError(KbusError):
     ) -> None:
         super().__init__(reason, code=code, stage=stage)
         self.retry_after_s = retry_after_s
+
+    @property
+    def outage(self) -> bool:
+        """Whether it says a dependency is out rather than that the message is at fault."""
+        return self.code in OUTAGES

@@ -94,6 +94,7 @@ class Service:
             self.stopping,
             self.budgets,
             self.usage,
+            self.settings.bus.outage_patience_s,
         )
 
     def consume(

@@ -112,6 +112,13 @@ class BusSettings(BaseSettings):
         description="Deliveries of a message before it is dead-lettered (by its stage, or from "
         "the server's max-deliveries advisory when no delivery was ever settled).",
     )
+    outage_patience_s: float = Field(
+        default=1800.0,
+        ge=0.0,
+        description="Seconds a message's last delivery waits in place for a dependency that is "
+        'out (the store, the bus, a model endpoint: docs/reliability.md, "Outages") before '
+        "it is dead-lettered; the deliveries before it back off from 1 s to 60 s.",
+    )
     backlog_interval_s: float = Field(
         default=10.0,
         ge=0.0,

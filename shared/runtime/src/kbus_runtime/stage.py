@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ BACKOFF_BASE_S = 1.0
 #: The pause before a message handed back by a stopping replica is delivered again.
 HAND_BACK_S = 1.0
 BACKOFF_CAP_S = 60.0
+#: Seconds a message's last delivery waits in place for a dependency that is out.
+OUTAGE_PATIENCE_S = 1800.0
 #: Codes that refuse what a tenant may not do; counted per tenant.
 REFUSALS = frozenset(
     {"tenant_mismatch", "library_mismatch", "library_not_granted", "quota_exceeded"}
@@ -108,6 +111,8 @@ class Stage:
     #: The tenants' budgets, and what each holds (None: records kept without a bound).
     budgets: Budgets | None = None
     usage: Usage | None = None
+    #: Seconds a message's last delivery waits in place for a dependency that is out.
+    outage_patience_s: float = OUTAGE_PATIENCE_S
 
     async def settle(
         self, message: Message, model: type[M], work: Callable[[M], Awaitable[None]]
@@ -122,7 +127,7 @@ class Stage:
         try:
             payload = decode(message.body, model)
             async with self._keep_alive(message):
-                await work(payload)
+                await self._through_outages(work, payload, delivered)
         except PermanentError as exc:
             await self._dead_letter(message, exc.code, exc.reason, delivered)
         except asyncio.CancelledError:
@@ -235,6 +240,32 @@ class Stage:
         await js.purge_stream(stream, subject=main, keep=keep or None)
         self.usage.forget(stream, main)
         log.info("%s: tenant %s was past its %s; its oldest went", self.name, tenant, budget)
+
+    async def _through_outages(
+        self, work: Callable[[M], Awaitable[None]], payload: M, delivered: int
+    ) -> None:
+        """``work``; on the message's last delivery, tried again in place (kept in progress)
+        while a dependency is out, up to ``outage_patience_s``: an outage is not the message's
+        fault, and dead-lettering every document in flight through one would lose them to
+        whoever has to replay them."""
+        if delivered < self.topology.max_deliver:
+            await work(payload)
+            return
+        give_up = time.monotonic() + self.outage_patience_s
+        attempt = 1
+        while True:
+            try:
+                await work(payload)
+                return
+            except TransientError as exc:
+                pause = backoff_s(attempt)
+                if not exc.outage or self.stopping.is_set() or time.monotonic() + pause > give_up:
+                    raise
+                log.warning("%s: waiting %.0fs for an outage to end: %s", self.name, pause, exc)
+                self.metrics.retried.labels(self.name, exc.code).inc()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), pause)
+            attempt += 1
 
     async def _retry_or_give_up(self, message: Message, exc: Exception, deliveries: int) -> None:
         code = exc.code if isinstance(exc, TransientError) else "internal"
