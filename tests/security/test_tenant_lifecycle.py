@@ -42,16 +42,20 @@ async def _refused(locked: Locked, creds: str) -> None:
 
 
 async def _search_meanwhile(locked: Locked, stop: asyncio.Event) -> tuple[int, list[str]]:
-    """Another tenant's searches, one after another until ``stop``: how many, and failures."""
+    """Another tenant's searches, one after another until ``stop``: how many, and failures
+    (a search the client had to ask again is one: a reply was lost on the way)."""
     kb = await client_for(locked, "t1-all")
     asked, failures = 0, []
     try:
         while not stop.is_set():
             asked += 1
             try:
-                await kb.search("anything", libraries=["lib-a"], search_type="keyword")
+                reply = await kb.search("anything", libraries=["lib-a"], search_type="keyword")
             except Exception as exc:
                 failures.append(f"{type(exc).__name__}: {exc}")
+            else:
+                if reply.tries > 1:
+                    failures.append(f"answered at try {reply.tries}")
             await asyncio.sleep(0.05)  # well within its quota
     finally:
         await kb.close()
@@ -130,3 +134,22 @@ async def test_a_removed_credential_no_longer_connects_and_its_tenant_s_others_d
         assert other.nc.is_connected
     finally:
         await other.close()
+
+
+async def test_kbus_s_own_account_changed_under_traffic_loses_no_reply(locked: Locked) -> None:
+    """kbus's account JWT pushed again five times (the admin user's key rotated, the old one
+    revoked) while a tenant searches: every search answered at its first try (no reply
+    permission reset, as a configuration reload did), and the new admin key works."""
+    stop = asyncio.Event()
+    meanwhile = asyncio.create_task(_search_meanwhile(locked, stop))
+    try:
+        for _ in range(5):
+            await asyncio.sleep(0.5)
+            await locked.provision(CREDENTIALS, rotate=["admin"])
+        await asyncio.sleep(1.0)
+    finally:
+        stop.set()
+    asked, failures = await meanwhile
+    locked.setup()  # the rotated admin credential works
+    assert asked > 20
+    assert failures == [], failures

@@ -76,19 +76,24 @@ class Locked:
         self,
         credentials: Sequence[Credential],
         touched: Collection[str] | None = None,
+        rotate: Sequence[str] = (),
         **options: Any,
     ) -> Keys:
         """These credentials (the whole list, as nats-auth takes it; ``touched``: the tenants
-        whose credentials changed, if known), pushed to the running server: new and changed
-        accounts sent, removed ones deleted, no reload."""
+        whose credentials changed, if known; ``rotate``: users given a new key, the old one
+        revoked), pushed to the running server: new and changed accounts sent, removed ones
+        deleted, no reload."""
         plan = provision(
             self.auth,
             credentials,
             prefix=self.prefix,
             resolver_dir=self.resolver_dir,
             touched=touched,
+            rotate=rotate,
         )
         await push(self.nats_url, plan, max_reconnect_attempts=0, **options)
+        for user in USERS:
+            self.creds[user] = (self.auth / f"{user}.creds").read_text()
         for held in credentials:
             if touched is not None and held.tenant not in touched and held.name in self.creds:
                 continue
