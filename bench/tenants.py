@@ -110,6 +110,24 @@ def _process(server: Server) -> tuple[float, int]:
     return rss_kb / 1024, len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def _cpu_s(locked: Locked) -> dict[str, float]:
+    """CPU seconds each server and service has used so far."""
+    used = {}
+    for server in [locked.nats, locked.weaviate, *locked.services]:
+        fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        used[server.name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
+
+
+async def _timed(locked: Locked, kbs: list[KbClient], documents: int) -> dict[str, Any]:
+    """``_searchable``'s p50 and p99, and the CPU seconds each process used meanwhile."""
+    before = _cpu_s(locked)
+    took = await _searchable(kbs, documents)
+    after = _cpu_s(locked)
+    cpu = {name: round(after[name] - before[name], 1) for name in after}
+    return {**_quantiles(took), "cpu_s": {n: s for n, s in cpu.items() if s >= 0.1}}
+
+
 def _reserved(locked: Locked) -> int:
     jsz = httpx.get(f"http://127.0.0.1:{locked.nats.ports['monitor']}/jsz", timeout=10).json()
     return int(jsz.get("reserved_storage", 0))
@@ -257,19 +275,18 @@ def _quantiles(values: list[float]) -> dict[str, float]:
 
 async def crowd(locked: Locked, listed: list[Credential], publishers: int) -> dict[str, Any]:
     """``publishers`` tenants each publishing one document at once, against one publishing as
-    many (after them, on the same stack)."""
+    many (after them, on the same stack); with the CPU seconds each process used for each."""
     many = [await client(locked, held) for held in listed[:publishers]]
     try:
-        spread = await _searchable(many, 1)
+        tenants = await _timed(locked, many, 1)
     finally:
         for kb in many:
             await kb.close()
     solo = await client(locked, listed[publishers])
     try:
-        alone = await _searchable([solo], publishers)
+        one = await _timed(locked, [solo], publishers)
     finally:
         await solo.close()
-    tenants, one = _quantiles(spread), _quantiles(alone)
     ratio = round(tenants["p99_s"] / one["p99_s"], 2)
     rss, files = _process(locked.weaviate)  # with the crowd's tenants active
     weaviate = {"weaviate_rss_mb": round(rss), "weaviate_open_files": files}
