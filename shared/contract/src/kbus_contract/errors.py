@@ -10,6 +10,8 @@ class ErrorCode(StrEnum):
     """Every code kbus puts in an error reply or a dead letter; the wire carries its value."""
 
     ERROR = "error"
+    #: Something kbus did not expect (a bug): retried, and dead-lettered past max deliveries.
+    INTERNAL = "internal"
     INVALID = "invalid"
     UNAVAILABLE = "unavailable"
     # The message or request itself

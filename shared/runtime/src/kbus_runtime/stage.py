@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from kbus_contract import ORIGINAL_LIMIT, DeadLetter, DocumentFailed, ErrorInfo, ErrorReply
-from kbus_contract.errors import PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.restricted import message_is_everyones
 from kbus_contract.tenancy import UNKNOWN
 from kbus_contract.topology import Topology
@@ -42,7 +42,12 @@ BACKOFF_CAP_S = 60.0
 OUTAGE_PATIENCE_S = 1800.0
 #: Codes that refuse what a tenant may not do; counted per tenant.
 REFUSALS = frozenset(
-    {"tenant_mismatch", "library_mismatch", "library_not_granted", "quota_exceeded"}
+    {
+        ErrorCode.TENANT_MISMATCH,
+        ErrorCode.LIBRARY_MISMATCH,
+        ErrorCode.LIBRARY_NOT_GRANTED,
+        ErrorCode.QUOTA_EXCEEDED,
+    }
 )
 
 
@@ -154,7 +159,9 @@ class Stage:
             reply = self.error_reply(exc.code, self._relayed(exc), retryable=exc.retryable)
         except Exception as exc:
             log.exception("%s: request failed", self.name)
-            reply = self.error_reply("internal", f"{type(exc).__name__}: {exc}", retryable=True)
+            reply = self.error_reply(
+                ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}", retryable=True
+            )
         outcome = reply.error.code if isinstance(reply, ErrorReply) else "ok"
         self.metrics.answered.labels(self.name, outcome).inc()
         self._count_refusal(tenant, outcome)
@@ -268,14 +275,14 @@ class Stage:
             attempt += 1
 
     async def _retry_or_give_up(self, message: Message, exc: Exception, deliveries: int) -> None:
-        code = exc.code if isinstance(exc, TransientError) else "internal"
+        code = exc.code if isinstance(exc, TransientError) else ErrorCode.INTERNAL
         if not isinstance(exc, TransientError):
             log.exception("%s: unexpected failure (delivery %d)", self.name, deliveries)
         reason = f"{type(exc).__name__}: {exc}"
         if deliveries >= self.topology.max_deliver:
             await self._dead_letter(
                 message,
-                "max_deliveries",
+                ErrorCode.MAX_DELIVERIES,
                 f"gave up after {deliveries} deliveries: {reason}",
                 deliveries,
             )
