@@ -116,8 +116,7 @@ class BusSettings(BaseSettings):
         default=1800.0,
         ge=0.0,
         description="Seconds a message's last delivery waits in place for a dependency that is "
-        'out (the store, the bus, a model endpoint: docs/reliability.md, "Outages") before '
-        "it is dead-lettered; the deliveries before it back off from 1 s to 60 s.",
+        "out (the store, the bus, a model) before it is dead-lettered: docs/reliability.md.",
     )
     backlog_interval_s: float = Field(
         default=10.0,
