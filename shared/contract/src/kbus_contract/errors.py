@@ -10,8 +10,6 @@ class ErrorCode(StrEnum):
     """Every code kbus puts in an error reply or a dead letter; the wire carries its value."""
 
     ERROR = "error"
-    #: Something kbus did not expect (a bug): retried, and dead-lettered past max deliveries.
-    INTERNAL = "internal"
     INVALID = "invalid"
     UNAVAILABLE = "unavailable"
     # The message or request itself
@@ -71,6 +69,10 @@ class ErrorCode(StrEnum):
     RERANKER_TIMEOUT = "reranker_timeout"
     GENERATOR_UNAVAILABLE = "generator_unavailable"
     GENERATOR_TIMEOUT = "generator_timeout"
+    # Append only: a code's place is its number in the gate's refusals on the wire
+    # (kbus_contract.intake.refusal_number), which clients of other versions read.
+    #: Something kbus did not expect (a bug): retried, and dead-lettered past max deliveries.
+    INTERNAL = "internal"
 
     @classmethod
     def unanswered(cls, stage: str, timed_out: bool) -> str:

@@ -111,11 +111,14 @@ def refused(code: str, message: str, *, retryable: bool = False) -> Refused:
 
 
 def refusal_code(err_code: int | None, description: str | None) -> str:
-    """The kbus error code a gate's refusal carries (read back by the client)."""
+    """The kbus error code a gate's refusal carries (read back by the client): the one its
+    description starts with, else the one its number says."""
+    head = (description or "").partition(":")[0]
+    if head in ErrorCode._value2member_map_:
+        return head
     if err_code is not None and REFUSAL_BASE <= err_code < REFUSAL_BASE + len(ErrorCode):
         return list(ErrorCode)[err_code - REFUSAL_BASE].value
-    head = (description or "").partition(":")[0]
-    return head if head in ErrorCode._value2member_map_ else ErrorCode.BUS_ERROR.value
+    return ErrorCode.BUS_ERROR.value
 
 
 class BodyPart(Contract):
