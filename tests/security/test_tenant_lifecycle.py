@@ -159,7 +159,7 @@ async def test_a_tenant_s_account_changed_under_traffic_loses_no_reply(locked: L
 async def test_kbus_s_own_account_changed_under_traffic_answers_every_search(
     locked: Locked,
 ) -> None:
-    """kbus's account JWT pushed ten times (the admin user's key rotated, the old one revoked)
+    """kbus's account JWT pushed six times (the admin user's key rotated, the old one revoked)
     while a tenant searches: every search is answered, and the new admin key works. Not every
     one at its first try: nats-server drops the replies in flight through an account's
     exports when that account's JWT changes (docs/security.md, "Changing credentials"), and
@@ -167,7 +167,7 @@ async def test_kbus_s_own_account_changed_under_traffic_answers_every_search(
     stop = asyncio.Event()
     meanwhile = asyncio.create_task(_search_meanwhile(locked, stop))
     try:
-        for _ in range(10):
+        for _ in range(6):
             await asyncio.sleep(0.5)
             await locked.provision(CREDENTIALS, rotate=["admin"])
         await asyncio.sleep(1.0)
@@ -175,5 +175,5 @@ async def test_kbus_s_own_account_changed_under_traffic_answers_every_search(
         stop.set()
     asked, failures = await meanwhile
     locked.setup()  # the rotated admin credential works
-    assert asked > 5
+    assert asked >= 3  # each reply lost costs the client's wait for it before it asks again
     assert [f for f in failures if not f.startswith("answered at try")] == [], failures
