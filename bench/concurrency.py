@@ -254,16 +254,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="kbus-concurrency-"))
     bench = Bench(args, root)
     try:
+        print("ingestion cost: the embedder alone", flush=True)
         result: dict[str, Any] = {"ingestion_cost": await ingestion_cost(bench, data, args.rounds)}
         bench.services = start_all(bench.env, bench.logs)
         kb = await KbClient.connect(bench.url, tenant=TENANT)
         async with kb:
+            print("ingesting", flush=True)
             result["ingest"] = await pipeline.ingest(kb, data, LIBRARY)
             result["variants"] = await variants(bench, kb, data.queries)
             result["under_load"] = await under_load(bench, kb, data, data.queries[:100])
+    except BaseException:
+        print(f"the services' logs are kept in {bench.logs}; their last lines:", flush=True)
+        for log in sorted(bench.logs.rglob("*.log")):
+            lines = log.read_text(errors="replace").splitlines()[-12:]
+            print(f"--- {log.relative_to(bench.logs)}", *lines, sep="\n", flush=True)
+        raise
+    else:
+        shutil.rmtree(root, ignore_errors=True)
     finally:
         bench.stop()
-        shutil.rmtree(root, ignore_errors=True)
     return result
 
 

@@ -15,6 +15,9 @@ from kbus_runtime.declaring import declare_streams
 
 from bench.corpus import Corpus
 
+#: The longest the embedders may take to drain a backlog before the run fails (a stuck one).
+DRAIN_WITHIN_S = 1_800.0
+
 
 async def embedder_rate(
     nats_url: str,
@@ -56,6 +59,8 @@ async def embedder_rate(
             held = await stage_backlog(js, topology, topology.stage("embedder"))
             if held.pending == 0 and held.in_flight == 0:
                 break
+            if time.perf_counter() - started > DRAIN_WITHIN_S:
+                raise TimeoutError(f"the embedders left {held} after {DRAIN_WITHIN_S:.0f} s")
             await asyncio.sleep(0.05)
         seconds = time.perf_counter() - started
     finally:
