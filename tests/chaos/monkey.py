@@ -174,26 +174,23 @@ class Monkey:
         return ""
 
     async def roll(self, publishing: asyncio.Task[None]) -> None:
-        """Replace every replica of every stage as ``kubectl rollout restart`` of every
-        Deployment does with maxUnavailable 0: the stages at once, each stage's replicas one at
-        a time, the new one healthy first, then SIGTERM to the old."""
+        """Replace every replica of every stage, one at a time, as ``kubectl rollout restart``
+        does with maxUnavailable 0: the new one healthy first, then SIGTERM to the old."""
         rolled = self.report.rolling_restart
         searches: SearchStats = self.report.searches
         asked = searches.asked
         started = time.monotonic()
         log.info("chaos: rolling restart of every stage")
-        await asyncio.gather(*(self._roll_stage(stage) for stage in STAGES))
+        for stage in STAGES:
+            for n in range(1, self.cluster.replicas(stage) + 1):
+                label = f"{stage}-{n}"
+                self.cluster.held.add(label)
+                await asyncio.to_thread(self.cluster.replace, label)
+                self.cluster.held.discard(label)
+                rolled.replaced.append(label)
         ended = time.monotonic()
         rolled.seconds = round(ended - started, 1)
         rolled.asked = searches.asked - asked
         await asyncio.sleep(SEARCH_WAIT_S)  # until the searches asked during it have ended
         rolled.failed = searches.failed_between(started, ended)
         rolled.under_publishing = not publishing.done()
-
-    async def _roll_stage(self, stage: str) -> None:
-        for n in range(1, self.cluster.replicas(stage) + 1):
-            label = f"{stage}-{n}"
-            self.cluster.held.add(label)
-            await asyncio.to_thread(self.cluster.replace, label)
-            self.cluster.held.discard(label)
-            self.report.rolling_restart.replaced.append(label)
