@@ -6,6 +6,7 @@ The binaries live in a cache directory outside the repository (``$KBUS_HOME/bin`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import secrets
@@ -13,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,18 +96,46 @@ def ensure_installed() -> tuple[Path, Path]:
 #: (a Weaviate node once failed to rejoin, "bind: address already in use").
 PORTS = range(20_000, 32_000)
 _ports = random.Random()
+#: Ports handed out on this machine, a file each, so that two processes (pytest's workers)
+#: never pick the same one: a server stopped and started again on its ports (a Weaviate outage
+#: in the chaos runs) finds them still free ("bind: address already in use" once, when another
+#: worker had picked one meanwhile).
+CLAIMS = Path(tempfile.gettempdir()) / "kbus-ports"
+#: A claim older than this is from a run that ended; its port may be handed out again.
+CLAIM_KEPT_S = 1_800.0
+#: Picks that may find a claimed port before claims are ignored (a pool used up).
+_CLAIMED_PICKS = 2_000
 
 
 def free_port() -> int:
-    """A loopback port nothing listens on, outside the ephemeral range."""
+    """A loopback port nothing listens on, outside the ephemeral range, that no other process
+    of kbus_dev's has been given in the last half hour."""
+    CLAIMS.mkdir(exist_ok=True)
+    picks = 0
     while True:
         port = _ports.choice(PORTS)
+        picks += 1
+        if picks <= _CLAIMED_PICKS and not _claim(port):
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
+
+
+def _claim(port: int) -> bool:
+    """Whether this process now holds ``port``'s claim (made now, or taken over as stale)."""
+    path = CLAIMS / str(port)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        return True
+    except FileExistsError:
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - path.stat().st_mtime > CLAIM_KEPT_S:
+                path.unlink()  # the next pick of it may claim it
+        return False
 
 
 def _wait(
