@@ -18,7 +18,8 @@ import pytest
 from kbus_contract import DocumentAdded, ErrorReply, StatsReply, StatsRequest
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.topology import Topology
-from kbus_runtime.stage import HAND_BACK_S, Stage, backoff_s
+from kbus_runtime.redelivery import HAND_BACK_S, backoff_s
+from kbus_runtime.stage import Stage
 from kbus_runtime.stage_metrics import StageMetrics
 from prometheus_client import CollectorRegistry
 
@@ -294,7 +295,7 @@ async def test_a_message_is_dead_lettered_only_for_itself_or_an_outage_past_the_
     permanent one): work that succeeds is acked; an earlier delivery that fails is nacked or,
     when permanent, dead-lettered; the last delivery goes on through outages while the patience
     lasts, and is dead-lettered only for the message's own fault or an outage past it."""
-    monkeypatch.setattr("kbus_runtime.stage.backoff_s", lambda _: 0.001)
+    monkeypatch.setattr("kbus_runtime.redelivery.backoff_s", lambda _: 0.001)
     rng = random.Random(57)
     outcomes = [
         None,
@@ -414,3 +415,37 @@ async def test_a_request_that_is_not_its_contract_gets_a_reason() -> None:
     assert isinstance(reply, ErrorReply)
     assert reply.error.code == "invalid_message"
     assert "tenant" in reply.error.message
+
+
+async def test_one_message_of_a_tenant_waits_for_an_outage_at_a_time() -> None:
+    """A tenant whose last deliveries fail as outages by themselves holds one slot: its second
+    such message is dead-lettered at once, while another tenant's still waits."""
+    bus = Bus()
+    stage, _ = _stage(bus, max_deliver=2)
+    release = asyncio.Event()
+    outage = TransientError("too many open files", code="store_write_failed")
+
+    def failing_until(done: asyncio.Event | None) -> Callable[[DocumentAdded], Awaitable[None]]:
+        tries: list[int] = []
+
+        async def work(_: DocumentAdded) -> None:
+            tries.append(1)
+            if len(tries) == 1 or (done is not None and not done.is_set()):
+                raise outage
+
+        return work
+
+    first = Message(_body(), delivered=2)
+    held = asyncio.create_task(stage.settle(first, DocumentAdded, failing_until(release)))
+    await asyncio.sleep(0.1)  # the first is waiting in place
+    second = Message(_body(document_id="other.md"), delivered=2)
+    # Not waiting behind the first: settled at once (a wait would outlast the bound).
+    await asyncio.wait_for(stage.settle(second, DocumentAdded, failing_until(release)), 10)
+    assert second.done == [("terminate", None)]
+    globex = Message(_body(tenant="globex"), delivered=2, subject="document.added.globex.handbook")
+    await stage.settle(globex, DocumentAdded, failing_until(None))
+    assert globex.done == [("ack", None)]
+    release.set()
+    await held
+    assert first.done[-1] == ("ack", None)
+    assert {letter["document_id"] for _, letter, _ in bus.published} == {"other.md"}

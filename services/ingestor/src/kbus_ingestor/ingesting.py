@@ -16,7 +16,8 @@ from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.identifiers import content_version
 from kbus_contract.lanes import Lane
 from kbus_contract.tenancy import require_library
-from kbus_runtime.stage import Stage, stream_sequence
+from kbus_runtime.redelivery import stream_sequence
+from kbus_runtime.stage import Stage
 from prometheus_client import CollectorRegistry, Counter
 
 from kbus_ingestor.cutting import Cutting, parts_of

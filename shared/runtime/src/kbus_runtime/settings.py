@@ -15,6 +15,7 @@ from pydantic import Field, JsonValue, PositiveFloat, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kbus_runtime.budgets import BudgetSettings
+from kbus_runtime.redelivery import OUTAGE_PATIENCE_S
 from kbus_runtime.tracing import TracingSettings
 
 #: Marks a setting a deployment sets (where the servers are, credentials, keys, copies): the
@@ -113,7 +114,7 @@ class BusSettings(BaseSettings):
         "the server's max-deliveries advisory when no delivery was ever settled).",
     )
     outage_patience_s: float = Field(
-        default=1800.0,
+        default=OUTAGE_PATIENCE_S,
         ge=0.0,
         description="Seconds a message's last delivery waits in place for a dependency that is "
         "out (the store, the bus, a model) before it is dead-lettered: docs/reliability.md.",

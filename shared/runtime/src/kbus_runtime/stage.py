@@ -7,12 +7,10 @@ Stream consumers run with FastStream's ``AckPolicy.MANUAL`` and hand each messag
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +24,16 @@ from nats.aio.client import Client
 from pydantic import BaseModel
 
 from kbus_runtime.budgets import Budgets
+from kbus_runtime.redelivery import (
+    HAND_BACK_S,
+    OUTAGE_PATIENCE_S,
+    Message,
+    backoff_s,
+    deliveries,
+    kept_alive,
+    stream_sequence,
+    through_outages,
+)
 from kbus_runtime.stage_metrics import StageMetrics
 from kbus_runtime.usage import Usage
 
@@ -34,12 +42,6 @@ R = TypeVar("R", bound=BaseModel)
 
 log = logging.getLogger("kbus")
 
-BACKOFF_BASE_S = 1.0
-#: The pause before a message handed back by a stopping replica is delivered again.
-HAND_BACK_S = 1.0
-BACKOFF_CAP_S = 60.0
-#: Seconds a message's last delivery waits in place for a dependency that is out.
-OUTAGE_PATIENCE_S = 1800.0
 #: Codes that refuse what a tenant may not do; counted per tenant.
 REFUSALS = frozenset(
     {
@@ -51,23 +53,6 @@ REFUSALS = frozenset(
 )
 
 
-class Message(Protocol):
-    """What :meth:`Stage.settle` needs of a stream message (FastStream's ``NatsMessage``)."""
-
-    body: bytes
-
-    @property
-    def raw_message(self) -> Any: ...
-
-    async def ack(self) -> None: ...
-
-    async def nack(self, delay: float | None = None) -> None: ...
-
-    async def reject(self) -> None: ...
-
-    async def in_progress(self) -> None: ...
-
-
 class Bus(Protocol):
     """What a stage publishes and asks through (FastStream's ``NatsBroker``)."""
 
@@ -77,11 +62,6 @@ class Bus(Protocol):
     async def publish(
         self, message: bytes, subject: str, *, stream: str, headers: dict[str, str]
     ) -> Any: ...
-
-
-def backoff_s(deliveries: int) -> float:
-    """Delay before the next attempt, growing with each delivery."""
-    return float(min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(0, deliveries - 1)))
 
 
 def identity_of(body: bytes) -> dict[str, str]:
@@ -118,6 +98,9 @@ class Stage:
     usage: Usage | None = None
     #: Seconds a message's last delivery waits in place for a dependency that is out.
     outage_patience_s: float = OUTAGE_PATIENCE_S
+    #: The tenants with a message waiting in place here: one each, so a tenant whose messages
+    #: fail as outages by themselves holds one of this stage's slots, not all of them.
+    _waiting: set[str] = field(default_factory=set, init=False)
 
     async def settle(
         self, message: Message, model: type[M], work: Callable[[M], Awaitable[None]]
@@ -131,8 +114,8 @@ class Stage:
             return
         try:
             payload = decode(message.body, model)
-            async with self._keep_alive(message):
-                await self._through_outages(work, payload, delivered)
+            async with kept_alive(message, self.topology.ack_wait_s / 3):
+                await self._through_outages(message, work, payload, delivered)
         except PermanentError as exc:
             await self._dead_letter(message, exc.code, exc.reason, delivered)
         except asyncio.CancelledError:
@@ -249,30 +232,36 @@ class Stage:
         log.info("%s: tenant %s was past its %s; its oldest went", self.name, tenant, budget)
 
     async def _through_outages(
-        self, work: Callable[[M], Awaitable[None]], payload: M, delivered: int
+        self, message: Message, work: Callable[[M], Awaitable[None]], payload: M, delivered: int
     ) -> None:
-        """``work``; on the message's last delivery, tried again in place (kept in progress)
-        while a dependency is out, up to ``outage_patience_s``: an outage is not the message's
-        fault, and dead-lettering every document in flight through one would lose them to
-        whoever has to replay them."""
+        """``work``; on the message's last delivery, tried again in place while a dependency
+        is out, up to ``outage_patience_s`` (:func:`~kbus_runtime.redelivery.through_outages`),
+        unless another message of its tenant already waits here."""
         if delivered < self.topology.max_deliver:
             await work(payload)
             return
-        give_up = time.monotonic() + self.outage_patience_s
-        attempt = 1
-        while True:
-            try:
-                await work(payload)
-                return
-            except TransientError as exc:
-                pause = backoff_s(attempt)
-                if not exc.outage or self.stopping.is_set() or time.monotonic() + pause > give_up:
-                    raise
-                log.warning("%s: waiting %.0fs for an outage to end: %s", self.name, pause, exc)
-                self.metrics.retried.labels(self.name, exc.code).inc()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), pause)
-            attempt += 1
+        tenant = self._identity(message.raw_message.subject, message.body).get("tenant") or ""
+        held: list[str] = []
+
+        def waiting(exc: TransientError, pause: float) -> bool:
+            if not held:
+                if tenant in self._waiting:
+                    return False
+                self._waiting.add(tenant)
+                held.append(tenant)
+            log.warning("%s: waiting %.0fs for an outage to end: %s", self.name, pause, exc)
+            self.metrics.retried.labels(self.name, exc.code).inc()
+            return True
+
+        try:
+            await through_outages(
+                lambda: work(payload),
+                patience_s=self.outage_patience_s,
+                stopping=self.stopping,
+                waiting=waiting,
+            )
+        finally:
+            self._waiting.difference_update(held)
 
     async def _retry_or_give_up(self, message: Message, exc: Exception, deliveries: int) -> None:
         code = exc.code if isinstance(exc, TransientError) else ErrorCode.INTERNAL
@@ -382,37 +371,3 @@ class Stage:
             "library": sent.library,
             "document_id": named.get("document_id"),
         }
-
-    @contextlib.asynccontextmanager
-    async def _keep_alive(self, message: Message) -> AsyncIterator[None]:
-        """Tell the server the message is still being worked on, so it is not redelivered."""
-
-        async def beat() -> None:
-            while True:
-                await asyncio.sleep(self.topology.ack_wait_s / 3)
-                with contextlib.suppress(Exception):
-                    await message.in_progress()
-
-        task = asyncio.create_task(beat())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
-def deliveries(message: Message) -> int:
-    """How many times the server has delivered this message (1: the first time)."""
-    try:
-        return int(message.raw_message.metadata.num_delivered)
-    except Exception:
-        return 1
-
-
-def stream_sequence(message: Message) -> int | None:
-    """The message's sequence in its stream: the order in which it was published."""
-    try:
-        return int(message.raw_message.metadata.sequence.stream)
-    except Exception:
-        return None

@@ -6,7 +6,8 @@ from __future__ import annotations
 from faststream.nats.message import NatsMessage
 from kbus_contract import DocumentDeleted
 from kbus_contract.tenancy import require_library
-from kbus_runtime.stage import Stage, stream_sequence
+from kbus_runtime.redelivery import stream_sequence
+from kbus_runtime.stage import Stage
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.index import receipts

@@ -11,7 +11,8 @@ from faststream.nats.message import NatsMessage
 from kbus_contract import EmbeddingsReady
 from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_runtime.batching import Batcher
-from kbus_runtime.stage import Stage, deliveries
+from kbus_runtime.redelivery import deliveries
+from kbus_runtime.stage import Stage
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import ValidationError
 from weaviate.exceptions import WeaviateBaseError

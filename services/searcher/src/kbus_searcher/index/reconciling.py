@@ -34,7 +34,8 @@ from kbus_contract.claimcheck import discard_body, read_body
 from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.syncing import MAX_LISTED, MAX_NAMED
 from kbus_contract.tenancy import require_library
-from kbus_runtime.stage import Stage, stream_sequence
+from kbus_runtime.redelivery import stream_sequence
+from kbus_runtime.stage import Stage
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 from pydantic import ValidationError
