@@ -32,7 +32,20 @@ err = Console(stderr=True, soft_wrap=True)
 
 NatsUrl = Annotated[str, typer.Option(envvar="KBUS_NATS_URL", help="NATS server.")]
 Prefix = Annotated[str, typer.Option(envvar="KBUS_BUS_PREFIX", help="Bus prefix.")]
-Tenant = Annotated[str, typer.Option(envvar="KBUS_TENANT", help="Tenant.")]
+
+
+def _held_tenant(named: str) -> str:
+    """The tenant a command speaks for: its credential's, which wins over the option."""
+    held = access.credential
+    return str(held["tenant"]) if held else named
+
+
+Tenant = Annotated[
+    str,
+    typer.Option(
+        envvar="KBUS_TENANT", help="Tenant (a credential names its own).", callback=_held_tenant
+    ),
+]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 DEFAULT_URL = "nats://127.0.0.1:4222"
 
@@ -97,6 +110,11 @@ async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
     """A client, or exit 2 saying why NATS cannot be reached. A credential names its tenant,
     libraries and bus prefix, which win over the options."""
     held = access.credential or {}
+    said: list[str] = []
+
+    async def heard(exc: Exception) -> None:  # nats-py's error callback: the command says why
+        said.append(str(exc))
+
     try:
         return await KbClient.connect(
             url,
@@ -107,20 +125,23 @@ async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
             acts_for=held.get("acts_for", ()) if held else None,
             max_reconnect_attempts=2,
             connect_timeout=5,
-            error_cb=_quiet,
+            error_cb=heard,
             **access.options(),
         )
     except Exception as exc:
+        if any("authorization" in s.lower() for s in said):
+            fail(
+                f"NATS at {url} refused this connection (authorization violation): give a "
+                "credential with --credential (KBUS_CREDENTIAL); `make demo` prints its own",
+                exc,
+                code=2,
+            )
         fail(
             f"cannot reach NATS at {url} ({exc or type(exc).__name__}): start kbus with "
             "`make up`, or point --nats-url (KBUS_NATS_URL) at your NATS server",
             exc,
             code=2,
         )
-
-
-async def _quiet(exc: Exception) -> None:
-    """nats-py's error callback: the command says what failed, once."""
 
 
 def bars() -> Progress:

@@ -35,11 +35,12 @@ def status(
     async def go() -> tuple[Any, Any, dict[str, int]]:
         client = await common.connect(nats_url, prefix, tenant)
         async with client:
-            # A tenant's credential may not ping kbus's services.
-            answering = (
-                {} if _credential_tenant() else await services_answering(client.nc, client.topology)
-            )
-            stages = await stage_statuses(client.nc, client.topology)
+            # A tenant's credential reaches neither kbus's services' pings nor its streams.
+            operator = _credential_tenant() is None
+            answering, stages = {}, []
+            if operator:
+                answering = await services_answering(client.nc, client.topology)
+                stages = await stage_statuses(client.nc, client.topology)
             stats: Any
             try:
                 stats = await client.stats(restricted=common.access.names_restricted())
@@ -52,6 +53,20 @@ def status(
         _status_json(stages, stats, answering)
         return
     _print_services(answering)
+    if stages:
+        _print_stages(stages)
+    else:
+        common.out.print("pipeline: the operator's view (a tenant's credential sees its libraries)")
+    if isinstance(stats, KbError):
+        common.out.print(f"[red]documents: {stats}[/]")
+        return
+    libraries = Table("library", "documents", "chunks", title=f"tenant {stats.tenant}")
+    for lib in stats.libraries:
+        libraries.add_row(lib.library, str(lib.documents), str(lib.chunks))
+    common.out.print(libraries)
+
+
+def _print_stages(stages: list[StageStatus]) -> None:
     table = Table(
         "stage", "pending", "in flight", "redelivered", "pulling", "dead letters", title="pipeline"
     )
@@ -67,13 +82,6 @@ def status(
         )
     common.out.print(table)
     _print_tenants(stages)
-    if isinstance(stats, KbError):
-        common.out.print(f"[red]documents: {stats}[/]")
-        return
-    libraries = Table("library", "documents", "chunks", title=f"tenant {stats.tenant}")
-    for lib in stats.libraries:
-        libraries.add_row(lib.library, str(lib.documents), str(lib.chunks))
-    common.out.print(libraries)
 
 
 def _print_services(answering: dict[str, int]) -> None:

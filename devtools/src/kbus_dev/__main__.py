@@ -44,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
         "--cluster", action="store_true", help="three NATS servers and three Weaviate nodes"
     )
     start.add_argument(
+        "--locked",
+        action="store_true",
+        help="as deployed: NATS in operator mode, the tenant 'demo' an account (make demo)",
+    )
+    start.add_argument(
         "--llm",
         action="store_true",
         help="also serve SmolLM2-135M-Instruct (OpenAI-compatible) and point KBUS_LLM_URL at it",
@@ -89,16 +94,12 @@ def main() -> None:
     if args.command == "install":
         _install(args.test_tools, args.llm)
     elif args.command == "up":
-        stack.up(cluster=args.cluster, llm=args.llm)
+        stack.up(cluster=args.cluster, llm=args.llm, locked=args.locked)
     elif args.command == "demo":
-        running = stack.up()
-        demo.main(running.nats_url, args.examples)
-        print(
-            f"\nkbus keeps running; `make stop` stops it. Try it yourself: the demo's tenant is "
-            f"{demo.TENANT!r} and its library {demo.LIBRARY!r}:\n"
-            f"  uv run kbus search 'how do I install on Linux' --tenant {demo.TENANT} "
-            f"--library {demo.LIBRARY}"
-        )
+        running = stack.up(locked=True)
+        credential = Path(running.credential) if running.credential else None
+        demo.main(running.nats_url, args.examples, credential)
+        print(demo.try_it(credential))
     elif args.command == "down":
         stack.down()
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
-from kbus_contract.topology import Topology
+from kbus_client import KbClient
+from nats.aio.client import RawCredentials
 
-from kbus_dev.busclient import Receipts, connect, publish_documents, search
+from kbus_dev import stack
 
-TENANT = "demo"
+TENANT = stack.TENANT
 LIBRARY = "handbook"
 QUESTIONS = (
     "How do I get the server running on a systemd machine?",
@@ -65,36 +67,50 @@ def print_reply(question: str, reply: dict[str, Any]) -> None:
         print(f"      {snippet}")
 
 
-async def run(nats_url: str, examples: Path) -> None:
-    topology = Topology()
-    nc = await connect(nats_url)
-    try:
+async def run(nats_url: str, examples: Path, held: dict[str, Any]) -> None:
+    """As the tenant's client does: with its credential (the file's contents) on a locked
+    stack (``make demo``), without one (``{}``) on an open bus."""
+    options: dict[str, Any] = {"tenant": TENANT, "acts_for": None}
+    if held:
+        options = {
+            "tenant": held["tenant"],
+            "user_credentials": RawCredentials(held["creds"]),
+            "inbox_prefix": held["inbox_prefix"],
+        }
+    async with await KbClient.connect(nats_url, **options) as kb:
         docs = example_documents(examples)
-        receipts = Receipts()
-        await receipts.subscribe(nc, topology)
-        await publish_documents(nc, topology, docs)
-        print(
-            f"published {len(docs)} documents from {examples}/; waiting until searchable ...",
-            flush=True,
-        )
-        await receipts.wait_for([(TENANT, LIBRARY, d["document_id"]) for d in docs], 300)
-        chunks = sum(r["chunk_count"] for r in receipts.indexed.values())
-        print(f"indexed {len(docs)} documents as {chunks} chunks")
-        for question in QUESTIONS:
-            reply = await search(
-                nc,
-                topology,
-                {
-                    "tenant": TENANT,
-                    "libraries": [LIBRARY],
-                    "query": question,
-                    "k": 5,
-                },
+        print(f"publishing {len(docs)} documents from {examples}/; waiting until searchable ...")
+        published = await asyncio.gather(
+            *(
+                kb.publish_document(**{k: v for k, v in d.items() if k != "tenant"}, wait=True)
+                for d in docs
             )
-            print_reply(question, reply)
-    finally:
-        await nc.close()
+        )
+        receipts = [p.receipt for p in published if p.receipt is not None]
+        unchanged = f" ({len(docs) - len(receipts)} unchanged since the last run)"
+        print(
+            f"indexed {len(receipts)} documents as {sum(r.chunk_count for r in receipts)} chunks"
+            + (unchanged if len(receipts) < len(docs) else "")
+        )
+        for question in QUESTIONS:
+            reply = await kb.search(question, libraries=[LIBRARY], k=5)
+            print_reply(question, reply.model_dump(mode="json"))
 
 
-def main(nats_url: str, examples: Path) -> None:
-    asyncio.run(run(nats_url, examples))
+def main(nats_url: str, examples: Path, credential: Path | None = None) -> None:
+    held = json.loads(credential.read_text()) if credential else {}
+    asyncio.run(run(nats_url, examples, held))
+
+
+def try_it(credential: Path | None) -> str:
+    """What to type next: the CLI holding the demo tenant's credential (it names the tenant),
+    or naming the tenant on an open bus."""
+    search = f"search 'how do I install on Linux' --library {LIBRARY}"
+    if credential is None:
+        command = f"uv run kbus {search} --tenant {TENANT}"
+    else:
+        command = f"KBUS_CREDENTIAL={credential} uv run kbus {search}"
+    return (
+        f"\nkbus keeps running; `make stop` stops it. Try it yourself: the demo's tenant is "
+        f"{TENANT!r} and its library {LIBRARY!r}:\n  {command}"
+    )

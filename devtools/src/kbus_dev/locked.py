@@ -41,6 +41,9 @@ class Locked:
     settings: dict[str, str] = field(default_factory=dict)
     prefix: str = ""
     services: list[Server] = field(default_factory=list)
+    weaviate_key: str = WEAVIATE_KEY
+    #: Each service's /health and /metrics port (free ones where not named).
+    service_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def nats_url(self) -> str:
@@ -68,7 +71,7 @@ class Locked:
             "KBUS_BUS_PREFIX": self.prefix,
             "KBUS_DECLARE_STREAMS": "false",
             "KBUS_WEAVIATE_HOSTS": f"127.0.0.1:{self.weaviate_http}:{self.weaviate_grpc}",
-            "KBUS_WEAVIATE_API_KEY": WEAVIATE_KEY,
+            "KBUS_WEAVIATE_API_KEY": self.weaviate_key,
             **self.settings,
         }
 
@@ -114,7 +117,10 @@ class Locked:
             raise RuntimeError(f"the setup job failed: {done.stderr[-2000:]}")
 
     def start_services(self) -> None:
-        started = [start_service(name, self.service_env(name), self.logs) for name in SERVICES]
+        started = [
+            start_service(name, self.service_env(name), self.logs, self.service_ports.get(name))
+            for name in SERVICES
+        ]
         self.services.extend(started)
         wait_healthy(started)
 
@@ -123,26 +129,52 @@ class Locked:
             server.stop()
 
 
+@dataclass(frozen=True)
+class Ports:
+    """Where the locked installation listens (free ports where not named): ``make demo``
+    names its own."""
+
+    nats: int | None = None
+    weaviate_http: int | None = None
+    weaviate_grpc: int | None = None
+    services: dict[str, int] = field(default_factory=dict)
+
+
 def start_locked(
     root: Path,
     credentials: Sequence[Credential],
     settings: dict[str, str] | None = None,
     prefix: str = "",
+    *,
+    ports: Ports | None = None,
+    weaviate_key: str = WEAVIATE_KEY,
+    logs: Path | None = None,
 ) -> Locked:
     """The servers, the tenants' accounts pushed, the setup job run and the services up."""
+    ports = ports or Ports()
     auth, nats_dir = root / "auth", root / "nats"
     provision(auth, credentials, prefix=prefix, resolver_dir=str(nats_dir / "jwt"))
     nats_dir.mkdir(parents=True, exist_ok=True)
     (nats_dir / "auth.conf").write_text((auth / "auth.conf").read_text())
-    nats_server = start_nats(nats_dir, extra_config='include "auth.conf"\n')
+    nats_server = start_nats(nats_dir, ports.nats, extra_config='include "auth.conf"\n')
     try:
-        weaviate_server = start_weaviate(root / "weaviate", api_key=WEAVIATE_KEY)
+        weaviate_server = start_weaviate(
+            root / "weaviate", ports.weaviate_http, ports.weaviate_grpc, api_key=weaviate_key
+        )
     except BaseException:
         nats_server.stop()
         raise
     creds = {name: (auth / f"{name}.creds").read_text() for name in USERS}
     locked = Locked(
-        nats_server, weaviate_server, creds, auth, root / "logs", settings or {}, prefix
+        nats_server,
+        weaviate_server,
+        creds,
+        auth,
+        logs or root / "logs",
+        settings or {},
+        prefix,
+        weaviate_key=weaviate_key,
+        service_ports=ports.services,
     )
     try:
         asyncio.run(locked.provision(credentials))

@@ -377,7 +377,7 @@ def weaviate_ports() -> dict[str, int]:
     """Free ports for one Weaviate node. Nodes of a cluster on one host dial each other's
     Raft RPC at the Raft port + 1 and data at the gossip port + 1 (``CLUSTER_IN_LOCALHOST``),
     so those come in pairs."""
-    gossip, raft = _free_pair(), _free_pair()
+    gossip, raft = free_run(2), free_run(2)
     return {
         "http": free_port(),
         "grpc": free_port(),
@@ -388,16 +388,21 @@ def weaviate_ports() -> dict[str, int]:
     }
 
 
-def _free_pair() -> int:
-    """A free port whose next port is free too."""
+def free_run(count: int) -> int:
+    """A free port whose next ``count - 1`` ports are free too."""
     while True:
         port = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
+        if all(_bindable(port + n) for n in range(1, count)):
+            return port
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _weaviate_ready(port: int) -> bool:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from kbus_dev.cluster import start_nats_cluster, start_weaviate_cluster, urls, weaviate_hosts
 from kbus_dev.llm import llm_url, start_llm
+from kbus_dev.locked import Ports, start_locked
+from kbus_dev.natsauth import Credential
 from kbus_dev.servers import Server, start_nats, start_weaviate
 from kbus_dev.services import (
     SERVICES,
@@ -43,18 +45,24 @@ SERVICE_PORTS = {
 }
 
 
+#: The tenant ``up --locked`` (and so ``make demo``) makes, with one credential of the same
+#: name: every library, read and write.
+TENANT = "demo"
+
+
 @dataclass
 class Stack:
     """What ``up`` started."""
 
     nats_url: str
     pids: dict[str, int]
+    #: ``up --locked``: the tenant's credential file (the CLI's ``--credential``).
+    credential: str | None = None
 
     def save(self) -> None:
         STATE_DIR.mkdir(parents=True, exist_ok=True)
-        (STATE_DIR / "state.json").write_text(
-            json.dumps({"nats_url": self.nats_url, "pids": self.pids}, indent=2)
-        )
+        state = {"nats_url": self.nats_url, "pids": self.pids, "credential": self.credential}
+        (STATE_DIR / "state.json").write_text(json.dumps(state, indent=2))
 
     @classmethod
     def load(cls) -> Stack | None:
@@ -62,7 +70,8 @@ class Stack:
         if not path.is_file():
             return None
         data = json.loads(path.read_text())
-        return cls(data["nats_url"], {k: int(v) for k, v in data["pids"].items()})
+        pids = {k: int(v) for k, v in data["pids"].items()}
+        return cls(data["nats_url"], pids, data.get("credential"))
 
     def alive(self) -> bool:
         return all(_alive(pid) for pid in self.pids.values())
@@ -82,11 +91,15 @@ def _alive(pid: int) -> bool:
 CLUSTER_REPLICAS = 2
 
 
-def up(cluster: bool = False, llm: bool = False) -> Stack:
+def up(cluster: bool = False, llm: bool = False, locked: bool = False) -> Stack:
     """Start everything (or reuse what is running) and wait until it is healthy; with
     ``cluster``, three NATS servers and three Weaviate nodes, streams and collections at three
     copies, and two replicas of every stage (the searcher as an indexer and a query searcher);
-    with ``llm``, the local LLM server, which the services reach at ``KBUS_LLM_URL``."""
+    with ``llm``, the local LLM server, which the services reach at ``KBUS_LLM_URL``; with
+    ``locked``, provisioned as a deployment is (docs/security.md): NATS in operator mode, the
+    tenant ``demo`` an account of its own, every service with its own credentials."""
+    if locked and cluster:
+        raise SystemExit("up: --locked runs one NATS server and one Weaviate node, not --cluster")
     existing = Stack.load()
     if existing and existing.alive():
         print("kbus is already running (make stop to stop it)")
@@ -95,9 +108,9 @@ def up(cluster: bool = False, llm: bool = False) -> Stack:
         down()
     data, logs = STATE_DIR / "data", STATE_DIR / "logs"
     started: list[Server] = []
+    credential = None
     try:
-        print("starting nats-server and weaviate-server on 127.0.0.1 ...", flush=True)
-        nats_url, weaviate, extra = _servers(data, started, cluster)
+        extra: dict[str, str] = {}
         if llm:
             print("starting the LLM server (SmolLM2-135M-Instruct) ...", flush=True)
             started.append(start_llm(data / "llm", LLM_PORT))
@@ -105,15 +118,25 @@ def up(cluster: bool = False, llm: bool = False) -> Stack:
             extra["KBUS_LLM_URL"] = llm_url(started[-1])
             extra["KBUS_SEARCHER_REWRITER"] = "openai"
             extra["KBUS_RERANKER_PROMPTED"] = "openai"  # the generator's backend already is
-        env = service_env(nats_url, weaviate.ports["http"], weaviate.ports["grpc"], extra=extra)
-        services = _start_services(env, logs, cluster)
-        started.extend(services)
-        wait_healthy(services)
+        print("starting nats-server and weaviate-server on 127.0.0.1 ...", flush=True)
+        if locked:
+            nats_url, weaviate, credential = _locked(data, logs, started, extra)
+        else:
+            nats_url, weaviate, servers_extra = _servers(data, started, cluster)
+            env = service_env(
+                nats_url,
+                weaviate.ports["http"],
+                weaviate.ports["grpc"],
+                extra={**servers_extra, **extra},
+            )
+            services = _start_services(env, logs, cluster)
+            started.extend(services)
+            wait_healthy(services)
     except BaseException:
         for server in reversed(started):
             server.stop()
         raise
-    stack = Stack(nats_url, {_key(s, started): s.proc.pid for s in started})
+    stack = Stack(nats_url, {_key(s, started): s.proc.pid for s in started}, credential)
     stack.save()
     print(
         f"kbus is up: NATS {nats_url}, Weaviate http://127.0.0.1:{weaviate.ports['http']}, "
@@ -121,6 +144,26 @@ def up(cluster: bool = False, llm: bool = False) -> Stack:
         flush=True,
     )
     return stack
+
+
+def _locked(
+    data: Path, logs: Path, started: list[Server], settings: dict[str, str]
+) -> tuple[str, Server, str]:
+    """The locked installation on the stack's ports: its NATS URL, its Weaviate node and the
+    tenant's credential file."""
+    print(f"provisioning the tenant {TENANT!r} (operator mode) and starting kbus ...", flush=True)
+    ports = Ports(NATS_PORT, WEAVIATE_HTTP, WEAVIATE_GRPC, SERVICE_PORTS)
+    installation = start_locked(
+        data,
+        [Credential.parse(TENANT)],
+        settings,
+        ports=ports,
+        weaviate_key=weaviate_key(data),
+        logs=logs,
+    )
+    started.extend([installation.nats, installation.weaviate, *installation.services])
+    credential = installation.auth / f"credential-{TENANT}.json"
+    return installation.nats_url, installation.weaviate, str(credential)
 
 
 def _start_services(env: dict[str, str], logs: Path, cluster: bool) -> list[Server]:

@@ -1,0 +1,151 @@
+"""``make demo`` runs kbus as a deployment does (issue 57): NATS in operator mode, the demo's
+tenant an account of its own reached with its credential, every service with its own. The
+command the demo prints answers; nothing gets in without a credential, and the tenant's
+credential reaches no other tenant's subjects."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from kbus_contract.topology import Topology
+from kbus_dev.servers import free_port, free_run
+from nats.aio.client import RawCredentials
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Demo:
+    env: dict[str, str]
+    stdout: str
+
+    @property
+    def nats_url(self) -> str:
+        return f"nats://127.0.0.1:{self.env['KBUS_DEMO_NATS_PORT']}"
+
+    def next_command(self) -> list[str]:
+        """The command the demo's last line tells a newcomer to type."""
+        return shlex.split(self.stdout.strip().splitlines()[-1])
+
+    def credential(self) -> dict[str, Any]:
+        """The credential file that command names."""
+        found: dict[str, Any] = json.loads(
+            Path(self.next_command()[0].split("=", 1)[1]).read_text()
+        )
+        return found
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    """``python -m kbus_dev demo`` on free ports, its state in a folder of its own."""
+    root = tmp_path_factory.mktemp("demo")
+    env = {
+        **os.environ,
+        "KBUS_STATE_DIR": str(root / ".kbus"),
+        "KBUS_DEMO_NATS_PORT": str(free_port()),
+        "KBUS_DEMO_WEAVIATE_HTTP_PORT": str(free_port()),
+        "KBUS_DEMO_WEAVIATE_GRPC_PORT": str(free_port()),
+        "KBUS_DEMO_HTTP_PORT": str(free_run(6)),
+    }
+    down = [sys.executable, "-m", "kbus_dev", "down"]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "kbus_dev", "demo", "--examples", str(REPO / "examples")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        yield Demo(env, done.stdout)
+    finally:
+        subprocess.run(down, env=env, capture_output=True, timeout=180, check=False)
+
+
+def test_the_command_the_demo_prints_answers_with_the_tenant_s_credential(demo: Demo) -> None:
+    assert "indexed 5 documents" in demo.stdout, demo.stdout
+    setting, uv, run, kbus, *arguments = demo.next_command()
+    name, _, credential = setting.partition("=")
+    assert (name, uv, run, kbus) == ("KBUS_CREDENTIAL", "uv", "run", "kbus"), demo.stdout
+    assert "--tenant" not in arguments  # the credential names its tenant
+    env = {**demo.env, "KBUS_CREDENTIAL": credential, "KBUS_NATS_URL": demo.nats_url}
+    done = subprocess.run(
+        [sys.executable, "-m", "kbus_cli", *arguments, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    assert reply["results"][0]["source_uri"] == "examples/install-guide.md", reply
+
+
+def test_the_cli_on_the_demo_s_bus_says_what_a_credential_shows(demo: Demo) -> None:
+    """A tenant's status is its libraries (the pipeline is the operator's view), its listings
+    are titled with its tenant, and without a credential the CLI says to give one."""
+    [setting] = [c for c in demo.next_command() if c.startswith("KBUS_CREDENTIAL=")]
+    held = {**demo.env, "KBUS_NATS_URL": demo.nats_url, "KBUS_CREDENTIAL": setting.split("=")[1]}
+    for command, shown in (("status", "tenant demo"), ("libraries", "tenant demo")):
+        done = _kbus(held, command)
+        assert done.returncode == 0, done.stderr
+        assert shown in done.stdout, done.stdout
+        assert "handbook" in done.stdout, done.stdout
+    bare = {k: v for k, v in held.items() if k != "KBUS_CREDENTIAL"}
+    refused = _kbus(bare, "libraries")
+    assert refused.returncode == 2, refused
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "--credential (KBUS_CREDENTIAL)" in refused.stderr, refused.stderr
+
+
+def _kbus(env: dict[str, str], *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kbus_cli", *arguments],
+        env={**env, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+async def test_the_demo_s_bus_takes_no_one_without_a_credential(demo: Demo) -> None:
+    with pytest.raises(Exception, match=r"(?i)authorization"):
+        await nats.connect(demo.nats_url, max_reconnect_attempts=0, allow_reconnect=False)
+
+
+async def test_the_demo_tenant_s_credential_reaches_no_other_tenant(demo: Demo) -> None:
+    credential = demo.credential()
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    nc = await nats.connect(
+        demo.nats_url,
+        user_credentials=RawCredentials(credential["creds"]),
+        inbox_prefix=credential["inbox_prefix"],
+        error_cb=on_error,
+        max_reconnect_attempts=0,
+    )
+    try:
+        topology = Topology()
+        own = await nc.request(topology.asked("kb.search", "demo"), b"{}", timeout=30)
+        assert own.data, "the tenant's own search subject answers"
+        with pytest.raises((NoRespondersError, NatsTimeout)):
+            await nc.request(topology.asked("kb.search", "acme"), b"{}", timeout=3)
+        await nc.flush()
+    finally:
+        await nc.close()
+    assert any("permissions violation" in e.lower() for e in errors), errors
