@@ -29,29 +29,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kbus_dev", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     install = sub.add_parser("install", help="build nats-server and weaviate-server with Go")
-    install.add_argument(
-        "--test-tools",
-        action="store_true",
-        help="also build what only the tests run: kubeconform, kustomize, nats, jaeger, promtool",
-    )
-    install.add_argument(
-        "--llm",
-        action="store_true",
-        help="also build the local LLM server (llama-cpp-python and SmolLM2; minutes)",
+    _switches(
+        install,
+        test_tools="also build what only the tests run: kubeconform, kustomize, nats, jaeger, "
+        "promtool",
+        llm="also build the local LLM server (llama-cpp-python and SmolLM2; minutes)",
     )
     start = sub.add_parser("up", help="start NATS, Weaviate and kbus's services in the background")
-    start.add_argument(
-        "--cluster", action="store_true", help="three NATS servers and three Weaviate nodes"
-    )
-    start.add_argument(
-        "--locked",
-        action="store_true",
-        help="as deployed: NATS in operator mode, the tenant 'demo' an account (make demo)",
-    )
-    start.add_argument(
-        "--llm",
-        action="store_true",
-        help="also serve SmolLM2-135M-Instruct (OpenAI-compatible) and point KBUS_LLM_URL at it",
+    _switches(
+        start,
+        cluster="three NATS servers and three Weaviate nodes",
+        locked="as deployed: NATS in operator mode, the tenant 'demo' an account (make demo)",
+        llm="also serve SmolLM2-135M-Instruct (OpenAI-compatible) and point KBUS_LLM_URL at it",
     )
     run_demo = sub.add_parser("demo", help="up, publish examples/, ask two questions")
     run_demo.add_argument("--examples", type=Path, default=Path("examples"))
@@ -59,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     for name, (_, text) in TOOLS.items():
         sub.add_parser(name, help=text, add_help=False)  # the tool parses what follows
     return parser
+
+
+def _switches(parser: argparse.ArgumentParser, **helps: str) -> None:
+    """Flags that are off unless given (``test_tools`` is ``--test-tools``)."""
+    for name, text in helps.items():
+        parser.add_argument("--" + name.replace("_", "-"), action="store_true", help=text)
 
 
 def _install(test_tools: bool, llm: bool) -> None:
