@@ -85,13 +85,26 @@ def namespace() -> Namespace:
 SHARED_SERVICES = {"stack": "e2e", "locked": "security"}
 
 
+# First: pytest-xdist's worker reads the groups in its own hook of the same name.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under ``--dist loadgroup`` (make test), one worker runs every test that uses one of the
     services a session starts (e2e's stack, security's locked installation), so each is
-    started once; the others (integration's, the benches with their own stacks) spread over
-    the workers."""
+    started once, and one worker the tests of a module sharing a fixture of the module's (the
+    demo's stack, say: two workers would start it twice); the others (integration's, the
+    benches with their own stacks) spread over the workers."""
     for item in items:
-        for fixture, group in SHARED_SERVICES.items():
-            if fixture in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        fixtures = getattr(item, "fixturenames", ())
+        group = next((g for f, g in SHARED_SERVICES.items() if f in fixtures), None)
+        group = group or _module_fixture_group(item)
+        if group is not None and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _module_fixture_group(item: pytest.Item) -> str | None:
+    """The item's module, if the item uses a fixture set up once per module."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    scopes = {defs[-1].scope for defs in info.name2fixturedefs.values() if defs}
+    return item.nodeid.split("::")[0] if "module" in scopes else None
