@@ -34,7 +34,8 @@ LIBRARIES = ["lib-a", "lib-b"]
 #: The tenant whose searches are limited, and its rate.
 LIMITED, RATE = "t4", 2
 #: The tenant floods drive past its budgets (its documents and syncs stay waiting for minutes
-#: afterwards): no other test publishes as it, so none is refused quota_exceeded meanwhile.
+#: afterwards): no other test publishes or asks as it, so none is refused or kept waiting
+#: meanwhile (every security test shares one installation).
 FLOODER = "t5"
 CREDENTIALS = [
     credential

@@ -30,6 +30,7 @@ from nats.js.errors import APIError
 
 from tests.security.conftest import (
     CREDENTIALS,
+    FLOODER,
     LIBRARIES,
     LIMITED,
     RATE,
@@ -65,11 +66,16 @@ def marker(tenant: str, library: str) -> str:
     return f"marker{tenant}{library.replace('-', '')}"
 
 
+#: The tenants seeded and read back: not the flooder, which the budget tests (on the same
+#: installation) leave past its budgets, its own requests kept waiting.
+QUIET = [t for t in TENANTS if t != FLOODER]
+
+
 @pytest.fixture(scope="module")
 async def seeded(locked: Locked) -> Locked:
     """Every tenant's libraries hold a document with their own marker word (and each tenant's
     store of large texts exists: one document of each tenant goes by claim check)."""
-    for tenant in TENANTS:
+    for tenant in QUIET:
         kb = await client_for(locked, f"{tenant}-all")
         async with kb:
             for library in LIBRARIES:
@@ -336,8 +342,9 @@ async def test_a_thousand_random_attempts_reach_nothing_of_another_tenant(
 ) -> None:
     rng = random.Random(27)
     attempts = []
-    # The limited tenant's credentials are left out: their searches may meet its quota.
-    holders = [c for c in CREDENTIALS if c.tenant != LIMITED]
+    # The limited tenant's credentials are left out (their searches may meet its quota), and
+    # the flooder's; every tenant is a target.
+    holders = [c for c in CREDENTIALS if c.tenant in QUIET and c.tenant != LIMITED]
     for number in range(1_000):
         held = rng.choice(holders)
         tenant = held.tenant if rng.random() < 0.4 else rng.choice(TENANTS)
@@ -379,7 +386,7 @@ async def _nothing_foreign_was_written_or_deleted(locked: Locked, attempts: list
         for a in attempts
         if a.operation == "publish" and a.allowed
     }
-    for tenant in TENANTS:
+    for tenant in QUIET:
         kb = await client_for(locked, f"{tenant}-all")
         async with kb:
             for library in LIBRARIES:
