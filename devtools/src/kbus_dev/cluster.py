@@ -4,12 +4,18 @@ processes as one Weaviate cluster (gossip and Raft on loopback), all on 127.0.0.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import secrets
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
+from nats.errors import Error as NatsError
+from nats.js.api import StorageType, StreamConfig
+from nats.js.errors import APIError
 
 from kbus_dev.servers import Server, free_port, start_nats, start_weaviate, weaviate_ports
 
@@ -35,6 +41,7 @@ def start_nats_cluster(
         root = data_dir if attempt == 0 else data_dir / f"attempt{attempt + 1}"
         servers = _nats_servers(root, size, sync_always)
         wait_for_meta_leader(servers, timeout_s)
+        wait_placeable(servers, timeout_s)
         exited = [s.name for s in servers if s.proc.poll() is not None]
         if not exited:
             return servers
@@ -84,6 +91,39 @@ def wait_for_meta_leader(servers: list[Server], timeout_s: float = 60.0) -> None
                 return
         time.sleep(0.3)
     raise TimeoutError(f"the NATS cluster elected no JetStream leader within {timeout_s:.0f}s")
+
+
+def wait_placeable(servers: list[Server], timeout_s: float = 60.0) -> None:
+    """Until a stream with a replica on every server can be placed: right after its election
+    the meta leader may still count a peer offline (``no suitable peers for placement``) until
+    that peer's first report reaches it. A probe stream in memory, made and removed."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # callable from a running loop
+        pool.submit(asyncio.run, _place_probe(urls(servers), len(servers), timeout_s)).result()
+
+
+async def _place_probe(url: str, replicas: int, timeout_s: float) -> None:
+    nc = await nats.connect(url.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    try:
+        js = nc.jetstream(timeout=5.0)
+        name = f"KBUS_PROBE_{secrets.token_hex(4).upper()}"
+        config = StreamConfig(
+            name=name,
+            subjects=[f"kbus.probe.{name}"],
+            num_replicas=replicas,
+            storage=StorageType.MEMORY,
+        )
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                await js.add_stream(config)
+                await js.delete_stream(name)
+                return
+            except (APIError, NatsError) as exc:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no stream of {replicas} replicas placed: {exc}") from exc
+                await asyncio.sleep(0.5)
+    finally:
+        await nc.close()
 
 
 def _jsz(server: Server) -> dict[str, Any]:
