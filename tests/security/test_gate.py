@@ -59,6 +59,21 @@ async def _profile(kb: KbClient) -> dict[str, Any]:
     return (await kb.profile(LIBRARY)).profile.model_dump(mode="json")
 
 
+def _another_tenant_s_cleanup(subject: str, data: bytes) -> bool:
+    """A purge of the large text of a tenant neither this test's publisher nor its victim: that
+    tenant's own work (the budget tests' flooder's, still cleaned up meanwhile on the shared
+    installation), not what a steered message made land."""
+    if subject != f"$JS.API.STREAM.PURGE.{T.bodies_stream.name}":
+        return False
+    try:
+        named = str(json.loads(data).get("filter", ""))
+    except (ValueError, AttributeError):
+        return False
+    if not named.startswith(T.accepted("document.body.")):
+        return False
+    return not any(named.startswith(T.accepted(f"document.body.{t}.")) for t in ("t1", VICTIM))
+
+
 async def test_a_reply_to_header_makes_no_service_publish_anywhere(
     locked: Locked, victim: KbClient, observer: Observer
 ) -> None:
@@ -80,7 +95,7 @@ async def test_a_reply_to_header_makes_no_service_publish_anywhere(
     finally:
         await nc.close()
     await asyncio.sleep(8)  # the ingestor's and the deleter's time to handle them
-    landed = observer.heard_on(*STEERED)
+    landed = [m for m in observer.heard_on(*STEERED) if not _another_tenant_s_cleanup(*m)]
     assert landed == [], f"the services published {landed[:3]}"
     assert await _profile(victim) == profile
     assert await still_readable(victim)
