@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -371,10 +372,11 @@ class LLMRecorder:
     """A loopback relay in front of a real LLM server that keeps each chat request and answer
     it passes on. A llama.cpp server reuses the cached part of a prompt, and a greedy answer
     can change with it, so the same prompt asked again is no reference: what the service was
-    told is."""
+    told is. With ``delay_s``, each request is held that long first (a model with a queue)."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, delay_s: float = 0.0) -> None:
         self.upstream = upstream.rstrip("/")
+        self.delay_s = delay_s
         self.asked: list[Any] = []
         self.answers: list[str] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -400,6 +402,7 @@ class LLMRecorder:
                 checking = [m["content"] for m in asked.get("messages", [])] == list(READY_CHECK)
                 if not checking:
                     recorder.asked.append(asked)
+                time.sleep(recorder.delay_s)
                 answer = httpx.post(
                     f"{recorder.upstream}{path}",
                     content=body,

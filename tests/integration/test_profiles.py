@@ -26,6 +26,7 @@ from kbus_contract import (
     TransformerKind,
 )
 from kbus_contract.topology import Topology
+from kbus_contract.wire import CHAT_CHECK_S
 from kbus_dev.llm import MODEL_NAME
 from kbus_dev.servers import free_port
 from kbus_generator.app import create_app as generator_app
@@ -39,7 +40,7 @@ from kbus_runtime.chat import LLMSettings
 from kbus_runtime.settings import BusSettings
 from nats.aio.client import Client
 
-from tests.helpers import ask, document, publish_raw, read_stream, take_work
+from tests.helpers import LLMRecorder, ask, document, publish_raw, read_stream, take_work
 
 SHEET = (
     "Product: Trail runner 2\nA light shoe for wet forest paths.\n\n"
@@ -239,6 +240,35 @@ async def test_a_profile_is_kept_only_when_the_chat_models_its_new_links_need_an
     # An answer is kept FRESH_S from when it came: asks start at least that far apart.
     most = math.floor(elapsed / FRESH_S) + 1
     assert 1 <= asked <= most < asking, (asked, most, asking)
+
+
+#: Seconds each answer of a busy model waits in its queue: several, as a hosted model's first
+#: answer under load or a small local one on a loaded CPU takes, and within CHAT_CHECK_S.
+BUSY_S = 7.0
+
+
+async def test_a_busy_model_is_not_a_down_one(
+    nc: Client, bus: BusSettings, topology: Topology, llm: str
+) -> None:
+    """A profile whose prompted reranker's model answers, only seconds late, is kept, and the
+    client that set it waited for the check (a refused connection is refused at once above)."""
+    assert BUSY_S < CHAT_CHECK_S
+    with LLMRecorder(llm, delay_s=BUSY_S) as busy:
+        model = LLMSettings(url=busy.url, model=MODEL_NAME, timeout_s=60)
+        reranking = RerankerSettings(
+            bus=bus, prompted="openai", llm=model, token_states=False, query_states=False
+        )
+        async with AsyncExitStack() as apps:
+            await apps.enter_async_context(TestApp(create_app(IngestorSettings(bus=bus))))
+            await apps.enter_async_context(TestApp(reranker_app(reranking)))
+            kb = KbClient(nc, prefix=topology.prefix, tenant="shop")
+            judged = LibraryProfile(
+                reranker=Reranking(kind=RerankerKind.PROMPTED, instruction="Same product.")
+            )
+            started = time.monotonic()
+            reply = await kb.profile("busy", set_to=judged)
+    assert reply.profile == judged
+    assert time.monotonic() - started >= BUSY_S
 
 
 async def _outcome(kb: KbClient, profile: LibraryProfile) -> ProfileReply | KbError:

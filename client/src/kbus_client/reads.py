@@ -19,6 +19,7 @@ from kbus_contract import (
     StatsReply,
     StatsRequest,
 )
+from kbus_contract.wire import PROFILE_WAIT_S
 from pydantic import BaseModel
 
 from kbus_client.connection import Connection
@@ -63,8 +64,11 @@ class LibraryReads(Connection):
         )
         # A read goes where a read-only credential may ask too.
         reading = set_to is None and example is None
-        name = "kb.readprofile" if reading else "kb.profile"
-        return await self._ask(name, asked, ProfileReply)
+        if reading:
+            return await self._ask("kb.readprofile", asked, ProfileReply)
+        return await self._ask(
+            "kb.profile", asked, ProfileReply, timeout_s=max(self.timeout_s, PROFILE_WAIT_S)
+        )
 
     async def documents(
         self,

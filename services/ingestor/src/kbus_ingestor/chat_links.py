@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from kbus_contract import ChatCheck, ChatState, LibraryProfile, RerankerKind, TransformerKind
 from kbus_contract.errors import ErrorCode, KbusError, PermanentError
 from kbus_contract.topology import Topology
-from kbus_contract.wire import request
-from kbus_runtime.chat import CHECK_S
+from kbus_contract.wire import CHAT_CHECK_S, request
 from nats.aio.client import Client
 
-#: Seconds the ingestor waits for a service's answer (its model has CHECK_S to answer it).
-WAIT_S = CHECK_S + 1.0
+#: Seconds the ingestor waits for a service's answer (its model has CHAT_CHECK_S to answer it).
+WAIT_S = CHAT_CHECK_S + 1.0
 #: Seconds a service's answer is taken as still true.
 FRESH_S = 10.0
 

@@ -37,6 +37,13 @@ log = logging.getLogger("kbus")
 #: How long a caller waits for a search by default, in seconds; a search without a budget of its
 #: own gets as long on the server.
 DEFAULT_WAIT_S = 10.0
+#: Seconds a chat model has to answer a one-word readiness check before a profile that needs it
+#: is refused: a hosted model's first answer under load, or a small local one on a busy CPU, can
+#: take several seconds, and a model that is busy is not down (a refused connection fails at once).
+CHAT_CHECK_S = 15.0
+#: How long a caller waits for a profile to be set: the ingestor asks each service whose chat
+#: model a new link needs (each has :data:`CHAT_CHECK_S`) before it keeps the profile.
+PROFILE_WAIT_S = DEFAULT_WAIT_S + CHAT_CHECK_S
 #: The most of a wait kept for a reply's way back, in seconds (a tenth of a shorter wait).
 REPLY_MARGIN_S = 0.25
 

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 import httpx
 from kbus_contract import ChatState
 from kbus_contract.errors import ErrorCode, KbusError, PermanentError, TransientError
+from kbus_contract.wire import CHAT_CHECK_S
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -221,8 +222,6 @@ def create_chat(
     return OpenAIChat(llm)
 
 
-#: Seconds a chat model has to answer a readiness check.
-CHECK_S = 5.0
 #: The readiness check's instruction and message (one word asked for).
 READY_CHECK = ("Answer with one word.", "Ready?")
 
@@ -232,10 +231,10 @@ async def state_of(service: str, chat: ChatModel | None, unset: str) -> ChatStat
     if chat is None:
         return ChatState(service=service, ready=False, reason=unset)
     try:
-        async with asyncio.timeout(CHECK_S):
+        async with asyncio.timeout(CHAT_CHECK_S):
             await chat.chat(*READY_CHECK, max_tokens=1)
     except TimeoutError:
-        reason = f"{chat.name} did not answer within {CHECK_S:g} s"
+        reason = f"{chat.name} did not answer within {CHAT_CHECK_S:g} s"
     except KbusError as exc:
         reason = exc.reason
     else:
