@@ -18,7 +18,7 @@ from typing import Any
 
 import nats
 import pytest
-from kbus_client import KbClient
+from kbus_client import CredentialFile, KbClient
 from kbus_contract import DocumentAdded
 from kbus_contract.topology import Topology
 from kbus_dev.locked import WEAVIATE_KEY as WEAVIATE_KEY
@@ -129,15 +129,8 @@ async def connect(
 
 async def client_for(locked: Locked, name: str) -> KbClient:
     """A KbClient holding the named credential."""
-    held = credential(name)
-    return await KbClient.connect(
-        locked.nats_url,
-        tenant=held.tenant,
-        granted=held.libraries,
-        acts_for=held.acts_for,
-        user_credentials=RawCredentials(locked.creds[name]),
-        inbox_prefix=inbox(name),
-    )
+    held = CredentialFile.read(locked.auth / f"credential-{name}.json")
+    return await KbClient.connect(locked.nats_url, credential=held)
 
 
 @pytest.fixture

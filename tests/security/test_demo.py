@@ -13,13 +13,12 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import nats
 import pytest
+from kbus_client import CredentialFile
 from kbus_contract.topology import Topology
 from kbus_dev.servers import free_port, free_run
-from nats.aio.client import RawCredentials
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
@@ -39,12 +38,9 @@ class Demo:
         """The command the demo's last line tells a newcomer to type."""
         return shlex.split(self.stdout.strip().splitlines()[-1])
 
-    def credential(self) -> dict[str, Any]:
+    def credential(self) -> CredentialFile:
         """The credential file that command names."""
-        found: dict[str, Any] = json.loads(
-            Path(self.next_command()[0].split("=", 1)[1]).read_text()
-        )
-        return found
+        return CredentialFile.read(self.next_command()[0].split("=", 1)[1])
 
 
 @pytest.fixture(scope="module")
@@ -134,8 +130,7 @@ async def test_the_demo_tenant_s_credential_reaches_no_other_tenant(demo: Demo) 
 
     nc = await nats.connect(
         demo.nats_url,
-        user_credentials=RawCredentials(credential["creds"]),
-        inbox_prefix=credential["inbox_prefix"],
+        **credential.nats_options(),
         error_cb=on_error,
         max_reconnect_attempts=0,
     )

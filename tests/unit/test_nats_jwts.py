@@ -12,6 +12,7 @@ from typing import Any
 import nacl.signing
 import nkeys
 import pytest
+from kbus_client import CredentialFile
 from kbus_contract.topology import Topology
 from kbus_dev.natsauth import (
     KBUS_ACCOUNT,
@@ -21,6 +22,7 @@ from kbus_dev.natsauth import (
     Credential,
     Keys,
     edited,
+    inbox,
     provision,
 )
 from kbus_dev.natsauth.claims import account_jwt
@@ -177,3 +179,31 @@ def test_a_change_to_one_tenant_makes_only_its_files_and_account_again(tmp_path:
         assert sorted(p.name for p in tmp_path.glob("credential-*.json")) == sorted(
             f"credential-{c.name}.json" for c in listed
         )
+
+
+def test_what_a_credential_file_holds_is_what_its_holder_reads(tmp_path: Path) -> None:
+    """Random credentials, provisioned: each file reads back (``CredentialFile``) as the
+    credential its operator issued, is written exactly as it reads, and never shows its seed
+    when printed."""
+    rng = random.Random(11)
+    listed = []
+    for n in range(12):
+        libraries = rng.choice(["*", "lib-a", "lib-a+lib-b"])
+        rights = rng.choice(["read", "write"])
+        bound = rng.choice(["", ":as=*", ":as=alice", ":as=alice+bob"])
+        listed.append(Credential.parse(f"c{n}=t{n % 4}:{libraries}:{rights}{bound}"))
+    provision(tmp_path, listed, prefix="pfx")
+    for issued in listed:
+        path = tmp_path / f"credential-{issued.name}.json"
+        held = CredentialFile.read(path)
+        assert (held.tenant, held.libraries, held.acts_for, held.bus_prefix) == (
+            issued.tenant,
+            issued.libraries,
+            issued.acts_for,
+            "pfx",
+        )
+        assert held.names_restricted() == issued.names_restricted
+        assert held.text(indent=2) + "\n" == path.read_text()
+        seed = held.creds.get_secret_value().split("SEED-----")[1].split()[0]
+        assert seed not in repr(held) + str(held) + held.model_dump_json()
+        assert held.nats_options()["inbox_prefix"] == inbox(issued.name)

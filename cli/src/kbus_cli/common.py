@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -11,9 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
-from kbus_client import KbClient
-from kbus_contract.restricted import may_name_restricted
-from nats.aio.client import RawCredentials
+from kbus_client import CredentialFile, KbClient
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -37,7 +34,7 @@ Prefix = Annotated[str, typer.Option(envvar="KBUS_BUS_PREFIX", help="Bus prefix.
 def _held_tenant(named: str) -> str:
     """The tenant a command speaks for: its credential's, which wins over the option."""
     held = access.credential
-    return str(held["tenant"]) if held else named
+    return held.tenant if held else named
 
 
 Tenant = Annotated[
@@ -61,28 +58,17 @@ class Access:
     """How every command connects: a tenant's credential (the JSON file ``python -m kbus_dev
     nats-auth --credential`` writes) and TLS; neither for a development bus."""
 
-    credential: dict[str, Any] | None = None
+    credential: CredentialFile | None = None
     tls: ssl.SSLContext | None = None
 
-    def options(self) -> dict[str, Any]:
-        """``nats.connect`` keyword arguments."""
-        found: dict[str, Any] = {}
-        if self.credential:
-            found = {
-                "user_credentials": RawCredentials(self.credential["creds"]),
-                "inbox_prefix": self.credential["inbox_prefix"],
-            }
-        if self.tls is not None:
-            found["tls"] = self.tls
-        return found
+    def transport(self) -> dict[str, Any]:
+        """``nats.connect`` keyword arguments besides the credential's: TLS, if any."""
+        return {"tls": self.tls} if self.tls is not None else {}
 
     def names_restricted(self) -> bool:
         """Whether the credential reaches the records of restricted documents (a development
         bus, without one, enforces nothing)."""
-        held = self.credential
-        if not held:
-            return True
-        return may_name_restricted(held.get("rights") == "write", held.get("acts_for", ()))
+        return self.credential.names_restricted() if self.credential else True
 
 
 access = Access()
@@ -93,7 +79,7 @@ def configure(
 ) -> None:
     """Read the credential file and build the TLS context, for every command that follows."""
     if credential is not None:
-        access.credential = json.loads(credential.read_text())
+        access.credential = CredentialFile.read(credential)
     if tls_ca is not None or tls_cert is not None:
         context = ssl.create_default_context(cafile=str(tls_ca) if tls_ca else None)
         if tls_cert is not None:
@@ -109,7 +95,6 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
     """A client, or exit 2 saying why NATS cannot be reached. A credential names its tenant,
     libraries and bus prefix, which win over the options."""
-    held = access.credential or {}
     said: list[str] = []
 
     async def heard(exc: Exception) -> None:  # nats-py's error callback: the command says why
@@ -118,15 +103,15 @@ async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
     try:
         return await KbClient.connect(
             url,
-            prefix=held.get("bus_prefix", prefix),
-            tenant=held.get("tenant", tenant),
-            granted=held.get("libraries"),
+            prefix=prefix,
+            tenant=tenant,
             # Without a credential (an open bus, which enforces nothing) it may claim anyone.
-            acts_for=held.get("acts_for", ()) if held else None,
+            acts_for=None,
+            credential=access.credential,
             max_reconnect_attempts=2,
             connect_timeout=5,
             error_cb=heard,
-            **access.options(),
+            **access.transport(),
         )
     except Exception as exc:
         if any("authorization" in s.lower() for s in said):

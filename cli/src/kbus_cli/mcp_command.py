@@ -37,19 +37,16 @@ def mcp(
 
     from kbus_cli.mcp_server import McpConfig, build_server
 
-    held = common.access.credential or {}
-    granted = held.get("libraries")
     server = build_server(
         McpConfig(
             nats_url=nats_url,
-            tenant=held.get("tenant", tenant),
+            tenant=tenant,
             libraries=tuple(
                 dict.fromkeys([*library, *([memory_library] if memory_library else [])])
             ),
-            prefix=held.get("bus_prefix", prefix),
-            granted=tuple(granted) if granted else None,
-            acts_for=_acts_for(held.get("acts_for", ())),
-            nats_options=common.access.options(),
+            prefix=prefix,
+            credential=common.access.credential,
+            nats_options=common.access.transport(),
             memory_library=memory_library,
             conversation=conversation,
             budget_tokens=budget_tokens,
@@ -63,7 +60,3 @@ def mcp(
     else:
         common.err.print("[red]--transport is stdio or http[/]")
         raise typer.Exit(2)
-
-
-def _acts_for(held: list[str] | None) -> tuple[str, ...] | None:
-    return None if held is None else tuple(held)

@@ -8,7 +8,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from kbus_client import KbClient, KbError, format_context, format_for_model, nothing_matched
+from kbus_client import (
+    CredentialFile,
+    KbClient,
+    KbError,
+    format_context,
+    format_for_model,
+    nothing_matched,
+)
 from kbus_client.memory import Memory
 from kbus_client.tool import NEEDS_QUERY, failed
 from kbus_contract import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, Expand
@@ -40,6 +47,8 @@ class McpConfig:
     #: The principals the credential may claim (None: anyone; the MCP tools claim none).
     acts_for: tuple[str, ...] | None = ()
     nats_options: dict[str, Any] = field(default_factory=dict)
+    #: The holder's credential: its tenant, libraries, principals and prefix win over the above.
+    credential: CredentialFile | None = None
     #: Where remember keeps what the agent learned (None: the server only searches).
     memory_library: str | None = None
     conversation: str = "default"
@@ -83,6 +92,7 @@ def build_server(config: McpConfig) -> MCPServer[Any]:
                     tenant=config.tenant,
                     granted=config.granted,
                     acts_for=config.acts_for,
+                    credential=config.credential,
                     **config.nats_options,
                 )
             return holder["client"]

@@ -265,7 +265,7 @@ def dlq_drop(
 
 def _credential_tenant() -> str | None:
     held = common.access.credential
-    return str(held["tenant"]) if held else None
+    return held.tenant if held else None
 
 
 dlq = typer.Typer(

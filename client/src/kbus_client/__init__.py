@@ -2,6 +2,7 @@
 
 from kbus_client.citing import citation_line, degraded_note, format_context
 from kbus_client.client import KbClient
+from kbus_client.credentials import CredentialFile
 from kbus_client.errors import DocumentRejectedError, KbError
 from kbus_client.results import PublishResult
 from kbus_client.retrying import Retry
@@ -9,6 +10,7 @@ from kbus_client.sync import SyncKbClient
 from kbus_client.tool import KbTool, format_for_model, nothing_matched, why_no_match
 
 __all__ = [
+    "CredentialFile",
     "DocumentRejectedError",
     "KbClient",
     "KbError",

@@ -22,6 +22,7 @@ from kbus_contract.wire import DEFAULT_WAIT_S, budget_ms, describe_validation_er
 from opentelemetry import trace
 from pydantic import ValidationError
 
+from kbus_client.credentials import CredentialFile
 from kbus_client.memory import Memory
 from kbus_client.reads import LibraryReads
 from kbus_client.retrying import ASK_AGAIN, Retry
@@ -78,13 +79,19 @@ class KbClient(LibrarySyncs, LibraryReads):
         acts_for: Sequence[str] | None = (),
         timeout_s: float = DEFAULT_WAIT_S,
         retry: Retry | None = ASK_AGAIN,
+        credential: CredentialFile | None = None,
         **nats_options: Any,
     ) -> KbClient:
-        """Connect to NATS; ``nats_options`` go to ``nats.connect`` (a credential file's
-        ``creds`` as ``user_credentials=RawCredentials(...)`` and its ``inbox_prefix``, TLS,
-        ...). ``retry=None`` sends every request once.
+        """Connect to NATS; ``nats_options`` go to ``nats.connect`` (TLS, ...). With a
+        ``credential`` (:meth:`CredentialFile.read`), its user connects, and the tenant,
+        libraries, principals and bus prefix it names win over the arguments. ``retry=None``
+        sends every request once.
         ``acts_for``: the principals the credential may claim (None: anyone), as its operator
         issued it."""
+        if credential is not None:
+            prefix, tenant = credential.bus_prefix, credential.tenant
+            granted, acts_for = credential.libraries, credential.acts_for
+            nats_options.update(credential.nats_options())
         # A connection error is one line in the log, not a traceback per server tried.
         nats_options.setdefault("error_cb", _log_briefly)
         # Several servers (a cluster's) may be given, separated by commas.

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
-from kbus_client import KbClient
-from nats.aio.client import RawCredentials
+from kbus_client import CredentialFile, KbClient
 
 from kbus_dev import stack
 
@@ -67,17 +65,11 @@ def print_reply(question: str, reply: dict[str, Any]) -> None:
         print(f"      {snippet}")
 
 
-async def run(nats_url: str, examples: Path, held: dict[str, Any]) -> None:
-    """As the tenant's client does: with its credential (the file's contents) on a locked
-    stack (``make demo``), without one (``{}``) on an open bus."""
-    options: dict[str, Any] = {"tenant": TENANT, "acts_for": None}
-    if held:
-        options = {
-            "tenant": held["tenant"],
-            "user_credentials": RawCredentials(held["creds"]),
-            "inbox_prefix": held["inbox_prefix"],
-        }
-    async with await KbClient.connect(nats_url, **options) as kb:
+async def run(nats_url: str, examples: Path, credential: CredentialFile | None) -> None:
+    """As the tenant's client does: with its credential on a locked stack (``make demo``),
+    without one on an open bus."""
+    opened = await KbClient.connect(nats_url, tenant=TENANT, acts_for=None, credential=credential)
+    async with opened as kb:
         docs = example_documents(examples)
         print(f"publishing {len(docs)} documents from {examples}/; waiting until searchable ...")
         published = await asyncio.gather(
@@ -98,8 +90,7 @@ async def run(nats_url: str, examples: Path, held: dict[str, Any]) -> None:
 
 
 def main(nats_url: str, examples: Path, credential: Path | None = None) -> None:
-    held = json.loads(credential.read_text()) if credential else {}
-    asyncio.run(run(nats_url, examples, held))
+    asyncio.run(run(nats_url, examples, CredentialFile.read(credential) if credential else None))
 
 
 def try_it(credential: Path | None) -> str:

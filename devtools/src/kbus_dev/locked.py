@@ -9,7 +9,6 @@ create. The security tests and ``bench.tenants`` run on it.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -17,6 +16,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kbus_client import CredentialFile
 
 from kbus_dev.natsauth import SERVICES as USERS
 from kbus_dev.natsauth import Credential, Keys, inbox, provision, push
@@ -100,8 +101,8 @@ class Locked:
         for held in credentials:
             if touched is not None and held.tenant not in touched and held.name in self.creds:
                 continue
-            record = json.loads((self.auth / f"credential-{held.name}.json").read_text())
-            self.creds[held.name] = record["creds"]
+            record = CredentialFile.read(self.auth / f"credential-{held.name}.json")
+            self.creds[held.name] = record.creds.get_secret_value()
         return plan.keys
 
     def setup(self, *args: str) -> None:

@@ -16,7 +16,9 @@ import json
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
+from kbus_client import CredentialFile
 from kbus_contract.topology import Topology
+from pydantic import SecretStr
 
 from kbus_dev.natsauth.claims import (
     account_jwt,
@@ -49,21 +51,20 @@ def k8s_config_map(name: str, values: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def credential_file(credential: Credential, user_creds_text: str, prefix: str) -> dict[str, object]:
+def credential_file(credential: Credential, user_creds_text: str, prefix: str) -> CredentialFile:
     """What the holder of a credential connects with (KbClient, the CLI, the MCP server)."""
     from kbus_dev.natsauth.users import inbox
 
-    return {
-        "user": credential.name,
-        "creds": user_creds_text,
-        "inbox_prefix": inbox(credential.name),
-        "tenant": credential.tenant,
-        "libraries": list(credential.libraries) if credential.libraries else None,
-        "rights": "write" if credential.write else "read",
-        # None: it may act for anyone; a list: only for these; empty: for no one.
-        "acts_for": list(credential.acts_for) if credential.acts_for is not None else None,
-        "bus_prefix": prefix,
-    }
+    return CredentialFile(
+        user=credential.name,
+        creds=SecretStr(user_creds_text),
+        inbox_prefix=inbox(credential.name),
+        tenant=credential.tenant,
+        libraries=tuple(credential.libraries) if credential.libraries else None,
+        rights="write" if credential.write else "read",
+        acts_for=tuple(credential.acts_for) if credential.acts_for is not None else None,
+        bus_prefix=prefix,
+    )
 
 
 def written(
@@ -84,7 +85,7 @@ def written(
 
     def held(name: str) -> str | None:
         text = before(f"credential-{name}.json")
-        return str(json.loads(text)["creds"]) if text else None
+        return CredentialFile.model_validate_json(text).creds.get_secret_value() if text else None
 
     if touched is not None:
         credentials = [c for c in credentials if c.tenant in touched]
@@ -107,9 +108,9 @@ def written(
     for credential in credentials:
         text = user_creds(keys, credential.name, users[credential.name], held(credential.name))
         record = credential_file(credential, text, t.prefix)
-        files[f"credential-{credential.name}.json"] = json.dumps(record, indent=2) + "\n"
+        files[f"credential-{credential.name}.json"] = record.text(indent=2) + "\n"
         files[f"credential-{credential.name}-secret.yaml"] = k8s_secret(
-            f"kbus-credential-{credential.name}", {"credential.json": json.dumps(record)}
+            f"kbus-credential-{credential.name}", {"credential.json": record.text()}
         )
     return files
 

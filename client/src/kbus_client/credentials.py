@@ -1,0 +1,56 @@
+"""A tenant's credential file: what its holder connects with (the client, the CLI, MCP).
+
+``python -m kbus_dev nats-auth --credential`` writes one JSON file per credential: the NATS user
+JWT and seed (``creds``), the inbox its replies come to, and what its operator granted (the
+tenant, libraries, rights and principals it may act for). What it names wins over what a caller
+says: the server enforces it either way, and a client that agrees with it asks only what it may.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from kbus_contract.restricted import may_name_restricted
+from nats.aio.client import RawCredentials
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+
+class CredentialFile(BaseModel):
+    """One credential as its holder keeps it (``credential-<name>.json``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    user: str
+    #: The NATS user JWT and its seed, as a ``.creds`` file holds them.
+    creds: SecretStr
+    inbox_prefix: str
+    tenant: str
+    #: The libraries it may reach (None: all of its tenant's).
+    libraries: tuple[str, ...] | None = None
+    rights: Literal["read", "write"] = "read"
+    #: The principals it may claim (None: anyone; empty: no one).
+    acts_for: tuple[str, ...] | None = ()
+    bus_prefix: str = ""
+
+    @classmethod
+    def read(cls, path: Path | str) -> CredentialFile:
+        """The credential in the file at ``path``."""
+        return cls.model_validate_json(Path(path).read_text())
+
+    def text(self, indent: int | None = None) -> str:
+        """The file's contents, the secret included (what ``nats-auth`` writes)."""
+        held = self.model_dump(mode="json")
+        return json.dumps({**held, "creds": self.creds.get_secret_value()}, indent=indent)
+
+    def nats_options(self) -> dict[str, Any]:
+        """``nats.connect`` keyword arguments: the user and the inbox its replies come to."""
+        return {
+            "user_credentials": RawCredentials(self.creds.get_secret_value()),
+            "inbox_prefix": self.inbox_prefix,
+        }
+
+    def names_restricted(self) -> bool:
+        """Whether it reaches the records of restricted documents."""
+        return may_name_restricted(self.rights == "write", self.acts_for)
