@@ -28,11 +28,11 @@ class CredentialFile(BaseModel):
     inbox_prefix: str
     tenant: str
     #: The libraries it may reach (None: all of its tenant's).
-    libraries: tuple[str, ...] | None = None
-    rights: Literal["read", "write"] = "read"
+    libraries: tuple[str, ...] | None
+    rights: Literal["read", "write"]
     #: The principals it may claim (None: anyone; empty: no one).
-    acts_for: tuple[str, ...] | None = ()
-    bus_prefix: str = ""
+    acts_for: tuple[str, ...] | None
+    bus_prefix: str
 
     @classmethod
     def read(cls, path: Path | str) -> CredentialFile:

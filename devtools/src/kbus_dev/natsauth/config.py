@@ -60,9 +60,9 @@ def credential_file(credential: Credential, user_creds_text: str, prefix: str) -
         creds=SecretStr(user_creds_text),
         inbox_prefix=inbox(credential.name),
         tenant=credential.tenant,
-        libraries=tuple(credential.libraries) if credential.libraries else None,
+        libraries=credential.libraries,
         rights="write" if credential.write else "read",
-        acts_for=tuple(credential.acts_for) if credential.acts_for is not None else None,
+        acts_for=credential.acts_for,
         bus_prefix=prefix,
     )
 
