@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from pathlib import Path
@@ -43,6 +44,9 @@ async def embedder_rate(
         extra={
             "KBUS_EMBEDDER_THREADS": str(threads),
             "KBUS_STREAM_MAX_BYTES": str(256 * 1024**2),
+            # The embedders alone: nothing takes their vectors on, so the tenant's budget of
+            # vectors waiting for the indexer would stop them (fair share's backpressure).
+            "KBUS_DEFAULT_BUDGET": json.dumps({"embedding_messages": 1_000_000}),
             **(extra or {}),
         },
     )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbus_dev.servers import Server, ensure_installed, start_nats, start_weaviate
-from kbus_dev.services import service_env, start_all
+from kbus_dev.services import service_env, start_all, start_deployed
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,13 @@ class BenchStack:
 
 
 @contextlib.contextmanager
-def bench_stack(name: str, settings: dict[str, str] | None = None) -> Iterator[BenchStack]:
+def bench_stack(
+    name: str, settings: dict[str, str] | None = None, *, deployed: bool = False
+) -> Iterator[BenchStack]:
     """The servers and services on their own prefix and collection (``settings``: the
-    services' environment besides), in a temporary folder removed at the end."""
+    services' environment besides), in a temporary folder removed at the end; ``deployed``:
+    each stage as a deployment runs it (the indexer apart from the query searcher,
+    deploy/k8s), else one process per service."""
     ensure_installed()
     root = Path(tempfile.mkdtemp(prefix=f"kbus-{name}-"))
     nats_server, weaviate_server = start_nats(root / "nats"), start_weaviate(root / "weaviate")
@@ -41,7 +45,7 @@ def bench_stack(name: str, settings: dict[str, str] | None = None) -> Iterator[B
         collection=f"Bench{tag.capitalize()}",
         extra=settings or {},
     )
-    services = start_all(env, root / "logs")
+    services = start_deployed(env, root / "logs") if deployed else start_all(env, root / "logs")
     try:
         yield BenchStack(url, tag, {service.name: service for service in services})
     finally:

@@ -533,3 +533,17 @@ def search_reply(*documents: str, **fields: Any) -> SearchReply:
 def split_text(text: str, config: ChunkingConfig) -> list[Span]:
     """Every chunk of a whole text, as the recursive chunker cuts it."""
     return list(iter_spans(text, 0, len(text), config))
+
+
+_PROSE = "the report describes the plans of each team for the year with its risks"
+
+
+def unique_text(tag: str, chars: int) -> str:
+    """About ``chars`` characters of prose whose every 60-character segment holds a token no
+    other text of another ``tag`` holds: no chunk of it is in any cache."""
+    words = _PROSE.split()
+    segments = []
+    for n in range(max(1, chars // 60)):
+        body = " ".join(words[(n + i) % len(words)] for i in range(6))
+        segments.append(f"{tag}{n:x} {body}"[:59].ljust(59))
+    return " ".join(segments)

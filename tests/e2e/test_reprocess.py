@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import sys
 import time
 from typing import Any
 
+import httpx
 from kbus_client import KbClient
 from kbus_contract import Chunker, ChunkerKind, LibraryProfile
 
@@ -93,9 +95,24 @@ async def _chunks_waiting(nc: Any, stack: Stack, count: int, timeout_s: float = 
         await asyncio.sleep(0.2)
 
 
+async def _withdrawn(stack: Stack, stage: str, reason: str, timeout_s: float = 60.0) -> None:
+    """Wait until ``stage`` has skipped a message for ``reason`` (kbus_runtime.withdrawals)."""
+    pattern = rf'kbus_messages_withdrawn_total\{{reason="{reason}",stage="{stage}"\}} ([0-9.]+)'
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient() as http:
+        while True:
+            text = (await http.get(f"http://127.0.0.1:{stack.http_ports[stage]}/metrics")).text
+            found = re.search(pattern, text)
+            if found and float(found.group(1)) >= 1:
+                return
+            assert time.monotonic() < deadline, f"the {stage} skipped nothing ({reason})"
+            await asyncio.sleep(0.2)
+
+
 async def test_a_publisher_s_newer_publish_wins_over_the_old_text_cut_again(stack: Stack) -> None:
     """The re-cut of the stored version and the publisher's next version meet in the pipeline
-    (the embedder held still until both wait for it): the newer publish is what stays."""
+    (the embedder held still meanwhile): the newer publish is what stays, and the re-cut, which
+    the newer publish made useless before the ingestor took it, is not even cut."""
     kb = await KbClient.connect(stack.nats_url, prefix=stack.topology.prefix, tenant="race")
     embedder = stack.processes["embedder"]
     async with kb:
@@ -111,7 +128,8 @@ async def test_a_publisher_s_newer_publish_wins_over_the_old_text_cut_again(stac
                 library="sheets", document_id="garden", title="garden", text=newer
             )
             job = asyncio.create_task(_reprocess(stack, "race", "sheets"))
-            await _chunks_waiting(kb.nc, stack, 2)  # the newer publish's, then the re-cut's
+            await _chunks_waiting(kb.nc, stack, 1)  # the newer publish's
+            await _withdrawn(stack, "ingestor", "superseded")  # the re-cut's, skipped
         finally:
             embedder.proc.send_signal(signal.SIGCONT)
         outcome = await job

@@ -8,11 +8,11 @@ import json
 import httpx
 from faststream import TestApp
 from kbus_contract import DocumentIndexed, EmbeddingsReady, SearchReply
+from kbus_contract.buckets import scope_key
 from kbus_contract.topology import Topology
 from kbus_runtime.settings import BusSettings, StoreSettings
 from kbus_searcher.app import create_app
 from kbus_searcher.settings import SearcherSettings
-from kbus_searcher.state.tombstones import scope_key
 from kbus_searcher.store import ChunkStore
 from nats.aio.client import Client
 

@@ -84,7 +84,7 @@ async def test_a_large_document_is_sent_on_as_fast_as_it_is_taken_never_piled_up
     settings = IngestorSettings(
         bus=bus,
         part_chunks=part_chunks,
-        budgets=BudgetSettings(tenant_budgets={"acme": TenantBudget(chunk_messages=budget)}),
+        budgets=BudgetSettings(tenant_budgets={"acme": TenantBudget.of(chunk_messages=budget)}),
     )
     words = random.Random(7).choices(["cells", "divide", "slowly.", "Tissue", "grows\n\n"], k=9000)
     text = " ".join(words)

@@ -78,7 +78,7 @@ class SlowEmbedder:
         self.overlap = Overlap()
 
     async def embed(
-        self, texts: Sequence[str], input_type: InputType, key: str = ""
+        self, texts: Sequence[str], input_type: InputType, key: str = "", urgent: bool = False
     ) -> tuple[np.ndarray, None]:
         self.overlap.enter()
         await asyncio.sleep(WAIT_S)

@@ -44,7 +44,7 @@ async def test_searches_are_answered_side_by_side(
 
     await nc.subscribe(topology.every("kb.rerank"), cb=slow_reranker)
     # The tenant may hold every slot (by default one tenant holds a quarter of them).
-    budgets = BudgetSettings(tenant_budgets={"t1": TenantBudget(requests_in_flight=3)})
+    budgets = BudgetSettings(tenant_budgets={"t1": TenantBudget.of(requests_in_flight=3)})
     settings = SearcherSettings(bus=bus, store=store_settings, search_concurrency=3)
     app = create_app(settings.model_copy(update={"budgets": budgets}))
     async with TestApp(app):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kbus_contract.buckets import scope_key
 from kbus_contract.topology import Topology
-from kbus_searcher.state.tombstones import scope_key
 from kbus_searcher.state.versions import Versions
 from nats.aio.client import Client
 

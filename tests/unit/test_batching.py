@@ -222,3 +222,37 @@ async def test_another_key_s_item_waits_one_call_not_all_of_the_first_key_s() ->
     together = texts_batcher(Model(), max_texts=1, wait_s=0.0)
     same = [asyncio.create_task(together.submit([str(n)], "acme")) for n in range(3)]
     assert [r[0][1] for r in await asyncio.gather(*same)] == [1, 2, 3]  # one key: in order
+
+
+async def test_keys_take_the_calls_in_turn_by_how_much_of_them_they_take() -> None:
+    """A tenant whose items fill a call gets one call for another's many small items: each
+    key's share of the calls is counted in texts, not in items."""
+    model = Model(seconds=0.001)
+    batcher = texts_batcher(model, max_texts=8, wait_s=0.0)
+    done: dict[str, int] = {"large": 0, "small": 0}
+    half = asyncio.Event()
+    seen: dict[str, int] = {}
+
+    async def submit(texts: list[str], key: str) -> None:
+        await batcher.submit(texts, key)
+        done[key] += len(texts)
+        if done["small"] >= 80 and not half.is_set():
+            seen.update(done)
+            half.set()
+
+    large = [asyncio.create_task(submit(["1"] * 8, "large")) for _ in range(20)]
+    small = [asyncio.create_task(submit(["2"], "small")) for _ in range(160)]
+    await half.wait()
+    assert abs(seen["large"] - seen["small"]) <= 16, seen
+    await asyncio.gather(*large, *small)
+
+
+async def test_within_a_key_an_urgent_item_goes_before_the_others() -> None:
+    model = Model()
+    batcher = texts_batcher(model, max_texts=1, wait_s=0.0)
+    bulk = [asyncio.create_task(batcher.submit([str(n)], "acme")) for n in range(6)]
+    await asyncio.sleep(0)
+    edit = await batcher.submit(["99"], "acme", urgent=True)
+    await asyncio.gather(*bulk)
+    [(_, call)] = edit
+    assert call <= 2, f"the urgent item went in call {call}"

@@ -250,3 +250,41 @@ def test_a_highlight_is_a_whole_sentence_however_its_paragraph_is_wrapped() -> N
         as_flat = [flat[h.char_start : h.char_end] for h in one]
         as_wrapped = [" ".join(wrapped[h.char_start : h.char_end].split()) for h in other]
         assert as_wrapped == as_flat, (query, wrapped)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_cut_counted_from_one_tokenization_is_the_cut_counted_piece_by_piece(seed: int) -> None:
+    """A long region is tokenized once and its heads and tails counted from the offsets: the
+    same cut as counting each candidate head or tail on its own, at every budget and side."""
+    rng = random.Random(seed)
+    text = _document(seed, sentences=rng.randint(5, 80))
+    for _ in range(10):
+        allowance = rng.randint(1, COUNTER.count(text))
+        keep_head, words = rng.random() < 0.5, rng.random() < 0.5
+        alone = cut(text, allowance, keep_head, COUNTER.count, words)
+        once = cut(text, allowance, keep_head, COUNTER.count, words, COUNTER.offsets)
+        assert once == alone, (allowance, keep_head, words)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_long_region_is_packed_as_if_it_were_tokenized_whole(seed: int) -> None:
+    """The packer decides what of a long region fits from a head or tail of it (and one
+    tokenization): the same passages as counting every candidate piece whole."""
+    rng = random.Random(seed)
+    text = _document(seed, sentences=rng.choice([200, 600, 1500]))
+    blocks = _blocks(text, size=rng.choice([200, 600]), overlap=rng.choice([0, 40]))
+    budget = rng.choice([16, 64, 300, 1024, 4096])
+    order = [rng.randrange(len(blocks)) for _ in range(rng.randint(1, 12))]
+    reach = rng.choice([0, 3, 50, 10_000])
+    whole = Packer(COUNTER.count, budget, {})
+    windowed = Packer(COUNTER.count, budget, {}, COUNTER.offsets)
+    for packer in (whole, windowed):
+        for p in order:
+            region = [b for b in blocks if abs(b.position - p) <= reach]
+            packer.add(_hit(blocks[p]), region)
+            if packer.full:
+                break
+    assert [(d.intervals, d.cut) for d in windowed.drafts] == [
+        (d.intervals, d.cut) for d in whole.drafts
+    ]
+    assert windowed.used == whole.used

@@ -1,5 +1,5 @@
-"""Per-tenant budgets the searcher holds: a search rate and a chunk count, each tenant on its
-own."""
+"""Per-tenant budgets the searcher holds: the work of its searches a second and a chunk count,
+each tenant on its own."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import pytest
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.topology import Topology
 from kbus_runtime.budgets import Budgets, BudgetSettings, TenantBudget
-from kbus_searcher.state.quotas import Quotas
+from kbus_searcher.state.quotas import BURST_S, CONTENDED_S, Quotas
 
 
 def budgets(named: dict[str, TenantBudget], default: TenantBudget | None = None) -> Budgets:
     settings = BudgetSettings(
-        tenant_budgets=named, default_budget=default or TenantBudget(searches_per_second=0)
+        tenant_budgets=named, default_budget=default or TenantBudget.of(search_cost_per_second=0)
     )
     return Budgets(settings, Topology())
 
@@ -27,9 +27,10 @@ class Clock:
 
 def test_a_tenant_over_its_search_rate_is_refused_and_the_others_are_not() -> None:
     clock = Clock()
-    quotas = Quotas(budgets({"acme": TenantBudget(searches_per_second=2)}), clock=clock)
-    quotas.take_search("acme")
-    quotas.take_search("acme")
+    quotas = Quotas(budgets({"acme": TenantBudget.of(search_cost_per_second=2)}), clock=clock)
+    quotas.take_search("globex")  # another tenant searches here too
+    for _ in range(int(2 * BURST_S)):  # a burst of its rate's few seconds' worth
+        quotas.take_search("acme")
     with pytest.raises(TransientError) as refused:
         quotas.take_search("acme")
     assert refused.value.code == "quota_exceeded"
@@ -48,7 +49,7 @@ async def test_chunks_past_a_tenant_s_limit_are_refused_and_counted_otherwise() 
         return 90
 
     clock = Clock()
-    quotas = Quotas(budgets({}, TenantBudget(chunks=100)), stored, clock=clock)
+    quotas = Quotas(budgets({}, TenantBudget.of(chunks=100)), stored, clock=clock)
     await quotas.admit_chunks("acme", 6)
     with pytest.raises(PermanentError, match="96 chunks; 6 more would pass its budget") as refused:
         await quotas.admit_chunks("acme", 6)
@@ -57,3 +58,47 @@ async def test_chunks_past_a_tenant_s_limit_are_refused_and_counted_otherwise() 
     clock.now += 10
     await quotas.admit_chunks("acme", 10)  # read again: the store says 90
     assert counted == ["acme", "acme"]
+
+
+def test_a_costly_search_takes_that_much_of_its_tenant_s_seconds() -> None:
+    clock = Clock()
+    quotas = Quotas(budgets({"acme": TenantBudget.of(search_cost_per_second=10)}), clock=clock)
+    quotas.take_search("globex")
+    # More than the bucket holds: it runs once the bucket is full, and leaves it in debt.
+    quotas.take_search("acme", 10 * BURST_S + 30.0)
+    with pytest.raises(TransientError, match="this search's is 1 and 0 is left") as refused:
+        quotas.take_search("acme", 1.0)
+    assert refused.value.retry_after_s == pytest.approx(3.1)
+    clock.now += 3.2
+    quotas.take_search("acme", 1.0)
+
+
+def test_a_search_is_charged_what_it_measured_once_it_ran() -> None:
+    clock = Clock()
+    quotas = Quotas(budgets({"acme": TenantBudget.of(search_cost_per_second=10)}), clock=clock)
+    quotas.take_search("globex")
+    quotas.take_search("acme", 2.0)
+    quotas.settle_search("acme", 10 * BURST_S)  # it read far more than its request said
+    with pytest.raises(TransientError):
+        quotas.take_search("acme", 1.0)
+    quotas.forget_idle()
+    clock.now += 2 * BURST_S + 1
+    quotas.forget_idle()
+    assert not quotas._buckets  # full again: nothing kept of an idle tenant
+
+
+def test_a_tenant_searching_alone_is_charged_but_held_to_its_rate_only_once_another_comes() -> None:
+    clock = Clock()
+    quotas = Quotas(budgets({}, TenantBudget.of(search_cost_per_second=2)), clock=clock)
+    for _ in range(100):
+        quotas.take_search("acme")  # alone: nobody waits for it
+    quotas.check_search("globex")  # another comes (its own bucket is full)
+    with pytest.raises(TransientError, match="search_cost_per_second"):
+        quotas.check_search("acme")
+    clock.now += CONTENDED_S + 1  # the other left long ago: alone again
+    quotas.take_search("acme")
+
+
+def test_a_budget_names_only_resources_there_are() -> None:
+    with pytest.raises(ValueError, match="searches_per_second"):
+        TenantBudget.of(searches_per_second=2)

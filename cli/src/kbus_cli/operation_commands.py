@@ -30,9 +30,10 @@ def status(
     nats_url: common.NatsUrl = common.DEFAULT_URL,
     prefix: common.Prefix = "",
 ) -> None:
-    """Backlog, redeliveries and dead letters per stage; documents per library."""
+    """Backlog, redeliveries and dead letters per stage; the tenant's own work waiting at each
+    stage; documents per library."""
 
-    async def go() -> tuple[Any, Any, dict[str, int]]:
+    async def go() -> tuple[Any, Any, Any, dict[str, int]]:
         client = await common.connect(nats_url, prefix, tenant)
         async with client:
             # A tenant's credential reaches neither kbus's services' pings nor its streams.
@@ -46,17 +47,21 @@ def status(
                 stats = await client.stats(restricted=common.access.names_restricted())
             except KbError as exc:
                 stats = exc
-            return stages, stats, answering
+            own: Any
+            try:
+                own = await client.backlog()
+            except KbError as exc:
+                own = exc
+            return stages, stats, own, answering
 
-    stages, stats, answering = common.run(go())
+    stages, stats, own, answering = common.run(go())
     if as_json:
-        _status_json(stages, stats, answering)
+        _status_json(stages, stats, own, answering)
         return
     _print_services(answering)
     if stages:
         _print_stages(stages)
-    else:
-        common.out.print("pipeline: the operator's view (a tenant's credential sees its libraries)")
+    _print_own(own)
     if isinstance(stats, KbError):
         common.out.print(f"[red]documents: {stats}[/]")
         return
@@ -99,12 +104,39 @@ def _print_services(answering: dict[str, int]) -> None:
         )
 
 
-def _status_json(stages: list[StageStatus], stats: Any, answering: dict[str, int]) -> None:
+def _print_own(own: Any) -> None:
+    """The tenant's own work at each stage, lane by lane: what its next document waits behind
+    (other tenants' work is served in turn with it, and not shown)."""
+    if isinstance(own, KbError):
+        common.out.print(f"[red]your work per stage: {own}[/]")
+        return
+    held: dict[str, dict[Lane, int]] = {}
+    for lane in own.lanes:
+        held.setdefault(lane.stage, {})[lane.lane] = lane.messages
+    table = Table(
+        "stage",
+        "interactive",
+        "bulk",
+        title=f"tenant {own.tenant}: its messages waiting or in flight at each stage",
+    )
+    for stage, lanes in held.items():
+        table.add_row(stage, str(lanes.get(Lane.INTERACTIVE, 0)), str(lanes.get(Lane.BULK, 0)))
+    common.out.print(table)
+    common.out.print(
+        "a document waits behind its tenant's own messages in its lane (interactive ones go "
+        "first); other tenants' work is served in turn with it, by what each costs"
+    )
+
+
+def _status_json(
+    stages: list[StageStatus], stats: Any, own: Any, answering: dict[str, int]
+) -> None:
     body = {
         "services_answering": answering,
         "stages": [
             {**dataclasses.asdict(s.backlog), "dead_letters": s.dead_letters} for s in stages
         ],
+        "own_work": None if isinstance(own, KbError) else own.model_dump(mode="json"),
         "libraries": None if isinstance(stats, KbError) else stats.model_dump(mode="json"),
         "error": str(stats) if isinstance(stats, KbError) else None,
     }

@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Self, TypeVar
 
 from kbus_contract import (
+    BacklogRequest,
     FeedReply,
     FeedRequest,
     ProfileRequest,
@@ -103,7 +104,12 @@ class Connection:
     async def _ask(
         self,
         name: str,
-        asked: SearchRequest | StatsRequest | ProfileRequest | FeedRequest | VersionsRequest,
+        asked: SearchRequest
+        | StatsRequest
+        | ProfileRequest
+        | FeedRequest
+        | VersionsRequest
+        | BacklogRequest,
         reply: type[R],
         timeout_s: float | None = None,
         restricted: bool = False,

@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import TypeVar
 
 from kbus_contract import (
+    BacklogReply,
+    BacklogRequest,
     ContentType,
     DocumentEntry,
     FeedKind,
@@ -42,6 +44,12 @@ class LibraryReads(Connection):
         write, or act for anyone, may ask)."""
         asked = StatsRequest(tenant=self.tenant_for(tenant), principals=tuple(principals))
         return await self._ask("kb.stats", asked, StatsReply, restricted=restricted)
+
+    async def backlog(self, *, tenant: str | None = None) -> BacklogReply:
+        """What of the tenant's own work waits at each stage, lane by lane: what its next
+        document waits behind (the stages serve it in turn with other tenants')."""
+        asked = BacklogRequest(tenant=self.tenant_for(tenant))
+        return await self._ask("kb.backlog", asked, BacklogReply)
 
     async def profile(
         self,

@@ -110,6 +110,18 @@ def _healthy(port: int) -> bool:
         return False
 
 
+def start_deployed(env: dict[str, str], log_dir: Path) -> list[Server]:
+    """One replica of every stage as production deploys them (:data:`STAGES`), healthy."""
+    servers = [start_replica(stage, 1, env, log_dir) for stage in STAGES]
+    try:
+        wait_healthy(servers)
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
+
+
 def start_all(
     env: dict[str, str], log_dir: Path, ports: dict[str, int] | None = None
 ) -> list[Server]:

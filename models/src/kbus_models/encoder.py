@@ -123,6 +123,11 @@ class Encoder:
         lone = lone_threads or len(os.sched_getaffinity(0))
         # Its own thread too: a query never waits for a document batch to finish.
         self._lone = (_session(model, lone), WorkerPool(1, "encoder-lone")) if lone > 1 else None
+        # A long lone text (a query of hundreds of words: tens of milliseconds) runs apart from
+        # the short ones, on the one-core session (a run of a one-core session runs on its
+        # caller's thread) at the batches' lower priority: an ordinary query never waits
+        # behind it, nor shares the cores with it on equal terms.
+        self._long = WorkerPool(1, "encoder-long", nice=batch_nice) if lone > 1 else None
         nice = batch_nice if self._lone is not None else 0
         self._pool = WorkerPool(self.workers, "encoder", nice=nice)
 
@@ -210,6 +215,8 @@ class Encoder:
         them left much padding (docs/tuning.md, "The encoder's batches").
         """
         encodings = self.tokenizer.encode_batch(texts)
+        if len(texts) == 1 and self._long is not None and len(encodings[0].ids) > SHORT_TOKENS:
+            return [([0], self._long.submit(partial(self._run, encodings, self.session)))]
         if len(texts) == 1 and self._lone is not None:
             session, pool = self._lone
             return [([0], pool.submit(partial(self._run, encodings, session)))]
@@ -223,6 +230,8 @@ class Encoder:
         ]
 
 
+#: A lone text longer than this (in tokens) is encoded apart from the short ones.
+SHORT_TOKENS = 64
 #: How much padding a batch may carry: its padded positions over its tokens, less one.
 MAX_PADDING = 0.02
 

@@ -83,6 +83,12 @@ def _kv_reads(bucket: str) -> list[str]:
     ]
 
 
+def _withdrawals(t: Topology) -> list[str]:
+    """What was deleted or published again since, so that a stage skips its work
+    (kbus_runtime.withdrawals): the tombstones and the newest publishes, read."""
+    return [*_kv_reads(t.tombstones_bucket), *_kv_reads(t.published_bucket)]
+
+
 def _bodies_reader(t: Topology) -> list[str]:
     """Read and remove large texts, any tenant's (the ingestor and the syncer read one only
     under the tenant and library of the message that names it)."""
@@ -126,11 +132,14 @@ def _asks(t: Topology, sender: str) -> list[str]:
     return [t.every(e.name) for e in CHANNELS if sender in e.senders and e.micro]
 
 
-def _answering(t: Topology, user: str, publish: list[str]) -> Permissions:
-    """A service's user: what it publishes, its inbox, the requests it answers."""
+def _answering(
+    t: Topology, user: str, publish: list[str], listens: tuple[str, ...] = ()
+) -> Permissions:
+    """A service's user: what it publishes, its inbox, the requests it answers, and what
+    else it ``listens`` to."""
     return Permissions(
         publish=list(dict.fromkeys([*_stream_checks(t), *publish])),
-        subscribe=[f"{inbox(user)}.>", *_served(t, user)],
+        subscribe=[f"{inbox(user)}.>", *_served(t, user), *listens],
         allow_responses=True,
     )
 
@@ -172,6 +181,8 @@ def service_permissions(t: Topology) -> dict[str, Permissions]:
                 t.document_deleted,
                 t.document_synced,
                 f"{t.bodies_stream.subjects[0]}",
+                # Each document's newest publish, for the stages to skip an older one's work.
+                *_kv(t.published_bucket),
             ],
         ),
         **_pipeline(t),
@@ -182,7 +193,11 @@ def service_permissions(t: Topology) -> dict[str, Permissions]:
                 *_searcher(t),
                 # A sync's list by claim check: read, and removed once applied.
                 *_bodies_reader(t),
+                # Query searchers say when they answer searches ...
+                t.subject("search.pressure"),
             ],
+            # ... and indexers yield to them.
+            listens=(t.subject("search.pressure"),),
         ),
         "reranker": _answering(t, "reranker", _kv_reads(t.token_states_bucket)),
     }
@@ -196,6 +211,7 @@ def _pipeline(t: Topology) -> dict[str, Permissions]:
             "ingestor",
             [
                 *_stage(t, "ingestor"),
+                *_withdrawals(t),
                 t.chunks_ready,
                 t.chunks_generate,
                 *_bodies_reader(t),
@@ -211,6 +227,7 @@ def _pipeline(t: Topology) -> dict[str, Permissions]:
             "generator",
             [
                 *_stage(t, "generator"),
+                *_withdrawals(t),
                 t.chunks_ready,
                 *_kv(t.generated_bucket),
                 *_dead_letters(t, "generator"),
@@ -222,6 +239,7 @@ def _pipeline(t: Topology) -> dict[str, Permissions]:
             "embedder",
             [
                 *_stage(t, "embedder"),
+                *_withdrawals(t),
                 t.embeddings_ready,
                 *_kv(t.embed_cache_bucket),
                 *_kv(t.token_states_bucket),
@@ -238,6 +256,7 @@ def _searcher(t: Topology) -> list[str]:
         *_stage(t, "deleter"),
         *_stage(t, "syncer"),
         *_kv(t.tombstones_bucket),
+        *_kv_reads(t.published_bucket),
         *_kv(t.versions_bucket),
         *_kv(t.sync_marks_bucket),
         *_kv(t.sync_lists_bucket),

@@ -54,6 +54,7 @@ def create_app(settings: EmbedderSettings | None = None) -> AsgiFastStream:
         for bucket in (cache, tokens):
             if bucket is not None:
                 await bucket.open(service.broker.connection, create=topology.declare)
+        await service.withdrawals.open(service.broker.connection)
         yield
 
     return service.app(start_up)

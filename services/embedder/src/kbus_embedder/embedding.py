@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, Protocol
 
 import numpy as np
 from kbus_contract import Chunk, DocumentRef, InputType
 from kbus_runtime import cohere_api
 from kbus_runtime.batching import Batcher
+from kbus_runtime.fair_share import Stride
 from kbus_runtime.passages import passage_text
 from kbus_runtime.settings import CohereSettings
 
@@ -28,7 +29,7 @@ class Embedder(Protocol):
     dimension: int
 
     async def embed(
-        self, texts: Sequence[str], input_type: InputType, key: str = ""
+        self, texts: Sequence[str], input_type: InputType, key: str = "", urgent: bool = False
     ) -> Embedded: ...
 
 
@@ -45,6 +46,7 @@ class LocalEmbedder:
         query_threads: int = 1,
         on_call: CallObserver | None = None,
         batch_nice: int = 0,
+        weights: Mapping[str, float] | None = None,
     ) -> None:
         from kbus_models.encoder import Encoder, resolve
 
@@ -64,16 +66,31 @@ class LocalEmbedder:
             size=len,
             on_batch=on_call,
             name="embed documents",
+            turns=Stride(weights),
         )
 
-    async def embed(self, texts: Sequence[str], input_type: InputType, key: str = "") -> Embedded:
+    async def embed(
+        self, texts: Sequence[str], input_type: InputType, key: str = "", urgent: bool = False
+    ) -> Embedded:
         if input_type is InputType.QUERY:
             queries = [self.encoder.spec.query_prefix + t for t in texts]
             # Urgent: a query's batch runs before any document batches queued at the encoder.
             return await self.encoder.embed_with_tokens_async(queries, self.batch_size, urgent=True)
         prefix = self.encoder.spec.document_prefix
-        # Each tenant's texts take their turn in the gathered calls (``key``).
-        return await self._documents.submit([prefix + t for t in texts], key)
+        # Each tenant's texts take their turn in the gathered calls (``key``), a call's worth
+        # at a time: a message of many chunks takes several turns, not one long one.
+        size = self._documents.max_size
+        pieces = [
+            [prefix + t for t in texts[start : start + size]]
+            for start in range(0, len(texts), size)
+        ]
+        rows = await asyncio.gather(
+            *(self._documents.submit(piece, key, urgent=urgent) for piece in pieces)
+        )
+        if len(rows) == 1:
+            return rows[0]
+        vectors = np.concatenate([v for v, _ in rows])
+        return vectors, [state for _, states in rows for state in states]
 
     async def _documents_call(
         self, messages: list[list[str]]
@@ -110,7 +127,9 @@ class CohereEmbedder:
         self._model_id = settings.embed_model
         self.dimension = self.DIMENSIONS.get(settings.embed_model, 1024)
 
-    async def embed(self, texts: Sequence[str], input_type: InputType, key: str = "") -> Embedded:
+    async def embed(
+        self, texts: Sequence[str], input_type: InputType, key: str = "", urgent: bool = False
+    ) -> Embedded:
         return await self._vectors(texts, input_type), None
 
     async def _vectors(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
@@ -150,6 +169,7 @@ def create_embedder(settings: EmbedderSettings, on_call: CallObserver | None = N
         settings.query_threads,
         on_call,
         settings.batch_nice,
+        settings.bus.tenant_weights,
     )
 
 

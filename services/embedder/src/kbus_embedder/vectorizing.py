@@ -17,6 +17,8 @@ from kbus_contract import (
     InputType,
 )
 from kbus_contract.errors import ErrorCode, TransientError
+from kbus_contract.lanes import Lane
+from kbus_contract.work import chunks_work
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
@@ -82,10 +84,14 @@ class Vectorizer:
         await self.stage.settle(message, ChunksReady, self.embed_chunks)
 
     async def embed_chunks(self, ready: ChunksReady) -> None:
-        """Embed one part of a document's chunks and publish it on ``embeddings.ready``."""
+        """Embed one part of a document's chunks and publish it on ``embeddings.ready`` (none
+        of a document deleted or published again since)."""
         doc = ready.document
+        if not await self.stage.wanted(doc.tenant, doc.library, doc.document_id, doc.sequence):
+            return
         texts = [document_text(doc, c, self.include_title) for c in ready.chunks]
-        vectors = await self.vectors_of(texts, key=doc.tenant)
+        urgent = doc.lane is Lane.INTERACTIVE
+        vectors = await self.vectors_of(texts, key=doc.tenant, urgent=urgent)
         matching = [
             document_text(doc, c.model_copy(update={"text": m}), self.include_title)
             for c in ready.chunks
@@ -93,7 +99,9 @@ class Vectorizer:
         ]
         # Nothing re-scores a matching text's tokens (the reranker reads the chunk's).
         extra = iter(
-            await self.vectors_of(matching, keep_states=False, key=doc.tenant) if matching else []
+            await self.vectors_of(matching, keep_states=False, key=doc.tenant, urgent=urgent)
+            if matching
+            else []
         )
         # The array itself: a tuple of floats would be validated float by float.
         embedded = [
@@ -118,13 +126,15 @@ class Vectorizer:
             out,
             topology.of_document("embeddings.ready", doc),
             stream=topology.embeddings_stream.name,
+            work=chunks_work(embedded),
         )
 
     async def vectors_of(
-        self, texts: list[str], keep_states: bool = True, key: str = ""
+        self, texts: list[str], keep_states: bool = True, key: str = "", urgent: bool = False
     ) -> np.ndarray:
         """Cached vectors where there are any; the rest embedded (and then cached, with their
-        token states where ``keep_states``), in turn with other tenants' (``key``)."""
+        token states where ``keep_states``), in turn with other tenants' (``key``; ``urgent``:
+        before the tenant's other work)."""
         model, dimension = self.embedder.model, self.embedder.dimension
         cached = (
             await self.cache.get_many(model, texts, dimension)
@@ -140,7 +150,7 @@ class Vectorizer:
         unique = list(dict.fromkeys(texts[i] for i in missing))
         if unique:
             started = time.perf_counter()
-            fresh, states = await self.embedder.embed(unique, InputType.DOCUMENT, key)
+            fresh, states = await self.embedder.embed(unique, InputType.DOCUMENT, key, urgent)
             self.seconds.labels("document").observe(time.perf_counter() - started)
             by_text = dict(zip(unique, fresh, strict=True))
             for i in missing:

@@ -24,8 +24,9 @@ from kbus_contract.intake import (
 from kbus_contract.lanes import Lane
 from kbus_contract.tenancy import Identity, require_library
 from kbus_contract.topology import Topology
+from kbus_contract.work import document_work, work_header
 from kbus_runtime.answering import Inbound
-from kbus_runtime.budgets import MAX_STORED_MESSAGE_BYTES, Budgets, over_budget
+from kbus_runtime.budgets import MAX_STORED_MESSAGE_BYTES, Budgets, Resource, over_budget
 from kbus_runtime.usage import Usage
 from nats.js import JetStreamContext
 
@@ -42,13 +43,15 @@ class Admitted:
     counted: tuple[str, ...] = ()
     #: Parts of a text the gate moved into the store of large texts first.
     parts: tuple[Admitted, ...] = field(default=())
+    #: The document it publishes (tenant, library, id): its newest publish once stored.
+    document: tuple[str, str, str] | None = None
 
 
 #: Each kind of message a tenant sends into the documents stream: its budget, and its unit.
 _WAITING = {
-    "document.added": ("documents_waiting", "documents"),
-    "document.deleted": ("deletions_waiting", "deletions"),
-    "document.synced": ("syncs_waiting", "syncs"),
+    "document.added": Resource.DOCUMENTS_WAITING,
+    "document.deleted": Resource.DELETIONS_WAITING,
+    "document.synced": Resource.SYNCS_WAITING,
 }
 
 
@@ -76,7 +79,7 @@ class Admission:
         budget = _WAITING.get(name)
         if budget is None or sent.tenant is None:
             return
-        await self._within(sent, name, *budget)
+        await self._within(sent, name, budget)
         if name == "document.added" and len(inbound.body) > MAX_STORED_MESSAGE_BYTES:
             await self._room(sent.tenant, len(inbound.body))
 
@@ -88,8 +91,11 @@ class Admission:
             self._fits(doc.body.size)
             await self._require_body(doc.tenant, doc.library, doc.body.name)
         msg_id = _msg_id(inbound)
-        counted = await self._within(sent, "document.added", *_WAITING["document.added"])
+        counted = await self._within(sent, "document.added", _WAITING["document.added"])
         payload = doc.model_dump_json().encode()
+        # What it costs the ingestor, before anything reads it (a page by address: one chunk
+        # until fetched; the ingestor's parts take their turns as they are cut).
+        work = work_header(document_work(doc.body.size if doc.body else len(doc.text)))
         parts: tuple[Admitted, ...] = ()
         if len(payload) > MAX_STORED_MESSAGE_BYTES:
             doc, parts = await self._claim_text(doc, msg_id)
@@ -98,9 +104,10 @@ class Admission:
             self.topology.accepted(inbound.subject),
             self.topology.documents_stream.name,
             payload,
-            self._headers(inbound, sent, msg_id),
+            {**self._headers(inbound, sent, msg_id), **work},
             counted,
             parts,
+            (doc.tenant, doc.library, doc.document_id),
         )
 
     async def deletion(
@@ -108,7 +115,7 @@ class Admission:
     ) -> Admitted:
         """A deletion of a document, a library or the tenant, on its own subject."""
         require_library(sent, deletion.tenant, deletion.library)
-        counted = await self._within(sent, "document.deleted", *_WAITING["document.deleted"])
+        counted = await self._within(sent, "document.deleted", _WAITING["document.deleted"])
         return self._stored(inbound, sent, deletion.model_dump_json().encode(), counted)
 
     async def sync(self, inbound: Inbound, sent: Identity, sync: LibrarySync) -> Admitted:
@@ -116,7 +123,7 @@ class Admission:
         require_library(sent, sync.tenant, sync.library)
         if sync.listing is not None:
             await self._require_body(sync.tenant, sync.library, sync.listing.name)
-        counted = await self._within(sent, "document.synced", *_WAITING["document.synced"])
+        counted = await self._within(sent, "document.synced", _WAITING["document.synced"])
         return self._stored(inbound, sent, sync.model_dump_json().encode(), counted)
 
     async def body_part(self, inbound: Inbound, sent: Identity, part: BodyPart) -> Admitted:
@@ -129,11 +136,11 @@ class Admission:
                 code=ErrorCode.TOO_LARGE,
             )
         self._fits(part.size)
-        budget = self.budgets.of(sent.tenant).body_bytes
+        budget = self.budgets.of(sent.tenant).count(Resource.BODY_BYTES)
         if part.size > budget:
             raise PermanentError(
                 f"the text is {part.size} bytes, more than tenant {sent.tenant!r} may keep in "
-                f"the store of large texts (body_bytes: {budget})",
+                f"the store of large texts ({Resource.BODY_BYTES.value}: {budget})",
                 code=ErrorCode.TOO_LARGE,
             )
         # The first part makes room for the whole text, the others for themselves.
@@ -175,7 +182,7 @@ class Admission:
         headers[MSG_ID] = scoped_msg_id(sent.tenant or "_", sent.library, msg_id)
         return headers
 
-    async def _within(self, sent: Identity, name: str, budget: str, unit: str) -> tuple[str, ...]:
+    async def _within(self, sent: Identity, name: str, budget: Resource) -> tuple[str, ...]:
         """Refuse past the tenant's budget of messages waiting on ``name``; the filters the
         message counts in."""
         tenant = sent.tenant or ""
@@ -184,10 +191,8 @@ class Admission:
         )
         stream = self.topology.documents_stream.name
         used = sum([await self.usage.messages(stream, subject) for subject in counted])
-        limit = int(getattr(self.budgets.of(tenant), budget))
-        over_budget(
-            tenant, budget, used + 1, limit, f"{unit} waiting", "send it again once some are done"
-        )
+        limit = self.budgets.of(tenant).count(budget)
+        over_budget(tenant, budget, used + 1, limit, "send it again once some are done")
         return counted
 
     async def _require_body(self, tenant: str, library: str, name: str) -> None:
@@ -225,10 +230,9 @@ class Admission:
         held = await self.usage.messages(stream, self.topology.bodies_of(tenant))
         over_budget(
             tenant,
-            "body_bytes",
+            Resource.BODY_BYTES,
             held * BODY_PART_BYTES + adding,
-            self.budgets.of(tenant).body_bytes,
-            "bytes of large texts",
+            self.budgets.of(tenant).count(Resource.BODY_BYTES),
             "send it again once its earlier documents are indexed",
         )
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from faststream.asgi import AsgiFastStream
 from kbus_runtime.service import Service
 from kbus_runtime.usage import Usage
@@ -27,4 +30,10 @@ def create_app(settings: GatewaySettings | None = None) -> AsgiFastStream:
         service.topology, service.budgets, usage, js, settings.bus.max_document_bytes
     )
     register(service, Gate(stage, admission, settings.store_bound_s), settings)
-    return service.app()
+
+    @asynccontextmanager
+    async def start_up() -> AsyncIterator[None]:
+        await service.withdrawals.open(service.broker.connection, reading=False)
+        yield
+
+    return service.app(start_up)

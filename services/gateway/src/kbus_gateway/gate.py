@@ -103,4 +103,7 @@ class Gate:
         if not ack.duplicate:
             for subject in admitted.counted:
                 self.admission.usage.added(admitted.stream, subject)
+            if admitted.document is not None and self.stage.withdrawals is not None:
+                # What any earlier publish of it still waiting need not do any more.
+                await self.stage.withdrawals.published(*admitted.document, ack.seq)
         return Accepted(stream=admitted.stream, duplicate=bool(ack.duplicate))

@@ -24,13 +24,16 @@ def create_app(settings: GeneratorSettings | None = None) -> AsgiFastStream:
     service = Service("generator", settings)
     chat = create_chat(settings.backend, settings.llm, settings.cohere, "the generator")
     cache = GeneratedCache(service.topology.generated_kv) if settings.cache else None
-    generator = Generator(service.stage(), chat, service.registry, cache, settings.calls)
+    generator = Generator(
+        service.stage(), chat, service.registry, cache, settings.calls, settings.bus.tenant_weights
+    )
     register(service, generator, settings)
 
     @asynccontextmanager
     async def start_up() -> AsyncIterator[None]:
         if cache is not None:
             await cache.open(service.broker.connection, create=service.topology.declare)
+        await service.withdrawals.open(service.broker.connection)
         log.info("writing matching texts with %s", chat.name)
         yield
 

@@ -12,11 +12,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
 
 from faststream.nats.message import NatsMessage
 from kbus_contract import ChatState, ChunksReady, Matching
+from kbus_contract.lanes import Lane
+from kbus_contract.work import chunks_work
 from kbus_runtime.answering import Inbound
 from kbus_runtime.chat import ChatModel, state_of
+from kbus_runtime.fair_share import FairGate
 from kbus_runtime.keyed_cache import KeyedCache
 from kbus_runtime.stage import Stage
 from nats.js.api import KeyValueConfig
@@ -53,11 +57,14 @@ class Generator:
         registry: CollectorRegistry,
         cache: GeneratedCache | None = None,
         calls: int = 2,
+        weights: Mapping[str, float] | None = None,
     ) -> None:
         self.stage = stage
         self.chat = chat
         self.cache = cache
-        self._calls = asyncio.Semaphore(calls)
+        #: The model's calls, given to the tenants in turn (one of a tenant's many chunks
+        #: waits for another tenant's one at most).
+        self._calls = FairGate(calls, weights)
         self.chunks = Counter(
             "kbus_generator_chunks",
             "Chunks given matching texts (generated: by a model call; cached: read back)",
@@ -82,8 +89,16 @@ class Generator:
     async def generate(self, ready: ChunksReady) -> None:
         """Give every chunk its matching texts and publish them on ``chunks.ready``."""
         matching = ready.generate or Matching()
+        doc = ready.document
+        if not await self.stage.wanted(doc.tenant, doc.library, doc.document_id, doc.sequence):
+            return
         texts = (
-            await self.texts(matching, [c.text for c in ready.chunks])
+            await self.texts(
+                matching,
+                [c.text for c in ready.chunks],
+                doc.tenant,
+                urgent=doc.lane is Lane.INTERACTIVE,
+            )
             if matching.generated
             else None
         )
@@ -97,24 +112,32 @@ class Generator:
             out,
             topology.of_document("chunks.ready", ready.document),
             stream=topology.chunks_stream.name,
+            work=chunks_work(chunks),
         )
 
-    async def texts(self, matching: Matching, chunks: list[str]) -> list[tuple[str, ...]]:
-        """Each chunk's matching texts: cached ones read, the others generated (then cached)."""
+    async def texts(
+        self, matching: Matching, chunks: list[str], tenant: str = "", urgent: bool = False
+    ) -> list[tuple[str, ...]]:
+        """Each chunk's matching texts: cached ones read, the others generated (then cached),
+        each model call in ``tenant``'s turn."""
         asks = [ask_for(matching, text) for text in chunks]
         model = self.chat.name
         known = await self.cache.get_many(model, asks) if self.cache else [None] * len(asks)
         missing = [i for i, found in enumerate(known) if found is None]
-        made = await asyncio.gather(*(self._one(matching, asks[i]) for i in missing))
+        made = await asyncio.gather(
+            *(self._one(matching, asks[i], tenant, urgent) for i in missing)
+        )
         self.chunks.labels("generated").inc(len(missing))
         self.chunks.labels("cached").inc(len(asks) - len(missing))
         by_index = dict(zip(missing, made, strict=True))
         return [known[i] or by_index[i] for i in range(len(asks))]
 
-    async def _one(self, matching: Matching, ask: Ask) -> tuple[str, ...]:
+    async def _one(
+        self, matching: Matching, ask: Ask, tenant: str, urgent: bool
+    ) -> tuple[str, ...]:
         """One chunk's texts, kept at once: if another chunk of the message fails, a retry
         generates only what is still missing."""
-        async with self._calls:
+        async with self._calls.turn(tenant, urgent=urgent):
             started = time.perf_counter()
             answer = await self.chat.chat(ask.system, ask.message, max_tokens=ask.max_tokens)
             self.seconds.observe(time.perf_counter() - started)

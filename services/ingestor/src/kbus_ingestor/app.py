@@ -58,6 +58,7 @@ def create_app(settings: IngestorSettings | None = None) -> AsgiFastStream:
     async def start_up() -> AsyncIterator[None]:
         js = service.broker.connection.jetstream()
         await profiles.open(js, create=service.topology.declare)
+        await service.withdrawals.open(service.broker.connection)
         await parser.warm()
         try:
             yield

@@ -16,6 +16,8 @@ from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.identifiers import content_version
 from kbus_contract.lanes import Lane
 from kbus_contract.tenancy import require_library
+from kbus_contract.work import chunks_work
+from kbus_runtime.budgets import Resource
 from kbus_runtime.redelivery import stream_sequence
 from kbus_runtime.stage import Stage
 from prometheus_client import CollectorRegistry, Counter
@@ -113,7 +115,14 @@ class Ingestor:
 
     async def ingest(self, doc: DocumentAdded, sequence: int = 0, lane: Lane = Lane.BULK) -> None:
         """Read a document (its text, its claim-checked bytes or its web page), parse it, and
-        publish its chunks a part at a time (in the tenant's ``lane`` it came in)."""
+        publish its chunks a part at a time (in the tenant's ``lane`` it came in); a document
+        deleted or published again since is left, at once or before its next part."""
+
+        async def wanted() -> bool:
+            return await self.stage.wanted(doc.tenant, doc.library, doc.document_id, sequence)
+
+        if not await wanted():
+            return
         doc, parsed = await self._parsed(doc)
         large = len(parsed.text) > INLINE_BYTES
         cutter, profile = await self.profiles.for_ingest(doc.tenant, doc.library)
@@ -129,9 +138,11 @@ class Ingestor:
         parts = parts_of(cutting.chunks(), self.part_chunks)
         count = -(-total // self.part_chunks)
         for number in range(count):
-            chunks = await _inline_or_thread(large, next, parts)
             if number:
                 await self._room(doc.tenant, subject)
+                if not await wanted():
+                    return
+            chunks = await _inline_or_thread(large, next, parts)
             part = ChunksReady(
                 document=ref,
                 part=number,
@@ -140,7 +151,12 @@ class Ingestor:
                 chunks=chunks,
                 generate=generate,
             )
-            await self.stage.publish(part, subject, stream=self.stage.topology.chunks_stream.name)
+            await self.stage.publish(
+                part,
+                subject,
+                stream=self.stage.topology.chunks_stream.name,
+                work=chunks_work(chunks),
+            )
             self.chunks_made.inc(len(chunks))
 
     async def _parsed(self, doc: DocumentAdded) -> tuple[DocumentAdded, Parsed]:
@@ -161,7 +177,8 @@ class Ingestor:
     async def _room(self, tenant: str, subject: str) -> None:
         """Wait while the tenant holds its budget of chunk messages waiting for the embedder:
         a large document is sent on as fast as it is embedded, never piled up in the stream."""
-        budget = self.stage.budgets.of(tenant).chunk_messages if self.stage.budgets else 0
+        budgets = self.stage.budgets
+        budget = budgets.of(tenant).count(Resource.CHUNK_MESSAGES) if budgets else 0
         if not budget:
             return
         js = self.stage.broker.connection.jetstream()

@@ -17,7 +17,7 @@ from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.profiles import profile_key
 from kbus_contract.tenancy import Identity, require_granted, require_tenant
 from kbus_runtime.answering import Inbound
-from kbus_runtime.budgets import over_budget
+from kbus_runtime.budgets import Resource, over_budget
 from kbus_runtime.declaring import open_bucket
 from kbus_runtime.stage import Stage
 from nats.errors import Error as NatsError
@@ -172,9 +172,8 @@ class Profiles:
         held = await stage.usage.messages(stream, f"$KV.{self.config.bucket}.{tenant}.>")
         over_budget(
             tenant,
-            "profiles",
+            Resource.PROFILES,
             held + 1,
-            stage.budgets.of(tenant).profiles,
-            "library profiles",
+            stage.budgets.of(tenant).count(Resource.PROFILES),
             "remove one, or ask the operator for a larger budget",
         )

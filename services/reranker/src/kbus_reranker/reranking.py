@@ -17,6 +17,7 @@ from kbus_contract import (
 )
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_runtime.answering import Inbound
+from kbus_runtime.background import Background
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
 from kbus_runtime.token_states import TokenStateStore, unpack
@@ -24,6 +25,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from kbus_reranker.prompting import PromptedScorer
 from kbus_reranker.scoring import MaxSimScorer, Scorer, score_async
+
+#: Query tokens times candidates past which a request's scoring is costly (an ordinary search:
+#: 5 candidates of a query of about 12 tokens).
+COSTLY_PRODUCTS = 64 * 10
 
 
 class Reranker:
@@ -48,6 +53,8 @@ class Reranker:
         self._scorer: Scorer | None = None
         self._lock = asyncio.Lock()
         self.max_candidates = max_candidates
+        #: Where a costly request's scoring runs (kbus_runtime.background).
+        self.background = Background(name="rerank-costly")
         self.seconds = Histogram(
             "kbus_rerank_seconds", "Time to rerank one request", registry=registry
         )
@@ -144,7 +151,11 @@ class Reranker:
         query_tokens = self._query_tokens(scorer, query_states)
         kept = [s for s in states if s is not None]
         if query_tokens is not None and len(kept) == len(passages):
-            return scorer.maxsim(query_tokens, kept)
+            if len(query_tokens) * len(kept) <= COSTLY_PRODUCTS:
+                return scorer.maxsim(query_tokens, kept)
+            # A long query against many candidates: at a lower priority, so that another
+            # request's few products go first (numpy lets go of the interpreter meanwhile).
+            return await self.background.run(scorer.maxsim, query_tokens, kept)
         call = partial(scorer.score_states, query, passages, states, query_tokens)
         return await score_async(scorer, self._lock, call, deadline, alone=stored < len(passages))
 

@@ -11,6 +11,7 @@ from faststream.asgi import AsgiFastStream
 from kbus_runtime.advisories import MaxDeliveries
 from kbus_runtime.service import Service, StartUp
 from kbus_runtime.store import WeaviateNodes
+from nats.aio.msg import Msg
 
 from kbus_searcher.handlers import Indexing, register
 from kbus_searcher.index.deleting import Deleter
@@ -26,6 +27,7 @@ from kbus_searcher.state.syncmarks import SyncMarks
 from kbus_searcher.state.tombstones import Tombstones
 from kbus_searcher.state.versions import Versions
 from kbus_searcher.store import ChunkStore, Scope
+from kbus_searcher.store.pressure import Pressure
 
 
 @dataclass(frozen=True)
@@ -65,10 +67,11 @@ def _indexing(parts: _Parts) -> Indexing | None:
         parts.tombstones,
         parts.versions,
         service.registry,
-        max_batch=settings.index_concurrency,
+        max_batch=settings.index_batch_chunks,
         linger_s=settings.index_linger_ms / 1000,
         quotas=parts.quotas,
         syncs=parts.syncs,
+        weights=settings.bus.tenant_weights,
     )
     deleter = Deleter(service.stage("deleter"), parts.store.writes, parts.tombstones)
     reconciler = Reconciler(
@@ -100,6 +103,13 @@ def _searcher(parts: _Parts) -> Searcher | None:
     )
 
 
+def _on_pressure(pressure: Pressure) -> Callable[[Msg], Awaitable[None]]:
+    async def said(_: Msg) -> None:
+        pressure.said()
+
+    return said
+
+
 def _lifespan(parts: _Parts) -> StartUp:
     """Connect Weaviate, declare the collection and follow the buckets; undo it at the end."""
     topology, settings = parts.service.topology, parts.settings
@@ -117,6 +127,12 @@ def _lifespan(parts: _Parts) -> StartUp:
             if settings.index:
                 await parts.syncs.open(js, create=topology.declare)
                 await parts.syncs.follow()
+                await parts.service.withdrawals.open(parts.service.broker.connection)
+                # Query searchers elsewhere say when they answer searches: writes yield.
+                await parts.service.broker.connection.subscribe(
+                    topology.subject("search.pressure"),
+                    cb=_on_pressure(parts.store.writes.pressure),
+                )
             if settings.serve:
                 await parts.profiles.open(js, create=topology.declare)
                 await parts.versions.follow()

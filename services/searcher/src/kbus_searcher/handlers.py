@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbus_runtime.advisories import MaxDeliveries
+from kbus_runtime.answering import Priced
 from kbus_runtime.service import Service
 
 from kbus_searcher.index.deleting import Deleter
@@ -41,14 +42,16 @@ def register(
     if searcher is not None and feed is not None:
         service.answer(
             {
-                "kb.search": searcher.answer_search,
+                "kb.search": Priced(searcher.answer_search, searcher.price),
                 "kb.stats": searcher.answer_stats,
+                "kb.backlog": searcher.answer_backlog,
                 "kb.versions": searcher.answer_versions,
                 "kb.feed": feed.answer,
                 "kb.chat.searcher": lambda _: rewriter_state(searcher.rewriter),
             },
             description="kbus knowledge base: hybrid search, library statistics, receipts",
             concurrency=settings.search_concurrency,
+            work_in_flight=searcher.quotas.in_flight,
         )
 
 

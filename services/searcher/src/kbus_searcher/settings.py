@@ -139,8 +139,14 @@ class SearcherSettings(ServiceSettings):
     index_concurrency: int = Field(
         default=16,
         ge=1,
-        description="embeddings.ready messages the indexer holds at once: the most it writes in "
-        "one batch. Why 16: docs/tuning.md#kbus_searcher_index_concurrency.",
+        description="embeddings.ready messages the indexer holds at once. Why 16: "
+        "docs/tuning.md#kbus_searcher_index_concurrency.",
+    )
+    index_batch_chunks: int = Field(
+        default=256,
+        ge=1,
+        description="Chunks the indexer writes in one batch at most: another tenant's document "
+        "waits one batch at most. Why 256: docs/tuning.md#kbus_searcher_index_batch_chunks.",
     )
     sync_concurrency: int = Field(
         default=8,

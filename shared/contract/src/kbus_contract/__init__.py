@@ -60,6 +60,8 @@ from kbus_contract.profiles import (
     TransformerKind,
 )
 from kbus_contract.requests import (
+    BacklogReply,
+    BacklogRequest,
     ChatCheck,
     ChatState,
     DocumentEntry,
@@ -68,11 +70,13 @@ from kbus_contract.requests import (
     ErrorInfo,
     ErrorReply,
     InputType,
+    LaneBacklog,
     LibraryStats,
     QueryStates,
     RerankCandidate,
     RerankReply,
     RerankRequest,
+    SearchesAnswered,
     StatsReply,
     StatsRequest,
 )
@@ -85,6 +89,7 @@ from kbus_contract.search import (
     SearchReply,
     SearchRequest,
     SearchType,
+    SearchWork,
     StageTimings,
 )
 from kbus_contract.syncing import (
@@ -104,6 +109,8 @@ __all__ = [
     "ORIGINAL_LIMIT",
     "SCHEMA_VERSION",
     "Accepted",
+    "BacklogReply",
+    "BacklogRequest",
     "BodyPart",
     "BodyRef",
     "ChatCheck",
@@ -140,6 +147,7 @@ __all__ = [
     "FeedRequest",
     "Highlight",
     "InputType",
+    "LaneBacklog",
     "LibraryProfile",
     "LibraryReconciled",
     "LibraryStats",
@@ -167,6 +175,8 @@ __all__ = [
     "SearchReply",
     "SearchRequest",
     "SearchType",
+    "SearchWork",
+    "SearchesAnswered",
     "Span",
     "StageTimings",
     "StatsReply",

@@ -16,6 +16,7 @@ from nats.js.client import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from kbus_contract.lanes import Lane
+from kbus_contract.requests import BacklogReply, LaneBacklog
 from kbus_contract.topology import StageConsumer, Topology
 
 #: Consumers the server lists in one page.
@@ -148,3 +149,19 @@ def _of_lanes(
 async def backlogs(js: JetStreamContext, topology: Topology) -> list[StageBacklog]:
     """Every stage's backlog."""
     return [await stage_backlog(js, topology, stage) for stage in topology.stages]
+
+
+async def tenant_backlog(js: JetStreamContext, topology: Topology, tenant: str) -> BacklogReply:
+    """What one tenant's lanes hold at every stage, as the server counts its subjects."""
+    lanes = []
+    for stage in topology.stages:
+        for lane in Lane:
+            count = 0
+            for subject in topology.lane_filters(stage.channel, tenant, lane):
+                try:
+                    info = await js.stream_info(stage.stream, subjects_filter=subject)
+                except NotFoundError:
+                    continue
+                count += sum((info.state.subjects or {}).values())
+            lanes.append(LaneBacklog(stage=stage.stage, lane=lane, messages=count))
+    return BacklogReply(tenant=tenant, lanes=tuple(lanes))

@@ -3,12 +3,34 @@ each is kept (:class:`~kbus_contract.topology.Topology` mixes them in)."""
 
 from __future__ import annotations
 
+import hashlib
+
 from nats.js.api import KeyValueConfig
 
 from kbus_contract import storage
 
 #: A profile is a few hundred bytes; the bucket needs no work stream's room.
 _PROFILES_MAX_BYTES = 64 * 1024**2
+#: How long the newest publish of a document is remembered: longer than any backlog of work
+#: it lets the stages skip (past it, the indexer still keeps only the newest: it is a saving,
+#: not a rule).
+PUBLISHED_KEPT_S = 24 * 3600.0
+
+
+def scope_key(tenant: str, library: str | None = None, document_id: str | None = None) -> str:
+    """The key of a tenant, a library or a document in the buckets kept by document (the
+    tombstones, the versions, the newest publishes; document ids are hashed: any text)."""
+    key = f"t.{tenant}"
+    if library is not None:
+        key += f".l.{library}"
+    if document_id is not None:
+        key += ".d." + hashlib.sha256(document_id.encode()).hexdigest()[:32]
+    return key
+
+
+def covering_keys(tenant: str, library: str, document_id: str) -> tuple[str, str, str]:
+    """The keys whose deletions cover a document: its tenant's, its library's and its own."""
+    return scope_key(tenant), scope_key(tenant, library), scope_key(tenant, library, document_id)
 
 
 class Buckets:
@@ -54,6 +76,12 @@ class Buckets:
         return self._name("versions")
 
     @property
+    def published_bucket(self) -> str:
+        """KV bucket of each document's newest publish: its key to the publish's stream
+        sequence, written by the gate (what the stages skip: kbus_runtime.withdrawals)."""
+        return self._name("published")
+
+    @property
     def sync_marks_bucket(self) -> str:
         """KV bucket of each source's latest sync: its key to the sync's stream sequence."""
         return self._name("syncmarks")
@@ -64,17 +92,37 @@ class Buckets:
         return self._name("synclists")
 
     def bucket(
-        self, name: str, description: str, max_bytes: int | None = None, *, direct: bool = False
+        self,
+        name: str,
+        description: str,
+        max_bytes: int | None = None,
+        *,
+        direct: bool = False,
+        max_age_s: float | None = None,
     ) -> KeyValueConfig:
         """One of kbus's key-value buckets (see :func:`kbus_contract.storage.bucket`)."""
         size = max_bytes if max_bytes is not None else self.stream_max_bytes
         return storage.bucket(
-            name, description, replicas=self.replicas, max_bytes=size, direct=direct
+            name,
+            description,
+            replicas=self.replicas,
+            max_bytes=size,
+            direct=direct,
+            max_age_s=max_age_s,
         )
 
     @property
     def tombstones_kv(self) -> KeyValueConfig:
         return self.bucket(self.tombstones_bucket, "kbus deletions: scope to stream sequence")
+
+    @property
+    def published_kv(self) -> KeyValueConfig:
+        return self.bucket(
+            self.published_bucket,
+            "kbus newest publish of each document (a day)",
+            direct=True,
+            max_age_s=PUBLISHED_KEPT_S,
+        )
 
     @property
     def versions_kv(self) -> KeyValueConfig:
@@ -120,6 +168,7 @@ class Buckets:
         """Every bucket, as the set-up job creates them."""
         return (
             self.tombstones_kv,
+            self.published_kv,
             self.versions_kv,
             self.sync_marks_kv,
             self.sync_lists_kv,

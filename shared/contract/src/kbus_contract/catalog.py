@@ -142,6 +142,15 @@ CHANNELS: tuple[Channel, ...] = (
         use=Use.RECEIVE,
     ),
     Channel(
+        "search.pressure",
+        ("search.pressure",),
+        c.SearchesAnswered,
+        description="A query searcher says, at most every tenth of a second while it answers "
+        "searches, that it does: the indexers then write in small slices, so a search waits for "
+        "one slice at most (not stored; kbus's services only).",
+        senders=("searcher",),
+    ),
+    Channel(
         "document.removed",
         (
             "document.removed.{tenant}.{library}",
@@ -204,6 +213,20 @@ CHANNELS: tuple[Channel, ...] = (
         description="Search: the top k chunks with their scores (request-reply), on "
         "kb.search.{tenant}.{grant}: the grant is _all or the libraries the sender may read, "
         "sorted and joined by +.",
+        senders=("client",),
+        receiver="searcher",
+        micro="kbus-search",
+        use=Use.READ,
+    ),
+    Channel(
+        "kb.backlog",
+        ("kb.backlog.{tenant}.{grant}",),
+        c.BacklogRequest,
+        c.BacklogReply,
+        description="What of a tenant's own work waits at each stage, lane by lane "
+        "(request-reply), on kb.backlog.{tenant}.{grant}: the messages its next one waits "
+        "behind; the stages serve it in turn with other tenants' (docs/scaling.md, \"Fair "
+        'share").',
         senders=("client",),
         receiver="searcher",
         micro="kbus-search",

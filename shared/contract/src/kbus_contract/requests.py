@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from kbus_contract.base import MAX_QUERY_CHARS, Contract, Metadata, MetadataScalar, budget_field
 from kbus_contract.identifiers import MAX_CLAIMED, LibraryId, Principal, TenantId
+from kbus_contract.lanes import Lane
 from kbus_contract.profiles import MAX_PROMPT_CHARS
 from kbus_contract.vectors import MAX_PACKED_BYTES, PackedStates, Vector
 
@@ -20,6 +21,11 @@ class ErrorInfo(Contract):
     message: str
     stage: str
     retryable: bool = False
+    retry_after_s: float | None = Field(
+        default=None,
+        description="When asking again can help, in seconds (a budget refills, a busy stage "
+        "clears); unset: at once, or after the caller's own backoff.",
+    )
 
 
 class ErrorReply(Contract):
@@ -174,3 +180,35 @@ class StatsReply(Contract):
     documents: tuple[DocumentEntry, ...] = Field(
         default=(), description="The library's documents, when one was asked for."
     )
+
+
+class BacklogRequest(Contract):
+    """Ask what of a tenant's own work waits at each stage (``kb.backlog``)."""
+
+    tenant: TenantId
+
+
+class LaneBacklog(Contract):
+    """One of a tenant's lanes at one stage."""
+
+    stage: str
+    lane: Lane
+    messages: int = Field(
+        description="Its messages held there, waiting or being worked on: what its next one "
+        "waits behind in this lane (the stage serves it in turn with other tenants)."
+    )
+
+
+class BacklogReply(Contract):
+    """A tenant's own work at each stage, lane by lane (its libraries' together: the stages
+    after the ingestor carry no library in their subjects)."""
+
+    tenant: TenantId
+    lanes: tuple[LaneBacklog, ...]
+
+
+class SearchesAnswered(Contract):
+    """A query searcher is answering searches now (``search.pressure``): the indexers' writes
+    yield to them (docs/performance.md, "Search during an import")."""
+
+    in_flight: int = Field(ge=0, description="Searches it is answering at this moment.")

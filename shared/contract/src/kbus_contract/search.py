@@ -230,12 +230,29 @@ class DegradedReason(StrEnum):
 class StageTimings(Contract):
     """Milliseconds spent in each stage of one search."""
 
+    queued_ms: float = Field(
+        default=0.0,
+        description="Waiting at the searcher for its turn, before the search began (not in "
+        "total_ms).",
+    )
     rewrite_ms: float = 0.0
     embed_ms: float = 0.0
     search_ms: float = 0.0
     rerank_ms: float = 0.0
     context_ms: float = 0.0
     total_ms: float = 0.0
+
+
+class SearchWork(Contract):
+    """What a search cost, in the unit of the tenant's search budgets: an ordinary search (k=5,
+    a short query, the default reranking, no context) costs about 1 (docs/searching.md, "What a
+    search costs")."""
+
+    estimate: float = Field(description="Its work estimated from the request, before it ran.")
+    measured: float = Field(description="Its work from what it read and scored (charged).")
+    read: int = Field(description="Objects read from the store: candidates, context chunks.")
+    reranked: int = Field(description="Candidates the reranker scored.")
+    query_tokens: int = Field(description="The query's tokens, as embedded and scored.")
 
 
 class SearchReply(Contract):
@@ -333,4 +350,7 @@ class SearchReply(Contract):
     timings: StageTimings
     context: Context | None = Field(
         default=None, description="The passages, when the search gave budget_tokens."
+    )
+    work: SearchWork | None = Field(
+        default=None, description="What the search cost (absent: it was not run)."
     )

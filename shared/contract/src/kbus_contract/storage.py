@@ -128,12 +128,19 @@ def bodies_stream(name: str, subjects: list[str], *, replicas: int, max_bytes: i
 
 
 def bucket(
-    name: str, description: str, *, replicas: int, max_bytes: int, direct: bool = False
+    name: str,
+    description: str,
+    *,
+    replicas: int,
+    max_bytes: int,
+    direct: bool = False,
+    max_age_s: float | None = None,
 ) -> KeyValueConfig:
     """A key-value bucket (file storage, one value per key).
 
     ``direct``: any replica answers reads, without the JetStream API, and many keys can be
-    read in one request. Only for a bucket whose values never change: a replica may lag.
+    read in one request. Only for a bucket where a stale value is harmless: a replica may lag.
+    ``max_age_s``: a value is forgotten this long after it was written.
     """
     return KeyValueConfig(
         bucket=name,
@@ -143,6 +150,7 @@ def bucket(
         max_bytes=max_bytes,
         description=description,
         direct=direct,
+        ttl=max_age_s,
     )
 
 

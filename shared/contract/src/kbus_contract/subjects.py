@@ -4,10 +4,15 @@
 
 from __future__ import annotations
 
+import functools
+
 from kbus_contract.catalog import ACCEPTED, CHANNELS, Channel, Use, channel
 from kbus_contract.lanes import Lane, lane_of_form
 from kbus_contract.pipeline import DocumentRef
 from kbus_contract.tenancy import GRANT_ALL, UNKNOWN, Identity, identity_of, names_tenant
+
+#: Subjects whose reading a topology keeps (the requests of the tenants active lately).
+SUBJECTS_KEPT = 4096
 
 
 class Subjects:
@@ -240,11 +245,14 @@ class Subjects:
         tokens = self._as_sent(subject)
         return next((entry.name for entry in CHANNELS if entry.read(tokens) is not None), "")
 
+    @functools.lru_cache(maxsize=SUBJECTS_KEPT)  # noqa: B019 - a topology lives as its process
     def identity(self, subject: str) -> Identity:
         """The tenant, library and grant a tenant's subject names, as sent or as the gate stored
-        it (empty for other subjects)."""
+        it (empty for other subjects). Read once per subject (of the last
+        :data:`SUBJECTS_KEPT`): a request service reads every request's."""
         return identity_of(self._as_sent(subject))
 
+    @functools.lru_cache(maxsize=SUBJECTS_KEPT)  # noqa: B019 - a topology lives as its process
     def turn_of(self, subject: str) -> tuple[str, bool]:
         """Whose turn a request takes, and whether a tenant sent it: the tenant its subject
         names (a tenant's own subject, or kbus's asking on a tenant's behalf: ``kb.embed``,

@@ -15,6 +15,7 @@ from kbus_contract.catalog import ACCEPTED
 from kbus_contract.lanes import Lane
 from kbus_contract.storage import Stream, work_consumer
 from kbus_contract.subjects import Subjects
+from kbus_contract.work import QUANTUM
 
 __all__ = ["StageConsumer", "Stream", "Topology", "work_consumer"]
 
@@ -35,6 +36,10 @@ class StageConsumer:
     #: The most messages of one tenant the stage holds at once, over every replica (the lane
     #: consumer's max_ack_pending): what keeps one tenant's slow work from taking every worker.
     tenant_in_flight: int = 1_000
+    #: The most work (chunks, :mod:`kbus_contract.work`) of one tenant a replica holds at once
+    #: (one message more, if that one alone is more): enough to keep the stage busy for a
+    #: tenant alone, and no more, so another tenant's message finds a worker and the next turn.
+    window: float = 4 * QUANTUM
     #: The channels it publishes a tenant's work on, to the next stage: it takes no more of a
     #: tenant's work while the tenant holds its budget there (kbus_runtime.lanes).
     feeds: tuple[str, ...] = ()

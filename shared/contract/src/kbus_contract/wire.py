@@ -96,8 +96,11 @@ def parse_reply(body: bytes, model: type[M], stage: str) -> M:
         ) from exc
     if isinstance(data, dict) and data.get("kind") == "error":
         info = ErrorReply.model_validate(data).error
-        error_cls = TransientError if info.retryable else PermanentError
-        raise error_cls(info.message, code=info.code, stage=info.stage)
+        if info.retryable:
+            raise TransientError(
+                info.message, code=info.code, stage=info.stage, retry_after_s=info.retry_after_s
+            )
+        raise PermanentError(info.message, code=info.code, stage=info.stage)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -10,9 +10,11 @@ Up to ``in_flight`` calls run at once. A slot is taken before the linger starts,
 arrive while every slot is busy join the next call instead of waiting in a call of their own;
 with two slots the next call is already queued when the current one ends.
 
-An item may carry a key (its tenant): a call takes the waiting items of the key served longest
-ago first, so one tenant's many items delay another's by one call at most, not by all of
-theirs.
+An item may carry a key (its tenant): a call's places go to the keys in turn, charged by how
+much of the call each item takes (:class:`~kbus_runtime.fair_share.Stride`), so one tenant's
+many or large items delay another's by one call at most, not by all of theirs, and each tenant
+with items waiting gets its weight's share of the calls' work. Within a key, an urgent item
+(what a person waits for) goes before the others.
 
 A call's span is a child of its first item's span and links to the others'.
 """
@@ -29,6 +31,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 
+from kbus_runtime.fair_share import Stride
 from kbus_runtime.tracing import batch_span
 
 T = TypeVar("T")
@@ -46,6 +49,7 @@ class _Pending(Generic[T, R]):
     future: asyncio.Future[R]
     context: Context
     key: str = ""
+    urgent: bool = False
 
 
 @dataclass(eq=False)
@@ -70,17 +74,20 @@ class Batcher(Generic[T, R]):
     _task: asyncio.Task[None] | None = field(default=None, init=False)
     _slots: asyncio.Semaphore = field(init=False)
     _calls: set[asyncio.Task[None]] = field(default_factory=set, init=False)
-    _served_at: dict[str, int] = field(default_factory=dict, init=False)
-    _turns: int = field(default=0, init=False)
+    #: The keys' turns (weights: the tenants', where the stage has them).
+    turns: Stride = field(default_factory=Stride)
 
     def __post_init__(self) -> None:
         self._slots = asyncio.Semaphore(self.in_flight)
 
-    async def submit(self, item: T, key: str = "") -> R:
+    async def submit(self, item: T, key: str = "", *, urgent: bool = False) -> R:
         """Wait until the batch holding ``item`` has run; return its result or raise its error
-        (``key``: whose item it is, served in turn with the other keys)."""
+        (``key``: whose item it is, served in turn with the other keys; ``urgent``: before the
+        key's other items)."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Pending(item, future, otel_context.get_current(), key))
+        if not any(p.key == key for p in self._pending):
+            self.turns.join(key)
+        self._pending.append(_Pending(item, future, otel_context.get_current(), key, urgent))
         self._count += self.size(item)
         if self._count >= self.max_size:
             self._full.set()
@@ -135,18 +142,13 @@ class Batcher(Generic[T, R]):
             pending = self._pending.pop(index)
             taken.append(pending)
             count += size
-            self._turns += 1
-            self._served_at[pending.key] = self._turns
+            self.turns.charge(pending.key, size)
         self._count -= count
-        if len(self._served_at) > 10_000:
-            waiting = {p.key for p in self._pending}
-            self._served_at = {k: v for k, v in self._served_at.items() if k in waiting}
+        self.turns.sweep(p.key for p in self._pending)
         return taken
 
     def _next(self) -> int:
-        """The first waiting item of the key served longest ago."""
-        keys = dict.fromkeys(p.key for p in self._pending)
-        if len(keys) == 1:
-            return 0
-        key = min(keys, key=lambda k: self._served_at.get(k, -1))
-        return next(i for i, p in enumerate(self._pending) if p.key == key)
+        """The next item of the key whose turn it is: its first urgent one, else its first."""
+        key = self.turns.next(dict.fromkeys(p.key for p in self._pending))
+        mine = [i for i, p in enumerate(self._pending) if p.key == key]
+        return next((i for i in mine if self._pending[i].urgent), mine[0])

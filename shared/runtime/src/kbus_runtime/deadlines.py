@@ -59,10 +59,19 @@ class Deadline:
             raise exceeded(self, doing) from exc
 
 
+#: Seconds after which work stopped for want of time is worth asking again (what kept it is
+#: most likely other work of the moment).
+BUSY_RETRY_S = 1.0
+
+
 def exceeded(deadline: Deadline, doing: str) -> TransientError:
-    """The error for work stopped because its caller's budget was spent."""
+    """The error for work stopped because its caller's budget was spent: with when to ask
+    again (with a larger budget, or once the load of the moment has passed)."""
     return TransientError(
-        f"the budget of {deadline.budget_ms} ms was spent {doing}", code=ErrorCode.DEADLINE_EXCEEDED
+        f"the budget of {deadline.budget_ms} ms was spent {doing}: ask again in "
+        f"{BUSY_RETRY_S:g}s, or with a larger budget",
+        code=ErrorCode.DEADLINE_EXCEEDED,
+        retry_after_s=BUSY_RETRY_S,
     )
 
 

@@ -149,6 +149,7 @@ async def open_bucket(js: JetStreamContext, config: KeyValueConfig, *, create: b
         description=config.description,
         max_bytes=config.max_bytes,
         allow_direct=config.direct,
+        max_age=config.ttl or stream.max_age,
     )
     if wanted != stream:
         log.info("bucket %s: applying the configured limits", config.bucket)

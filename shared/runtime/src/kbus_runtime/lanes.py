@@ -7,7 +7,8 @@ tenants' lanes hold work (:func:`kbus_contract.backlog.held_for`, every ``poll_s
 asks :class:`~kbus_runtime.fair_share.FairShare` whose turn it is, and takes one message from
 that lane's consumer, made when first needed and removed by the server once idle. A worker asks
 for a message only when it is free, so nothing of one tenant queues inside a replica ahead of
-another's.
+another's; each message is charged its work (:mod:`kbus_contract.work`) from when it is fetched
+until it is settled, and a tenant holds at most the stage's window of work in the replica.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kbus_contract.backlog import held_for
 from kbus_contract.lanes import Lane
 from kbus_contract.storage import lane_consumer
 from kbus_contract.topology import StageConsumer, Topology
+from kbus_contract.work import work_of
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -32,7 +34,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
-from kbus_runtime.fair_share import FairShare
+from kbus_runtime.fair_share import FairShare, Turn
 
 log = logging.getLogger("kbus")
 
@@ -56,27 +58,32 @@ def _status(message: Msg) -> str:
     return (message.headers or {}).get("Status", "")
 
 
-#: The tenants whose work waiting at the next stage is at their budget (their next message
-#: here waits until it drains).
-Full = Callable[[JetStreamContext], Awaitable[frozenset[str]]]
+#: The tenants' lanes whose work waiting at the next stage is at their budget (their next
+#: message here waits until it drains).
+Full = Callable[[JetStreamContext], Awaitable[frozenset[tuple[str, Lane]]]]
 
 
 def downstream_full(
     topology: Topology, stage: StageConsumer, budget: Callable[[str, str], int]
 ) -> Full | None:
-    """What a stage feeds, read like its own lanes: the tenants that hold their budget
-    (``budget(tenant, stream)``) of messages waiting in the next stage's stream."""
+    """What a stage feeds, read like its own lanes: the tenants' lanes that hold their budget
+    (``budget(tenant, stream)``) of messages waiting in the next stage's stream. Each lane is
+    held to it on its own, so a tenant's bulk backlog never holds up its interactive work."""
     fed = [s for s in topology.stages if s.channel in stage.feeds]
     if not fed:
         return None
 
-    async def full(js: JetStreamContext) -> frozenset[str]:
-        held: dict[tuple[str, str], int] = {}
+    async def full(js: JetStreamContext) -> frozenset[tuple[str, Lane]]:
+        held: dict[tuple[str, Lane, str], int] = {}
         for consumer in fed:
-            for (tenant, _), count in (await held_for(js, topology, consumer)).lanes.items():
-                key = (tenant, consumer.stream)
+            for (tenant, lane), count in (await held_for(js, topology, consumer)).lanes.items():
+                key = (tenant, lane, consumer.stream)
                 held[key] = held.get(key, 0) + count
-        return frozenset(t for (t, stream), n in held.items() if n >= budget(t, stream))
+        return frozenset(
+            (tenant, lane)
+            for (tenant, lane, stream), n in held.items()
+            if n >= budget(tenant, stream)
+        )
 
     return full
 
@@ -102,7 +109,7 @@ class LanePuller:
             try:
                 held = await held_for(js, self.topology, self.stage)
                 blocked = await self.full(js) if self.full is not None else frozenset()
-                lanes = {key: n for key, n in held.lanes.items() if key[0] not in blocked}
+                lanes = {key: n for key, n in held.lanes.items() if key not in blocked}
                 strays = {(_STRAY + subject, Lane.BULK): n for subject, n in held.strays.items()}
                 self.share.observe({**lanes, **strays})
                 self._news.set()
@@ -126,29 +133,49 @@ class LanePuller:
         inbox = await nc.subscribe(nc.new_inbox())
         try:
             while running() and not stopping.is_set():
-                message = await self.next_message(inbox)
-                if message is not None:
+                taken = await self.next_message(inbox)
+                if taken is None:
+                    continue
+                message, turn, work = taken
+                try:
                     await consume(message)
+                finally:
+                    self.share.settled(turn, work)
         finally:
             with contextlib.suppress(NatsError):
                 await inbox.unsubscribe()
 
-    async def next_message(self, inbox: Subscription) -> Msg | None:
-        """The next message by turn (None: nothing waits now; then after waiting for news)."""
+    async def next_message(self, inbox: Subscription) -> tuple[Msg, Turn, float] | None:
+        """The next message by turn, the turn and its work (None: nothing may be taken now;
+        then after waiting for news)."""
         if inbox.pending_msgs:
             # Delivered for a fetch that had timed out: it is this worker's all the same.
             late = await inbox.next_msg()
-            return None if _status(late) else late
+            if _status(late):
+                return None
+            return self._charged(self._turn_of(late), late)
         turn = self.share.take()
         if turn is None:
             self._news.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._news.wait(), self.poll_s)
             return None
-        message = await self._fetch(*turn, inbox)
+        message = await self._fetch(turn.tenant, turn.lane, inbox)
         if message is None:
-            self.share.found_empty(*turn)
-        return message
+            self.share.found_empty(turn)
+            return None
+        return self._charged(turn, message)
+
+    def _charged(self, turn: Turn, message: Msg) -> tuple[Msg, Turn, float]:
+        work = work_of(message.headers, message.data)
+        self.share.fetched(turn, work)
+        return message, turn, work
+
+    def _turn_of(self, message: Msg) -> Turn:
+        """The turn a message delivered late is charged to (nothing was charged for it)."""
+        found = self.topology.tenant_lane(self.stage.channel, message.subject)
+        tenant, lane = found if found is not None else (_STRAY + message.subject, Lane.BULK)
+        return Turn(tenant, lane, 0.0)
 
     async def _fetch(self, tenant: str, lane: Lane, inbox: Subscription) -> Msg | None:
         name, filters = self._consumer(tenant, lane)

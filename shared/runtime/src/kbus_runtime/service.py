@@ -21,9 +21,9 @@ from faststream.nats import NatsBroker
 from kbus_contract.topology import StageConsumer, Topology
 from prometheus_client import CollectorRegistry, make_asgi_app
 
-from kbus_runtime.answering import Answer, Served, serve
+from kbus_runtime.answering import Answer, Priced, Served, serve
 from kbus_runtime.backlog import BacklogGauges
-from kbus_runtime.budgets import Budgets, waiting_budget
+from kbus_runtime.budgets import Budgets, Resource, waiting_budget
 from kbus_runtime.bus import BusMessage, Handler, make_broker, work_subscriber
 from kbus_runtime.declaring import consumers_answer, declare_streams, one_kind_of_consumer
 from kbus_runtime.fair_share import FairShare
@@ -34,6 +34,7 @@ from kbus_runtime.stage import Stage
 from kbus_runtime.stage_metrics import StageMetrics
 from kbus_runtime.tracing import start_tracing
 from kbus_runtime.usage import Usage
+from kbus_runtime.withdrawals import Withdrawals
 
 #: Seconds a stopping service waits for its fetched messages to be handed back.
 HAND_BACK_WAIT_S = 2.0
@@ -47,9 +48,11 @@ StartUp = Callable[[], AbstractAsyncContextManager[None]]
 class _Endpoints:
     """Request subjects served as one NATS micro service once the broker is connected."""
 
-    answers: Mapping[str, Answer]
+    answers: Mapping[str, Answer | Priced]
     description: str
     concurrency: int
+    #: A tenant's work being answered at once, at most (None: no bound but its slots).
+    work_in_flight: Callable[[str], float | None] | None = None
 
 
 @dataclass
@@ -82,6 +85,9 @@ class Service:
         self.budgets = Budgets(self.settings.budgets, self.topology)
         #: What each tenant holds of the shared streams, as the server counts it.
         self.usage = Usage(lambda: self.broker.connection.jetstream())
+        #: What was deleted or published again since: opened by the services whose stages
+        #: skip such work (and the gate, which remembers each publish).
+        self.withdrawals = Withdrawals(self.topology)
 
     def stage(self, name: str | None = None) -> Stage:
         """A stage of this service (by default named as the service)."""
@@ -95,6 +101,7 @@ class Service:
             self.budgets,
             self.usage,
             self.settings.bus.outage_patience_s,
+            self.withdrawals,
         )
 
     def consume(
@@ -140,15 +147,24 @@ class Service:
             lambda: self.broker.connection,
             self.topology,
             consumer,
-            FairShare(bus.tenant_weights),
+            FairShare(bus.tenant_weights, window=consumer.window),
             bus.fair_share_poll_s,
             downstream_full(self.topology, consumer, waiting_budget(self.budgets, self.topology)),
         )
 
-    def answer(self, answers: Mapping[str, Answer], *, description: str, concurrency: int) -> None:
-        """Serve catalog request subjects (``"kb.search"``, ...) once connected."""
+    def answer(
+        self,
+        answers: Mapping[str, Answer | Priced],
+        *,
+        description: str,
+        concurrency: int,
+        work_in_flight: Callable[[str], float | None] | None = None,
+    ) -> None:
+        """Serve catalog request subjects (``"kb.search"``, ...) once connected; an answer
+        given as :class:`~kbus_runtime.answering.Priced` charges each request its price, and
+        a tenant holds at most ``work_in_flight`` of it at once."""
         self.metrics.declare_request_counters()
-        self._endpoints.append(_Endpoints(answers, description, concurrency))
+        self._endpoints.append(_Endpoints(answers, description, concurrency, work_in_flight))
 
     def app(self, start_up: StartUp | None = None, *, declare: bool = True) -> AsgiFastStream:
         """The service as an ASGI app: the broker, ``/health`` and ``/metrics``.
@@ -213,7 +229,11 @@ class Service:
                     version=version(package),
                     description=endpoints.description,
                     concurrency=endpoints.concurrency,
-                    per_tenant=lambda tenant: self.budgets.of(tenant).requests_in_flight,
+                    per_tenant=lambda tenant: (
+                        self.budgets.of(tenant).count(Resource.REQUESTS_IN_FLIGHT) or None
+                    ),
+                    work_in_flight=endpoints.work_in_flight,
+                    weights=self.settings.bus.tenant_weights,
                 )
             )
 

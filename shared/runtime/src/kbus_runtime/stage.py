@@ -20,10 +20,11 @@ from kbus_contract.restricted import message_is_everyones
 from kbus_contract.tenancy import UNKNOWN
 from kbus_contract.topology import Topology
 from kbus_contract.wire import PUBLISH_BOUND_S, decode, request, until_acknowledged
+from kbus_contract.work import work_header
 from nats.aio.client import Client
 from pydantic import BaseModel
 
-from kbus_runtime.budgets import Budgets
+from kbus_runtime.budgets import Budgets, Resource
 from kbus_runtime.redelivery import (
     HAND_BACK_S,
     OUTAGE_PATIENCE_S,
@@ -36,6 +37,7 @@ from kbus_runtime.redelivery import (
 )
 from kbus_runtime.stage_metrics import StageMetrics
 from kbus_runtime.usage import Usage
+from kbus_runtime.withdrawals import Withdrawals
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)
@@ -98,6 +100,8 @@ class Stage:
     usage: Usage | None = None
     #: Seconds a message's last delivery waits in place for a dependency that is out.
     outage_patience_s: float = OUTAGE_PATIENCE_S
+    #: What was deleted or published again since (None: every publish's work is done).
+    withdrawals: Withdrawals | None = None
     #: The tenants with a message waiting in place here: one each, so a tenant whose messages
     #: fail as outages by themselves holds one of this stage's slots, not all of them.
     _waiting: set[str] = field(default_factory=set, init=False)
@@ -127,6 +131,20 @@ class Stage:
             await message.ack()
             self.metrics.processed.labels(self.name).inc()
 
+    async def wanted(self, tenant: str, library: str, document_id: str, sequence: int) -> bool:
+        """Whether the work of a document's publish at ``sequence`` is still wanted (not
+        deleted, not published again since); the work skipped is counted."""
+        if self.withdrawals is None:
+            return True
+        reason = await self.withdrawals.reason(tenant, library, document_id, sequence)
+        if reason is None:
+            return True
+        self.metrics.withdrawn.labels(self.name, reason.value).inc()
+        log.info(
+            "%s: skipping %s/%s (seq %d): %s", self.name, library, document_id, sequence, reason
+        )
+        return False
+
     async def answer(
         self,
         body: bytes,
@@ -139,7 +157,10 @@ class Stage:
         try:
             reply: R | ErrorReply = await work(decode(body, model))
         except (PermanentError, TransientError) as exc:
-            reply = self.error_reply(exc.code, self._relayed(exc), retryable=exc.retryable)
+            after = exc.retry_after_s if isinstance(exc, TransientError) else None
+            reply = self.error_reply(
+                exc.code, self._relayed(exc), retryable=exc.retryable, retry_after_s=after
+            )
         except Exception as exc:
             log.exception("%s: request failed", self.name)
             reply = self.error_reply(
@@ -160,11 +181,18 @@ class Stage:
             return f"{exc.stage}: {exc.reason}"
         return exc.reason
 
-    def error_reply(self, code: str, message: str, *, retryable: bool) -> ErrorReply:
+    def error_reply(
+        self, code: str, message: str, *, retryable: bool, retry_after_s: float | None = None
+    ) -> ErrorReply:
         """An error reply from this stage."""
-        return ErrorReply(
-            error=ErrorInfo(code=code, message=message, stage=self.name, retryable=retryable)
+        info = ErrorInfo(
+            code=code,
+            message=message,
+            stage=self.name,
+            retryable=retryable,
+            retry_after_s=retry_after_s,
         )
+        return ErrorReply(error=info)
 
     async def ask(
         self,
@@ -181,18 +209,26 @@ class Stage:
         )
 
     async def publish(
-        self, model: BaseModel, subject: str, *, stream: str, msg_id: str | None = None
+        self,
+        model: BaseModel,
+        subject: str,
+        *,
+        stream: str,
+        msg_id: str | None = None,
+        work: float | None = None,
     ) -> None:
         """Publish to a stream and wait for the server's acknowledgement that it is stored,
         sending it again while the stream has no leader (:func:`until_acknowledged`).
 
         With ``msg_id``, JetStream drops a second publish of the same id inside the stream's
         duplicate window; without one, the publish gets an id of its own, so that its own
-        re-sends are dropped.
+        re-sends are dropped. ``work``: what the message costs the stage that takes it
+        (:mod:`kbus_contract.work`).
         """
         headers = {
             "content-type": "application/json",
             "Nats-Msg-Id": msg_id or uuid.uuid4().hex,
+            **(work_header(work) if work is not None else {}),
         }
         body = model.model_dump_json().encode()
         await until_acknowledged(
@@ -208,7 +244,7 @@ class Stage:
         stream: str,
         msg_id: str,
         tenant: str | None,
-        budget: str,
+        budget: Resource,
     ) -> None:
         """Publish a record a tenant reads back (a receipt, a dead letter), keeping at most its
         ``budget`` of them in ``stream``: past it, its own oldest go first."""
@@ -217,10 +253,10 @@ class Stage:
         if self.usage is not None:
             self.usage.added(stream, self.topology.records_of(stream, tenant or UNKNOWN)[0])
 
-    async def _make_room(self, stream: str, tenant: str, budget: str) -> None:
+    async def _make_room(self, stream: str, tenant: str, budget: Resource) -> None:
         if self.budgets is None or self.usage is None:
             return
-        kept = int(getattr(self.budgets.of(tenant), budget))
+        kept = self.budgets.of(tenant).count(budget)
         main, *others = self.topology.records_of(stream, tenant)
         held = [await self.usage.messages(stream, subject) for subject in (main, *others)]
         if sum(held) + 1 <= kept:
@@ -340,7 +376,7 @@ class Stage:
             stream=self.topology.dead_letter_stream.name,
             msg_id=msg_id,
             tenant=letter.tenant,
-            budget="dead_letters",
+            budget=Resource.DEAD_LETTERS,
         )
         is_document = not subject.startswith(self.topology.document_deleted[:-1])
         if is_document and letter.tenant and letter.library and letter.document_id:
@@ -358,7 +394,7 @@ class Stage:
                 stream=self.topology.receipts_stream.name,
                 msg_id=msg_id,
                 tenant=failed.tenant,
-                budget="receipts",
+                budget=Resource.RECEIPTS,
             )
 
     def _identity(self, subject: str, body: bytes) -> dict[str, str | None]:

@@ -20,7 +20,14 @@ class StageMetrics:
 
     def declare_stream_counters(self) -> None:
         """Declare what consuming a stream counts (reading each property declares it)."""
-        _ = (self.processed, self.dead_lettered, self.retried, self.refusals, self.handed_back)
+        _ = (
+            self.processed,
+            self.dead_lettered,
+            self.retried,
+            self.refusals,
+            self.handed_back,
+            self.withdrawn,
+        )
 
     def declare_request_counters(self) -> None:
         """Declare what answering requests counts."""
@@ -32,6 +39,16 @@ class StageMetrics:
             "kbus_messages_handed_back",
             "Stream messages a stopping replica handed back unprocessed (nak)",
             ["stage"],
+            registry=self.registry,
+        )
+
+    @cached_property
+    def withdrawn(self) -> Counter:
+        return Counter(
+            "kbus_messages_withdrawn",
+            "Messages (or a large document's parts) whose work was skipped: their document was "
+            "deleted or published again since (kbus_runtime.withdrawals)",
+            ["stage", "reason"],
             registry=self.registry,
         )
 

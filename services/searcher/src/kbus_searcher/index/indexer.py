@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 
 from faststream.message.message import AckStatus
 from faststream.nats.message import NatsMessage
 from kbus_contract import EmbeddingsReady
 from kbus_contract.errors import ErrorCode, PermanentError
+from kbus_contract.lanes import Lane
 from kbus_runtime.batching import Batcher
+from kbus_runtime.fair_share import Stride
 from kbus_runtime.redelivery import deliveries
 from kbus_runtime.stage import Stage
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -45,10 +48,11 @@ class Indexer:
         versions: Versions,
         registry: CollectorRegistry,
         *,
-        max_batch: int = 16,
+        max_batch: int = 256,
         linger_s: float = 0.0,
         quotas: Quotas | None = None,
         syncs: SyncMarks | None = None,
+        weights: Mapping[str, float] | None = None,
     ) -> None:
         self.stage = stage
         self.store = store
@@ -82,8 +86,15 @@ class Indexer:
         )
         #: Publishes undone once on a redelivery, waiting to be undone again.
         self._late = LateWrites()
+        # A batch holds up to ``max_batch`` chunks, the tenants' messages taking turns by their
+        # chunks (kbus_runtime.batching).
         self._batches: Batcher[EmbeddingsReady, None] = Batcher(
-            self._index_batch, max_size=max_batch, linger_s=linger_s, name="index"
+            self._index_batch,
+            max_size=max_batch,
+            linger_s=linger_s,
+            name="index",
+            size=lambda ready: max(1, len(ready.chunks)),
+            turns=Stride(weights),
         )
 
     async def handle(self, message: NatsMessage) -> None:
@@ -139,7 +150,9 @@ class Indexer:
         still land) is undone again later before it is settled (:mod:`.late_writes`).
         """
         try:
-            await self._batches.submit(ready, ready.document.tenant)
+            await self._batches.submit(
+                ready, ready.document.tenant, urgent=ready.document.lane is Lane.INTERACTIVE
+            )
         except OvertakenError:
             if redelivered:
                 self._late.settle(ready)
@@ -238,6 +251,12 @@ class Indexer:
                 skipped.append(i)
             elif unlisted[i]:
                 self.skipped.labels("unlisted").inc()
+                skipped.append(i)
+            elif not await self.stage.wanted(
+                doc.tenant, doc.library, doc.document_id, doc.sequence
+            ):
+                # Published again since (or deleted a moment ago): none of it is written.
+                self.skipped.labels("withdrawn").inc()
                 skipped.append(i)
             else:
                 kept.append(i)

@@ -15,6 +15,7 @@ from kbus_contract import (
     EmbeddingsReady,
 )
 from kbus_contract.restricted import is_everyones
+from kbus_runtime.budgets import Resource
 from kbus_runtime.stage import Stage
 from nats.errors import Error as NatsError
 
@@ -39,7 +40,7 @@ async def indexed(stage: Stage, ready: EmbeddingsReady) -> None:
         stream=topology.receipts_stream.name,
         msg_id=f"indexed:{doc.tenant}:{doc.library}:{doc.document_id}:{doc.sequence}:{doc.version}",
         tenant=doc.tenant,
-        budget="receipts",
+        budget=Resource.RECEIPTS,
     )
 
 
@@ -78,5 +79,5 @@ async def removed(
         stream=topology.receipts_stream.name,
         msg_id=msg_id,
         tenant=deletion.tenant,
-        budget="receipts",
+        budget=Resource.RECEIPTS,
     )

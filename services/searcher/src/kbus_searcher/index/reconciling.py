@@ -34,6 +34,7 @@ from kbus_contract.claimcheck import discard_body, read_body
 from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.syncing import MAX_LISTED, MAX_NAMED
 from kbus_contract.tenancy import require_library
+from kbus_runtime.budgets import Resource
 from kbus_runtime.redelivery import stream_sequence
 from kbus_runtime.stage import Stage
 from nats.errors import Error as NatsError
@@ -201,7 +202,7 @@ class Reconciler:
             stream=topology.receipts_stream.name,
             msg_id=f"reconciled:{sequence}",
             tenant=sync.tenant,
-            budget="receipts",
+            budget=Resource.RECEIPTS,
         )
 
     async def _refused(self, sync: LibrarySync, sequence: int, exc: PermanentError) -> None:
@@ -233,11 +234,12 @@ class Reconciler:
             stream, self.syncs.held_for(sync.tenant, sync.library, sync.source)
         )
         adding = len(parts(listed)) + 1
-        budget = stage.budgets.of(sync.tenant).sync_list_bytes
+        budget = stage.budgets.of(sync.tenant).count(Resource.SYNC_LIST_BYTES)
         if (held - own + adding) * PART_BYTES > budget:
             raise PermanentError(
                 f"tenant {sync.tenant!r} keeps {held} parts of its sources' lists; this sync's "
-                f"{adding} more would pass its budget (sync_list_bytes) of {budget} bytes: sync "
+                f"{adding} more would pass its budget ({Resource.SYNC_LIST_BYTES.value}) of "
+                f"{budget} bytes: sync "
                 "fewer sources, or ask the operator for a larger budget",
                 code=ErrorCode.QUOTA_EXCEEDED,
             )

@@ -8,6 +8,7 @@ each passage gets its citation and highlights.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from kbus_contract import (
@@ -66,18 +67,19 @@ class ContextBuilder:
         assert req.budget_tokens is not None
         taken = cursors.decode(req)
         seeds, why = self._seeds(req, _fresh(ranked, taken))
-        packer = Packer(self.counter.count, req.budget_tokens, taken)
+        packer = Packer(self.counter.count, req.budget_tokens, taken, self.counter.offsets)
         expander = Expander(view, req.expand, req.budget_tokens)
+        # Counting and cutting a context is a search's CPU work: off the event loop, so that
+        # other searches go on meanwhile (at the same priority: a thread of lower priority
+        # holding the interpreter's lock would hold them up instead).
         for start in range(0, len(seeds), BATCH):
             batch = seeds[start : start + BATCH]
-            for hit, region in zip(batch, await expander.regions(batch), strict=True):
-                packer.add(hit, region)
-                if packer.full:
-                    break
+            regions = await expander.regions(batch)
+            await asyncio.to_thread(_pack, packer, batch, regions)
             if packer.full:
                 why = f"budget: {packer.used} of {req.budget_tokens} tokens used; more remain"
                 break
-        passages = self._passages(req, query, packer)
+        passages = await asyncio.to_thread(self._passages, req, query, packer)
         more = packer.full or why.startswith("k:")
         return Context(
             passages=passages,
@@ -150,6 +152,13 @@ class ContextBuilder:
             highlights=highlights(query, texts),
             cut=draft.cut,
         )
+
+
+def _pack(packer: Packer, hits: Sequence[SearchHit], regions: Sequence[Sequence[Block]]) -> None:
+    for hit, region in zip(hits, regions, strict=True):
+        packer.add(hit, region)
+        if packer.full:
+            return
 
 
 def _span(blocks: Sequence[Block], start: int, end: int) -> Span:

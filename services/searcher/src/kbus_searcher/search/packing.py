@@ -9,6 +9,8 @@ document's text between its offsets.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -19,11 +21,17 @@ Interval = tuple[int, int]
 #: (library, document id, version): one version of one document.
 DocKey = tuple[str, str, str]
 Count = Callable[[str], int]
+#: A text's tokens as the offsets where each starts and ends (one tokenization of a long text
+#: answers how many tokens any head or tail of it holds).
+Offsets = Callable[[str], tuple[list[int], list[int]]]
 
 SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s)|\n")
 _WORD_END = re.compile(r"\S(?=\s)")
 #: A token for the line break that joins two pieces of one passage.
 _JOIN_TOKENS = 1
+#: The least of a long region tokenized to decide what of it fits, and the characters per
+#: token of what is left it starts from (a window then holding too few tokens is widened).
+WINDOW_CHARS, WINDOW_CHARS_PER_TOKEN = 4096, 5
 
 
 @dataclass(frozen=True)
@@ -98,25 +106,50 @@ def text_of(blocks: Sequence[Block], span: Interval) -> str:
 
 
 def cut(
-    text: str, allowance: int, keep_head: bool, count: Count, words: bool = False
+    text: str,
+    allowance: int,
+    keep_head: bool,
+    count: Count,
+    words: bool = False,
+    offsets: Offsets | None = None,
 ) -> tuple[int, int, CutReason]:
     """The offsets (within ``text``) of the most of it that fits in ``allowance`` tokens, cut
     at a sentence boundary (with ``words``, else at a word boundary): its head, or its tail
-    when not ``keep_head``. (0, 0, ...) when nothing fits."""
+    when not ``keep_head``. (0, 0, ...) when nothing fits. With ``offsets``, ``text`` is
+    tokenized once and every head and tail counted from it (a head ends, a tail starts, at a
+    boundary between words, where a tokenizer splits the same alone or in the whole)."""
+    head, tail = _counters(text, count, offsets)
     patterns = [(SENTENCE_END, CutReason.BUDGET)] + ([(_WORD_END, CutReason.WORD)] if words else [])
     for pattern, reason in patterns:
         if keep_head:
             ends = [m.end() for m in pattern.finditer(text)]
-            fits = _last_fitting(ends, lambda e: count(text[:e].rstrip()) <= allowance)
+            fits = _last_fitting(ends, lambda e: head(len(text[:e].rstrip())) <= allowance)
             if fits is not None:
                 return 0, len(text[:fits].rstrip()), reason
         else:
             starts = [len(text) - len(text[m.end() :].lstrip()) for m in pattern.finditer(text)]
             starts = [s for s in starts if s < len(text)]
-            fits = _first_fitting(starts, lambda s: count(text[s:]) <= allowance)
+            fits = _first_fitting(starts, lambda s: tail(s) <= allowance)
             if fits is not None:
                 return fits, len(text), reason
     return 0, 0, patterns[-1][1]
+
+
+def _given(offsets: tuple[list[int], list[int]], _: str) -> tuple[list[int], list[int]]:
+    return offsets
+
+
+def _counters(
+    text: str, count: Count, offsets: Offsets | None
+) -> tuple[Callable[[int], int], Callable[[int], int]]:
+    """The tokens of ``text[:end]`` and of ``text[start:]``."""
+    if offsets is None:
+        return (lambda end: count(text[:end])), (lambda start: count(text[start:]))
+    starts, ends = offsets(text)
+    return (
+        lambda end: bisect.bisect_right(ends, end),
+        lambda start: len(starts) - bisect.bisect_left(starts, start),
+    )
 
 
 def _last_fitting(bounds: list[int], fits: Callable[[int], bool]) -> int | None:
@@ -161,8 +194,15 @@ class Packer:
     """Takes seeds (a hit and the blocks its expansion reaches) in rank order while the budget
     lasts; ``taken`` is what was given before (the cursor's) and grows with what is given."""
 
-    def __init__(self, count: Count, budget: int, taken: dict[DocKey, list[Interval]]) -> None:
+    def __init__(
+        self,
+        count: Count,
+        budget: int,
+        taken: dict[DocKey, list[Interval]],
+        offsets: Offsets | None = None,
+    ) -> None:
         self.count = count
+        self.offsets = offsets
         self.budget = budget
         self.taken = taken
         self.used = 0
@@ -213,8 +253,9 @@ class Packer:
             if b <= a:
                 continue
             left = self.budget - self.used - _JOIN_TOKENS
-            text = text_of(blocks, (a, b))
-            tokens = self.count(text)
+            keep_head = a >= hit.char_start
+            text, shift, known = self._measured(text_of(blocks, (a, b)), left, keep_head)
+            tokens = len(known[0]) if known is not None else self.count(text)
             if tokens <= left:
                 chosen.append((a, b))
                 self.used += tokens + _JOIN_TOKENS
@@ -222,12 +263,48 @@ class Packer:
             self.full = True
             # Only the hit itself is cut inside a sentence: context is cut at sentences.
             holds_hit = hit.char_start <= a < hit.char_end
-            start, end, reason = cut(text, left, a >= hit.char_start, self.count, holds_hit)
+            start, end, reason = cut(
+                text,
+                left,
+                keep_head,
+                self.count,
+                holds_hit,
+                None if known is None else functools.partial(_given, known),
+            )
             if end > start:
-                chosen.append((a + start, a + end))
-                self.used += self.count(text[start:end]) + _JOIN_TOKENS
+                chosen.append((a + shift + start, a + shift + end))
+                self.used += self._tokens(text, start, end, known) + _JOIN_TOKENS
             return chosen, reason
         return chosen, None
+
+    def _tokens(
+        self, text: str, start: int, end: int, known: tuple[list[int], list[int]] | None
+    ) -> int:
+        """The tokens of ``text[start:end]`` (a head or a tail of it), from its offsets where
+        they are known."""
+        if known is None:
+            return self.count(text[start:end])
+        starts, ends = known
+        return bisect.bisect_right(ends, end) - bisect.bisect_left(starts, start)
+
+    def _measured(
+        self, text: str, left: int, keep_head: bool
+    ) -> tuple[str, int, tuple[list[int], list[int]] | None]:
+        """The part of ``text`` its fit is decided on, where it starts in ``text``, and its
+        tokens: all of it when it fits in ``left`` tokens, else a head (or with ``keep_head``
+        off, a tail) already holding more than ``left``, in which the cut falls as it would
+        in the whole (a long region is never tokenized whole for a budget's last tokens)."""
+        if self.offsets is None:
+            return text, 0, None
+        size = max(WINDOW_CHARS, left * WINDOW_CHARS_PER_TOKEN)
+        while True:
+            if size >= len(text):
+                return text, 0, self.offsets(text)
+            window = text[:size] if keep_head else text[-size:]
+            known = self.offsets(window)
+            if len(known[0]) > left + 1:
+                return window, 0 if keep_head else len(text) - size, known
+            size *= 2
 
     def _touching(self, key: DocKey, positions: set[int]) -> Draft | None:
         near = {p + d for p in positions for d in (-1, 0, 1)}

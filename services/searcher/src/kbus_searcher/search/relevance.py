@@ -48,6 +48,10 @@ class Verdict:
     min_evidence: float | None = None
 
 
+#: Candidates whose keyword texts are read to measure the query's coverage.
+KEYWORD_CANDIDATES = 3
+
+
 @dataclass(frozen=True)
 class Relevance:
     """The server's rule and what it reads."""
@@ -56,7 +60,7 @@ class Relevance:
     keyword_weight: float
     baseline_margin: float
     baseline: Baseline
-    candidates: int = 3
+    candidates: int = KEYWORD_CANDIDATES
 
     async def judge(
         self,

@@ -40,6 +40,8 @@ class SearchRun:
     #: What the hits' ``final`` scores are (set where they are blended).
     score_kind: str = ""
     candidates: int = 0
+    #: Candidates the reranker scored.
+    reranked: int = 0
     degraded_reason: DegradedReason | None = None
     hits: tuple[SearchHit, ...] = ()
     context: Context | None = None

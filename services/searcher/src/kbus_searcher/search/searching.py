@@ -7,6 +7,8 @@ import time
 from collections.abc import Sequence
 
 from kbus_contract import (
+    BacklogReply,
+    BacklogRequest,
     Context,
     DegradedReason,
     EmbedReply,
@@ -14,6 +16,7 @@ from kbus_contract import (
     ErrorReply,
     InputType,
     QueryStates,
+    SearchesAnswered,
     SearchHit,
     SearchReply,
     SearchRequest,
@@ -24,7 +27,8 @@ from kbus_contract import (
     VersionsReply,
     VersionsRequest,
 )
-from kbus_contract.tenancy import UNKNOWN, Identity
+from kbus_contract.backlog import tenant_backlog
+from kbus_contract.tenancy import UNKNOWN, Identity, require_tenant
 from kbus_runtime.answering import Inbound
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.stage import Stage
@@ -37,6 +41,7 @@ from kbus_searcher.search.blending import Blend, blended
 from kbus_searcher.search.chains import chain_of
 from kbus_searcher.search.context import ContextBuilder
 from kbus_searcher.search.first_stage import FirstStage
+from kbus_searcher.search.pricing import Pricing
 from kbus_searcher.search.ranking import first_order
 from kbus_searcher.search.readers import scope_of
 from kbus_searcher.search.relevance import Relevance, Verdict
@@ -77,6 +82,7 @@ class Searcher:
         self.settings = settings
         self.rewriter = rewriter
         self.quotas = quotas or Quotas()
+        self.pricing = Pricing(settings)
         self.second_stage = SecondStage(stage, settings)
         self.first_stage = FirstStage(store, versions, settings, self._observe)
         self.context = ContextBuilder(
@@ -111,11 +117,32 @@ class Searcher:
         sent = self.stage.topology.identity(inbound.subject)
 
         async def search(req: SearchRequest) -> SearchReply:
-            return await self.search(
-                req, sent, inbound.deadline(req.budget_ms, self.settings.budget_ms)
-            )
+            deadline = inbound.deadline(req.budget_ms, self.settings.budget_ms)
+            queued_ms = (time.monotonic() - inbound.received) * 1000.0
+            reply = await self.search(req, sent, deadline, inbound.work.estimate, queued_ms)
+            if reply.work is not None:
+                inbound.work.measured = reply.work.measured
+            return reply
 
         return await self.stage.answer(inbound.body, SearchRequest, search, sent.tenant)
+
+    def price(self, inbound: Inbound) -> float:
+        """A ``kb.search`` request's work before it runs, charged to its tenant's budget of
+        work a second: past it, the search is refused before it waits for a slot (one that is
+        not a search costs one: its answer is the error)."""
+        # The subject's tenant pays, whatever the body names (a body naming another tenant is
+        # then refused as such: it never spends that tenant's budget).
+        sent = self.stage.topology.identity(inbound.subject).tenant
+        if sent is not None:
+            self.quotas.check_search(sent)
+        try:
+            req = SearchRequest.model_validate_json(inbound.body)
+        except ValueError:
+            return 1.0
+        estimate = self.pricing.estimate(req)
+        if sent is not None:
+            self.quotas.take_search(sent, estimate)
+        return estimate
 
     async def answer_stats(self, inbound: Inbound) -> StatsReply | ErrorReply:
         """Answer one ``kb.stats.{tenant}.{grant}`` request."""
@@ -127,6 +154,17 @@ class Searcher:
             sent.tenant,
         )
 
+    async def answer_backlog(self, inbound: Inbound) -> BacklogReply | ErrorReply:
+        """Answer one ``kb.backlog.{tenant}.{grant}`` request: the tenant's own work per stage."""
+        sent = self.stage.topology.identity(inbound.subject)
+
+        async def backlog(req: BacklogRequest) -> BacklogReply:
+            require_tenant(sent, req.tenant)
+            js = self.stage.broker.connection.jetstream()
+            return await tenant_backlog(js, self.stage.topology, req.tenant)
+
+        return await self.stage.answer(inbound.body, BacklogRequest, backlog, sent.tenant)
+
     async def answer_versions(self, inbound: Inbound) -> VersionsReply | ErrorReply:
         """Answer one ``kb.versions.{tenant}.{grant}`` request."""
         sent = self.stage.topology.identity(inbound.subject)
@@ -135,20 +173,44 @@ class Searcher:
         )
 
     async def search(
-        self, req: SearchRequest, sent: Identity, deadline: Deadline | None = None
+        self,
+        req: SearchRequest,
+        sent: Identity,
+        deadline: Deadline | None = None,
+        estimate: float | None = None,
+        queued_ms: float = 0.0,
     ) -> SearchReply:
         """Run a search request through every stage, for the tenant and grant of its subject,
-        and stop when its caller's ``deadline`` (by default, the server's budget) comes."""
+        and stop when its caller's ``deadline`` (by default, the server's budget) comes. It is
+        charged its ``estimate`` of work (:mod:`.pricing`) first (unless :meth:`price` did),
+        what it measured once it ran."""
         scope = scope_of(sent, req.tenant, req.libraries, req.principals)
-        self.quotas.take_search(req.tenant)
+        if estimate is None:
+            estimate = self.pricing.estimate(req)
+            self.quotas.take_search(req.tenant, estimate)
         self.searches.labels(req.tenant).inc()
         deadline = deadline or Deadline.after(self.settings.budget_ms, time.monotonic())
         run = SearchRun.start(req, self.settings, deadline)
+        run.timings["queued_ms"] = queued_ms
         if not req.libraries:
             return self._reply(run, searched=False)
-        # What is cut short inside still leaves half the reserve to send the error reply.
-        async with deadline.bound("searching", self._reserve_s / 2):
-            return await self._search(req, run, self.store.view(scope))
+        view = self.store.view(scope, estimate)
+        # What is cut short inside still leaves half the reserve to send the error reply; the
+        # store's writes wait meanwhile (store.pressure).
+        pressure = self.store.writes.pressure
+        with pressure.searching(req.tenant, estimate):
+            if pressure.to_say():
+                # Indexers apart from this process yield too (store.pressure).
+                said = SearchesAnswered(in_flight=pressure.in_flight)
+                subject = self.stage.topology.subject("search.pressure")
+                await self.stage.broker.connection.publish(subject, said.model_dump_json().encode())
+            async with deadline.bound("searching", self._reserve_s / 2):
+                reply = await self._search(req, run, view)
+        used = run.context.used_tokens if run.context is not None else 0
+        query = run.query or req.query
+        work = self.pricing.measured(estimate, run.candidates, view.read, used, run.reranked, query)
+        self.quotas.settle_search(req.tenant, work.measured - estimate)
+        return reply.model_copy(update={"work": work})
 
     async def _search(self, req: SearchRequest, run: SearchRun, view: StoreView) -> SearchReply:
         profiles = await self.profiles.of(req.tenant, req.libraries)
@@ -260,6 +322,7 @@ class Searcher:
         if reranked.waited_s:
             self.latency.labels("rerank").observe(reranked.waited_s)
         run.timings["rerank_ms"] = reranked.waited_s * 1000.0
+        run.reranked = len(reranked.scores or ())
         run.degraded_reason = reranked.degraded or run.degraded_reason
         return reranked
 

@@ -45,3 +45,10 @@ class TokenCounter:
         if not text:
             return 0
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def offsets(self, text: str) -> tuple[list[int], list[int]]:
+        """Where each token of ``text`` starts and ends (in characters)."""
+        if not text:
+            return [], []
+        spans = self.tokenizer.encode(text, add_special_tokens=False).offsets
+        return [a for a, _ in spans], [b for _, b in spans]

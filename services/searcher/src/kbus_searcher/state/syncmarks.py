@@ -15,6 +15,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
+from kbus_contract.buckets import scope_key
 from kbus_runtime.declaring import open_bucket
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig
@@ -22,7 +23,6 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from kbus_searcher.state.buckets import FollowedBucket
-from kbus_searcher.state.tombstones import scope_key
 
 #: The mark of a sync of a whole library (a source name never starts with ``_``).
 WHOLE_LIBRARY = "_library"

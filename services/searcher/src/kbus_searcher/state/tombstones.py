@@ -8,24 +8,14 @@ however late its embeddings arrive.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Sequence
 
 from kbus_contract import DocumentDeleted
+from kbus_contract.buckets import covering_keys, scope_key
 from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError
 
 from kbus_searcher.state.buckets import FollowedBucket
-
-
-def scope_key(tenant: str, library: str | None = None, document_id: str | None = None) -> str:
-    """The key of a tenant, a library or a document (document ids are hashed: any text)."""
-    key = f"t.{tenant}"
-    if library is not None:
-        key += f".l.{library}"
-    if document_id is not None:
-        key += ".d." + hashlib.sha256(document_id.encode()).hexdigest()[:32]
-    return key
 
 
 class Tombstones(FollowedBucket[int]):
@@ -74,5 +64,4 @@ class Tombstones(FollowedBucket[int]):
 
 
 def _keys(tenant: str, library: str, document_id: str) -> tuple[str, str, str]:
-    """The keys whose deletions cover a document: its tenant's, its library's and its own."""
-    return scope_key(tenant), scope_key(tenant, library), scope_key(tenant, library, document_id)
+    return covering_keys(tenant, library, document_id)

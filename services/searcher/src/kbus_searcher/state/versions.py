@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from kbus_contract.buckets import scope_key
 from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
 from kbus_searcher.state.buckets import FollowedBucket
-from kbus_searcher.state.tombstones import scope_key
 from kbus_searcher.store import DocumentKey
 from kbus_searcher.store.recuts import rank
 

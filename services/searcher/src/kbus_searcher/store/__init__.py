@@ -37,9 +37,10 @@ class ChunkStore:
     collections: Collections
     writes: ChunkWriter
 
-    def view(self, scope: Scope) -> StoreView:
-        """The store as ``scope`` may read it: the only way to read chunks."""
-        return StoreView(self.collections, scope)
+    def view(self, scope: Scope, work: float = 1.0) -> StoreView:
+        """The store as ``scope`` may read it, for a request costing ``work``: the only way to
+        read chunks."""
+        return StoreView(self.collections, scope, self.writes.pressure, work)
 
     @classmethod
     def create(

@@ -14,6 +14,9 @@ from typing import TypeVar
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from weaviate.exceptions import WeaviateBaseError
 
+#: Seconds after which a search the store was too busy for is worth asking again (one it
+#: failed for a lost node is asked again at once: another node answers).
+BUSY_RETRY_S = 1.0
 #: A query vector whose length does not fit the collection: the index was made by another model.
 _DIMENSION_MISMATCH = re.compile(r"vector lengths|dimension", re.IGNORECASE)
 
@@ -68,5 +71,8 @@ async def within(asked: Awaitable[T], waits_s: float) -> T:
         return await asyncio.wait_for(asked, waits_s)
     except TimeoutError as exc:
         raise TransientError(
-            f"the store did not answer within {waits_s:.1f}s", code=ErrorCode.STORE_ERROR
+            f"the store did not answer within {waits_s:.1f}s: it is busy, ask again in "
+            f"{BUSY_RETRY_S:g}s",
+            code=ErrorCode.STORE_ERROR,
+            retry_after_s=BUSY_RETRY_S,
         ) from exc

@@ -23,6 +23,7 @@ from weaviate.collections.classes.filters import _Filters
 
 from kbus_searcher.store import filters
 from kbus_searcher.store.collections import Collections
+from kbus_searcher.store.pressure import Pressure
 from kbus_searcher.store.queries import (
     BLOCK_PROPERTIES,
     KINDS,
@@ -80,15 +81,30 @@ class Scope:
 class StoreView:
     """Reads of the collection searches are pointed at, within one :class:`Scope`."""
 
-    def __init__(self, collections: Collections, scope: Scope) -> None:
+    def __init__(
+        self,
+        collections: Collections,
+        scope: Scope,
+        pressure: Pressure | None = None,
+        work: float = 1.0,
+    ) -> None:
         self.collections = collections
         self.scope = scope
+        #: The searches in flight, and what the request reading through this view costs: a
+        #: costly one's reads go after other tenants' cheap searches (store.pressure).
+        self.pressure = pressure
+        self.work = work
         #: The collection and handle this view opened (a request's queries share them).
         self._opened: tuple[str, Any] | None = None
+        #: Objects this view's reads returned: what its request cost the store.
+        self.read = 0
 
     async def _handle(self) -> tuple[str, Any] | None:
         """The active collection's handle for the scope's tenant (None: nothing stored), opened
-        once per collection the alias names (a model switch mid-request opens the new one)."""
+        once per collection the alias names (a model switch mid-request opens the new one);
+        a costly request's read waits here for other tenants' cheap searches."""
+        if self.pressure is not None:
+            await self.pressure.room_to_read(self.scope.tenant, self.work)
         name = await self.collections.active()
         if name is None:
             return None
@@ -112,6 +128,7 @@ class StoreView:
             hits = await run(handle, query, where)
             hits = distinct(as_chunk(self.scope.tenant, c) for c in hits)
             span.set_attribute("kbus.candidates", len(hits))
+        self.read += len(hits)
         return hits
 
     async def best_cosine(self, libraries: tuple[str, ...], vector: list[float]) -> float | None:
@@ -144,6 +161,7 @@ class StoreView:
                 limit=len(ids),
                 return_properties=KEYWORD_PROPERTIES,
             )
+        self.read += len(res.objects)
         return {str(o.uuid): str(o.properties.get("keywords") or "") for o in res.objects}
 
     async def blocks(
@@ -169,6 +187,7 @@ class StoreView:
                 limit=last - first + 1,
                 return_properties=BLOCK_PROPERTIES,
             )
+        self.read += len(res.objects)
         return [dict(o.properties) for o in res.objects]
 
     async def count_chunks(self) -> int:

@@ -22,6 +22,7 @@ from kbus_searcher.store import filters
 from kbus_searcher.store.collections import Collections
 from kbus_searcher.store.errors import deletion_error, write_error
 from kbus_searcher.store.objects import objects_of
+from kbus_searcher.store.pressure import Pressure
 from kbus_searcher.store.recuts import rank
 from kbus_searcher.store.schema import ALL_PROPERTIES
 
@@ -51,8 +52,10 @@ def doc_key(ready: EmbeddingsReady) -> DocumentKey:
 class ChunkWriter:
     """Writes documents' chunks into the collection of their model, and deletes them."""
 
-    def __init__(self, collections: Collections) -> None:
+    def __init__(self, collections: Collections, pressure: Pressure | None = None) -> None:
         self.collections = collections
+        #: The searches this process answers, which writes yield to.
+        self.pressure = pressure or Pressure()
 
     async def write(self, readies: Sequence[EmbeddingsReady]) -> list[Exception | None]:
         """Write the chunks of several documents in one request (one model, one tenant).
@@ -69,17 +72,21 @@ class ChunkWriter:
             made = objects_of(ready)
             objects.extend(made)
             owner.extend([i] * len(made))
-        try:
-            with store_span("insert", name, tenant) as span:
-                span.set_attribute("kbus.chunks", len(objects))
-                result = await self.collections.use(name, tenant, write=True).data.insert_many(
-                    objects
-                )
-        except WeaviateInsertManyAllFailedError as exc:
-            return [write_error(len(r.chunks), len(r.chunks), exc.message) for r in readies]
         failed: dict[int, list[str]] = {}
-        for index, error in result.errors.items():
-            failed.setdefault(owner[index], []).append(error.message)
+        handle = self.collections.use(name, tenant, write=True)
+        for part in self.pressure.slices(len(objects)):
+            # Searches first: none waits behind a whole batch (store.pressure).
+            await self.pressure.room_to_write()
+            try:
+                with store_span("insert", name, tenant) as span:
+                    span.set_attribute("kbus.chunks", len(part))
+                    result = await handle.data.insert_many(objects[part.start : part.stop])
+            except WeaviateInsertManyAllFailedError as exc:
+                for index in part:
+                    failed.setdefault(owner[index], []).append(exc.message)
+                continue
+            for index, error in result.errors.items():
+                failed.setdefault(owner[part.start + index], []).append(error.message)
         return [
             write_error(len(failed[i]), len(r.chunks), failed[i][0]) if i in failed else None
             for i, r in enumerate(readies)
