@@ -51,7 +51,7 @@ docs:
 	$(RUN) python -m kbus_dev asyncapi
 	$(RUN) python -m kbus_dev settings-doc
 	$(RUN) python -m kbus_dev permissions-doc
-	$(RUN) python -m kbus_dev budgets-doc
+	$(RUN) python -m kbus_dev tables-doc
 
 # Side-by-side benchmark (floors, kbus, LlamaIndex); BENCH_ARGS="--documents 0" for all of SciFact.
 bench: install

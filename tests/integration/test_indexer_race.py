@@ -28,6 +28,7 @@ from kbus_runtime.stage import Stage
 from kbus_runtime.stage_metrics import StageMetrics
 from kbus_searcher.index.indexer import Indexer
 from kbus_searcher.index.late_writes import LATE_WRITE_S, OvertakenError
+from kbus_searcher.state.standing import Standing
 from kbus_searcher.state.tombstones import Tombstones
 from kbus_searcher.state.versions import Versions
 from kbus_searcher.store import ChunkStore, Scope
@@ -52,19 +53,19 @@ class Replica(Indexer):
         self.checked = asyncio.Event()
         self.resume = asyncio.Event()
 
-    async def _not_superseded(
-        self, readies: list[EmbeddingsReady], outcomes: list[Exception | None]
+    async def _admitted(
+        self, readies: list[EmbeddingsReady], live: list[int], outcomes: list[Exception | None]
     ) -> list[int]:
-        live = await super()._not_superseded(readies, outcomes)
+        # Right after the rulings before the write (what is stored, what is deleted).
         if self.pause:
             self.checked.set()
             await self.resume.wait()
-        return live
+        return await super()._admitted(readies, live, outcomes)
 
-    async def _complete(self, readies: list[EmbeddingsReady], written: list[int]) -> list[int]:
+    async def _complete(self, readies: list[EmbeddingsReady]) -> list[bool]:
         if self.kill:
             raise KilledError
-        return await super()._complete(readies, written)
+        return await super()._complete(readies)
 
 
 @dataclass
@@ -89,7 +90,7 @@ async def replicas(
     stage = Stage("indexer", broker, topology, StageMetrics(registry))
 
     def replica() -> Replica:
-        return Replica(stage, store.writes, tombstones, versions, CollectorRegistry())
+        return Replica(stage, store.writes, Standing(tombstones, versions), CollectorRegistry())
 
     try:
         yield Replicas(replica(), replica(), store)

@@ -30,15 +30,12 @@ def test_an_ordinary_search_costs_about_one_and_the_costliest_many() -> None:
 @pytest.mark.parametrize("seed", range(20))
 def test_asking_for_more_never_costs_less(seed: int) -> None:
     rng = random.Random(seed)
-    base = {
-        "k": rng.randint(1, 50),
-        "rerank_depth": rng.randint(1, 25),
-        "query": "word " * rng.randint(1, 100),
-    }
-    more = {
-        "k": base["k"] + rng.randint(1, 50),
-        "rerank_depth": base["rerank_depth"] + rng.randint(1, 25),
-        "query": str(base["query"]) + "more " * rng.randint(1, 100),
+    k, depth, query = rng.randint(1, 50), rng.randint(1, 25), "word " * rng.randint(1, 100)
+    base: dict[str, object] = {"k": k, "rerank_depth": depth, "query": query}
+    more: dict[str, object] = {
+        "k": k + rng.randint(1, 50),
+        "rerank_depth": depth + rng.randint(1, 25),
+        "query": query + "more " * rng.randint(1, 100),
     }
     for field in more:
         assert PRICING.estimate(_request(**{**base, field: more[field]})) >= PRICING.estimate(

@@ -20,7 +20,7 @@ from kbus_ingestor.ingesting import ranked_as
 from kbus_ingestor.profiling import Cutter
 from kbus_searcher.jobs.reprocess import recut, source_text
 from kbus_searcher.jobs.stored import StoredDocument
-from kbus_searcher.store.recuts import profile_version, rank
+from kbus_searcher.ordering import profile_version, rank
 
 MARKDOWN = (
     "# Pump manual\n\nRead this first.\n\n## Priming\n\n"

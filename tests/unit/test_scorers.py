@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kbus_reranker.scoring import create_scorer
-from kbus_reranker.settings import RerankerSettings
+from kbus_reranker.scoring import BACKENDS, create_scorer
+from kbus_reranker.settings import RerankBackend, RerankerSettings
 
 from tests.helpers import PASSAGES
 
 QUERY = "Does the receptor protect mice from obesity?"
 
 
-@pytest.mark.parametrize("backend", ["maxsim", "e5", "encoder"])
-def test_each_local_scorer_ranks_the_answer_first(backend: str) -> None:
+@pytest.mark.parametrize("backend", BACKENDS.local())
+def test_each_local_scorer_ranks_the_answer_first(backend: RerankBackend) -> None:
     scorer = create_scorer(RerankerSettings(backend=backend, threads=1))
     assert scorer.local
     scores = scorer.score(QUERY, PASSAGES)
@@ -26,5 +26,5 @@ def test_each_local_scorer_ranks_the_answer_first(backend: str) -> None:
 
 
 def test_auto_without_a_cohere_key_is_maxsim() -> None:
-    scorer = create_scorer(RerankerSettings(backend="auto"))
+    scorer = create_scorer(RerankerSettings(backend=RerankBackend.AUTO))
     assert type(scorer).__name__ == "MaxSimScorer"

@@ -13,23 +13,11 @@ from typing import Any
 
 import httpx
 from kbus_contract import ContentType
+from kbus_contract.formats import by_extension
 from kbus_contract.identifiers import document_id_of
 
 #: What each file suffix is published as.
-SUFFIXES = {
-    ".txt": ContentType.PLAIN,
-    ".text": ContentType.PLAIN,
-    ".md": ContentType.MARKDOWN,
-    ".markdown": ContentType.MARKDOWN,
-    ".html": ContentType.HTML,
-    ".htm": ContentType.HTML,
-    ".pdf": ContentType.PDF,
-    ".docx": ContentType.DOCX,
-    ".pptx": ContentType.PPTX,
-    ".xlsx": ContentType.XLSX,
-    ".csv": ContentType.CSV,
-    ".json": ContentType.JSON,
-}
+SUFFIXES = by_extension()
 TEXT = {ContentType.PLAIN, ContentType.MARKDOWN}
 
 

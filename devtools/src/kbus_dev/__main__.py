@@ -17,7 +17,7 @@ from kbus_dev import demo, servers, stack
 # command -> (module:function taking argv, help); each tool parses the arguments after its name.
 TOOLS = {
     "asyncapi": ("kbus_dev.asyncapi:main", "write (or --check) docs/asyncapi.yaml"),
-    "budgets-doc": ("kbus_dev.budgets_doc:main", "write (or --check) the budgets table"),
+    "tables-doc": ("kbus_dev.tables_doc:main", "write (or --check) the budgets and formats tables"),
     "nats-auth": ("kbus_dev.natsauth:main", "write the NATS accounts and credentials"),
     "certs": ("kbus_dev.certs:main", "write a CA and TLS certificates for NATS"),
     "k8s": ("kbus_dev.k8s:main", "build and validate deploy/k8s"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import enum
 import re
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,8 @@ def _default(field: FieldInfo) -> str:
 
 
 def _type(field: FieldInfo) -> str:
+    if isinstance(field.annotation, type) and issubclass(field.annotation, enum.Enum):
+        return f"one of {[m.value for m in field.annotation]}"
     text = str(field.annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
     text = text.replace("pydantic.types.", "").replace("Literal", "one of ")
     text = re.sub(r"\b(?:\w+\.)+(\w+)", r"\1", text)  # a class, not its module's path

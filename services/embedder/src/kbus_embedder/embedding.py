@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 import numpy as np
@@ -13,8 +14,9 @@ from kbus_runtime.batching import Batcher
 from kbus_runtime.fair_share import Stride
 from kbus_runtime.passages import passage_text
 from kbus_runtime.settings import CohereSettings
+from kbus_runtime.variants import Registry, Variant
 
-from kbus_embedder.settings import EmbedderSettings
+from kbus_embedder.settings import EmbedBackend, EmbedderSettings
 
 #: Told the number of texts of each local model call for documents.
 CallObserver = Callable[[int], None]
@@ -150,27 +152,49 @@ class CohereEmbedder:
         return unit
 
 
-def create_embedder(settings: EmbedderSettings, on_call: CallObserver | None = None) -> Embedder:
-    """The configured backend; Cohere only when asked for or when a key is set with ``auto``.
+@dataclass(frozen=True)
+class Making:
+    """What a backend is made from: the settings, and who is told of each local model call."""
 
-    ``on_call`` is told the number of texts of each local model call for documents.
-    """
-    use_cohere = settings.backend == "cohere" or (
-        settings.backend == "auto" and settings.cohere.api_key is not None
-    )
-    if use_cohere:
-        return CohereEmbedder(settings.cohere)
+    settings: EmbedderSettings
+    on_call: CallObserver | None = None
+
+
+def _local(making: Making) -> Embedder:
+    s = making.settings
     return LocalEmbedder(
-        settings.model,
-        settings.threads,
-        settings.batch_size,
-        settings.flush_ms,
-        settings.gather,
-        settings.query_threads,
-        on_call,
-        settings.batch_nice,
-        settings.bus.tenant_weights,
+        s.model,
+        s.threads,
+        s.batch_size,
+        s.flush_ms,
+        s.gather,
+        s.query_threads,
+        making.on_call,
+        s.batch_nice,
+        s.bus.tenant_weights,
     )
+
+
+#: Every backend, and how the settings make it; ``auto``: Cohere with a Cohere key, else local.
+BACKENDS: Registry[EmbedBackend, Making, Embedder] = Registry(
+    "embedding backend",
+    EmbedBackend,
+    {
+        EmbedBackend.COHERE: Variant(
+            lambda m: CohereEmbedder(m.settings.cohere),
+            "Cohere's embed API",
+            auto_when=lambda m: m.settings.cohere.api_key is not None,
+            remote=True,
+        ),
+        EmbedBackend.LOCAL: Variant(_local, "a packaged or local ONNX encoder", lambda m: True),
+    },
+)
+
+
+def create_embedder(settings: EmbedderSettings, on_call: CallObserver | None = None) -> Embedder:
+    """The configured backend (``on_call`` is told the number of texts of each local model call
+    for documents)."""
+    return BACKENDS.create(settings.backend, Making(settings, on_call))
 
 
 def document_text(document: DocumentRef, chunk: Chunk, include_title: bool) -> str:

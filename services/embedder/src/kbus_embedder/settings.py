@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from enum import StrEnum
 
 from kbus_runtime.settings import CohereSettings, ServiceSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
+
+
+class EmbedBackend(StrEnum):
+    """The embedding backends (made by :data:`kbus_embedder.embedding.BACKENDS`)."""
+
+    AUTO = "auto"
+    COHERE = "cohere"
+    LOCAL = "local"
 
 
 class EmbedderSettings(ServiceSettings):
@@ -15,8 +23,8 @@ class EmbedderSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="KBUS_EMBEDDER_", extra="ignore")
 
     http_port: int = Field(default=8102, description="Port of /health and /metrics.")
-    backend: Literal["auto", "local", "cohere"] = Field(
-        default="auto", description="auto: Cohere when a Cohere key is set, else local."
+    backend: EmbedBackend = Field(
+        default=EmbedBackend.AUTO, description="auto: Cohere when a Cohere key is set, else local."
     )
     model: str = Field(
         default="all-MiniLM-L6-v2",

@@ -20,20 +20,14 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import httpx
 from kbus_contract import ContentType
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
+from kbus_contract.formats import by_media_type
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 #: Resolves a host and port to its addresses (a stub in tests of the refusal).
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 #: Content types a fetched page may have, and what it is parsed as.
-FETCHED_TYPES = {
-    "text/html": ContentType.HTML,
-    "application/xhtml+xml": ContentType.HTML,
-    "text/plain": ContentType.PLAIN,
-    "text/markdown": ContentType.MARKDOWN,
-    "application/pdf": ContentType.PDF,
-    **{ct.value: ct for ct in (ContentType.DOCX, ContentType.PPTX, ContentType.XLSX)},
-}
+FETCHED_TYPES = by_media_type()
 
 
 async def system_resolver(host: str, port: int) -> list[str]:

@@ -22,6 +22,7 @@ from kbus_contract import ContentType, RecordTemplate
 from kbus_contract.base import Metadata
 from kbus_contract.documents import template_fields
 from kbus_contract.errors import ErrorCode
+from kbus_contract.formats import FORMATS
 
 
 class ParseError(Exception):
@@ -75,7 +76,8 @@ class Limits:
     max_records: int
 
 
-OOXML_PART = {ContentType.DOCX: "word/", ContentType.PPTX: "ppt/", ContentType.XLSX: "xl/"}
+#: Office Open XML formats, and the folder each one's archive must hold.
+OOXML_PART = {ct: f.archive_part for ct, f in FORMATS.items() if f.archive_part is not None}
 
 
 def parse(
@@ -91,7 +93,7 @@ def parse(
     if content_type.records:
         assert template is not None  # the contract requires one
         return _records(content_type, _decode(data), template, limits)
-    parsed = _PARSERS[content_type](data)
+    parsed = PARSERS[content_type](data)
     if not parsed.text or parsed.text.isspace():  # (strip() would copy a large text)
         raise ParseError("no text could be read from the document", ErrorCode.EMPTY_DOCUMENT)
     return parsed
@@ -226,12 +228,12 @@ def _office(content_type: ContentType) -> Callable[[bytes], Parsed]:
         from markitdown import StreamInfo
         from markitdown.converters import DocxConverter, PptxConverter, XlsxConverter
 
-        converters = {
-            ContentType.DOCX: (DocxConverter, ".docx"),
-            ContentType.PPTX: (PptxConverter, ".pptx"),
-            ContentType.XLSX: (XlsxConverter, ".xlsx"),
-        }
-        converter, extension = converters[content_type]
+        converter = {
+            ContentType.DOCX: DocxConverter,
+            ContentType.PPTX: PptxConverter,
+            ContentType.XLSX: XlsxConverter,
+        }[content_type]
+        extension = content_type.facts.extensions[0]
         try:
             result = converter().convert(  # type: ignore[no-untyped-call]
                 io.BytesIO(data), StreamInfo(extension=extension)
@@ -250,7 +252,8 @@ def _office(content_type: ContentType) -> Callable[[bytes], Parsed]:
     return convert
 
 
-_PARSERS: dict[ContentType, Callable[[bytes], Parsed]] = {
+#: The parser of each format but records (those a template renders).
+PARSERS: dict[ContentType, Callable[[bytes], Parsed]] = {
     ContentType.PLAIN: _plain,
     ContentType.MARKDOWN: _markdown,
     ContentType.HTML: _html,

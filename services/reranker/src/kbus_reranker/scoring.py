@@ -11,8 +11,12 @@ import numpy as np
 from kbus_runtime import cohere_api
 from kbus_runtime.deadlines import Deadline
 from kbus_runtime.settings import CohereSettings
+from kbus_runtime.variants import Registry, Variant
 
-from kbus_reranker.settings import RerankerSettings
+from kbus_reranker.settings import RerankBackend, RerankerSettings
+
+#: The encoder the local scorers load unless the settings name one.
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 
 class Scorer(Protocol):
@@ -138,18 +142,36 @@ class CohereScorer:
         return scores
 
 
+#: Every scorer, and how the settings make it; ``auto``: Cohere with a Cohere key, else maxsim.
+BACKENDS: Registry[RerankBackend, RerankerSettings, Scorer] = Registry(
+    "reranker backend",
+    RerankBackend,
+    {
+        RerankBackend.COHERE: Variant(
+            lambda s: CohereScorer(s.cohere),
+            "Cohere's rerank API",
+            auto_when=lambda s: s.cohere.api_key is not None,
+            remote=True,
+        ),
+        RerankBackend.MAXSIM: Variant(
+            lambda s: MaxSimScorer(s.model_path or DEFAULT_MODEL, s.threads),
+            "MaxSim over an encoder's token states",
+            auto_when=lambda s: True,
+        ),
+        RerankBackend.ENCODER: Variant(
+            lambda s: EncoderScorer(s.model_path or DEFAULT_MODEL, s.threads),
+            "an encoder's cosine of query and passage",
+        ),
+        RerankBackend.E5: Variant(
+            lambda s: E5Scorer(s.threads), "multilingual-e5-small's cosine (4-bit)"
+        ),
+    },
+)
+
+
 def create_scorer(settings: RerankerSettings) -> Scorer:
     """The configured scorer."""
-    backend = settings.backend
-    if backend == "auto":
-        backend = "cohere" if settings.cohere.api_key is not None else "maxsim"
-    if backend == "cohere":
-        return CohereScorer(settings.cohere)
-    if backend == "maxsim":
-        return MaxSimScorer(settings.model_path or "all-MiniLM-L6-v2", settings.threads)
-    if backend == "encoder":
-        return EncoderScorer(settings.model_path or "all-MiniLM-L6-v2", settings.threads)
-    return E5Scorer(settings.threads)
+    return BACKENDS.create(settings.backend, settings)
 
 
 async def score_async(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from kbus_runtime.chat import LLMSettings
@@ -10,14 +11,24 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 
+class RerankBackend(StrEnum):
+    """The second-stage scorers (made by :data:`kbus_reranker.scoring.BACKENDS`)."""
+
+    AUTO = "auto"
+    COHERE = "cohere"
+    MAXSIM = "maxsim"
+    ENCODER = "encoder"
+    E5 = "e5"
+
+
 class RerankerSettings(ServiceSettings):
     """Which second-stage scorer runs, and how its score is combined with the first stage's."""
 
     model_config = SettingsConfigDict(env_prefix="KBUS_RERANKER_", extra="ignore")
 
     http_port: int = Field(default=8104, description="Port of /health and /metrics.")
-    backend: Literal["auto", "maxsim", "e5", "encoder", "cohere"] = Field(
-        default="auto",
+    backend: RerankBackend = Field(
+        default=RerankBackend.AUTO,
         description="auto: Cohere with a Cohere key, else maxsim (MaxSim over an encoder's token "
         "states); e5 or encoder by name. Why: docs/tuning.md#kbus_reranker_backend.",
     )

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from faststream.asgi import AsgiFastStream
+from kbus_contract import DocumentRef
 from kbus_runtime.advisories import MaxDeliveries
 from kbus_runtime.service import Service, StartUp
 from kbus_runtime.store import WeaviateNodes
@@ -23,6 +24,7 @@ from kbus_searcher.search.searching import Searcher
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.state.profiles import LibraryProfiles
 from kbus_searcher.state.quotas import Quotas
+from kbus_searcher.state.standing import Standing
 from kbus_searcher.state.syncmarks import SyncMarks
 from kbus_searcher.state.tombstones import Tombstones
 from kbus_searcher.state.versions import Versions
@@ -61,16 +63,19 @@ def _indexing(parts: _Parts) -> Indexing | None:
     if not parts.settings.index:
         return None
     service, settings = parts.service, parts.settings
+    stage = service.stage("indexer")
+
+    async def wanted(doc: DocumentRef) -> bool:
+        return await stage.wanted(doc.tenant, doc.library, doc.document_id, doc.sequence)
+
     indexer = Indexer(
-        service.stage("indexer"),
+        stage,
         parts.store.writes,
-        parts.tombstones,
-        parts.versions,
+        Standing(parts.tombstones, parts.versions, parts.syncs, wanted),
         service.registry,
         max_batch=settings.index_batch_chunks,
         linger_s=settings.index_linger_ms / 1000,
         quotas=parts.quotas,
-        syncs=parts.syncs,
         weights=settings.bus.tenant_weights,
     )
     deleter = Deleter(service.stage("deleter"), parts.store.writes, parts.tombstones)

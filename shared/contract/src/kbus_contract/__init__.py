@@ -14,7 +14,6 @@ from kbus_contract.base import (
 from kbus_contract.documents import (
     ORIGINAL_LIMIT,
     BodyRef,
-    ContentType,
     DeadLetter,
     DocumentAdded,
     DocumentDeleted,
@@ -26,6 +25,7 @@ from kbus_contract.documents import (
     RecordTemplate,
 )
 from kbus_contract.feed import FeedEntry, FeedKind, FeedReply, FeedRequest
+from kbus_contract.formats import ContentType
 from kbus_contract.intake import Accepted, BodyPart, Refused
 from kbus_contract.passages import (
     MAX_BUDGET_TOKENS,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import string
-from enum import StrEnum
 from typing import Annotated
 
 from pydantic import (
@@ -19,6 +18,7 @@ from pydantic import (
 )
 
 from kbus_contract.base import Contract, Metadata
+from kbus_contract.formats import ContentType
 from kbus_contract.identifiers import (
     EVERYONE,
     DocumentId,
@@ -53,31 +53,6 @@ def _count_keys(value: JsonValue) -> int:
     return 0
 
 
-class ContentType(StrEnum):
-    """Document formats the ingestor understands (docs/formats.md, "Formats and sources")."""
-
-    PLAIN = "text/plain"
-    MARKDOWN = "text/markdown"
-    HTML = "text/html"
-    PDF = "application/pdf"
-    DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-    PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
-    XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-    CSV = "text/csv"
-    JSON = "application/json"
-
-    @property
-    def binary(self) -> bool:
-        """Bytes that are not text: they travel by claim check only."""
-        return self in _BINARY
-
-    @property
-    def records(self) -> bool:
-        """Records that a :class:`RecordTemplate` turns into text."""
-        return self in (ContentType.CSV, ContentType.JSON)
-
-
-_BINARY = frozenset({ContentType.PDF, ContentType.DOCX, ContentType.PPTX, ContentType.XLSX})
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_ -]{0,127}$")
 
 

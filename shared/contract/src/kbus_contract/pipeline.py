@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from kbus_contract.base import Contract, Metadata
-from kbus_contract.documents import MAX_MATCHING_TEXTS, ContentType
+from kbus_contract.documents import MAX_MATCHING_TEXTS
+from kbus_contract.formats import ContentType
 from kbus_contract.identifiers import DocumentId, LibraryId, TenantId
 from kbus_contract.lanes import Lane
 from kbus_contract.profiles import Matching

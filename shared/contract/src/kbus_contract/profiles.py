@@ -18,7 +18,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from kbus_contract.base import Contract
-from kbus_contract.documents import MAX_MATCHING_TEXTS, ContentType
+from kbus_contract.documents import MAX_MATCHING_TEXTS
+from kbus_contract.formats import ContentType
 from kbus_contract.identifiers import LibraryId, TenantId
 
 #: The longest pattern a chunker takes (a delimiter or a product heading, not a program).

@@ -49,9 +49,9 @@ from nats.aio.client import Client
 from nats.js.errors import KeyNotFoundError
 
 from kbus_searcher.jobs.stored import StoredDocument, connected, read_documents
+from kbus_searcher.ordering import profile_version, rank
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.state.versions import Versions
-from kbus_searcher.store.recuts import profile_version, rank
 
 log = logging.getLogger("kbus.reprocess")
 

@@ -14,9 +14,9 @@ from kbus_runtime.bus import connect_nats
 from kbus_runtime.store import weaviate_client
 from nats.aio.client import Client
 
+from kbus_searcher.ordering import rank
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
-from kbus_searcher.store.recuts import rank
 
 
 @dataclass

@@ -52,6 +52,14 @@ class Tombstones(FollowedBucket[int]):
         [mark] = await self.barriers([(tenant, library, document_id)])
         return mark
 
+    async def barriers_copied(self, documents: Sequence[tuple[str, str, str]]) -> list[int]:
+        """The latest deletion covering each document as the copy in memory has it (read from
+        the bucket when not following): it may miss a deletion of a moment ago, so only where
+        a later :meth:`barriers` catches what it missed."""
+        if not self.following:
+            return await self.barriers(documents)
+        return [max(self.copied(key) or 0 for key in _keys(*document)) for document in documents]
+
     async def barriers(self, documents: Sequence[tuple[str, str, str]]) -> list[int]:
         """The latest deletion covering each (tenant, library, document id), read from the bucket.
 

@@ -21,9 +21,8 @@ from kbus_contract.buckets import scope_key
 from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
+from kbus_searcher.ordering import DocumentKey, rank
 from kbus_searcher.state.buckets import FollowedBucket
-from kbus_searcher.store import DocumentKey
-from kbus_searcher.store.recuts import rank
 
 
 class Versions(FollowedBucket[str]):

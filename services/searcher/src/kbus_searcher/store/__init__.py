@@ -9,12 +9,13 @@ from dataclasses import dataclass
 
 from kbus_runtime.store import StoreClient
 
+from kbus_searcher.ordering import DocumentKey
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store.collections import Collections
 from kbus_searcher.store.queries import Candidate, Query
 from kbus_searcher.store.schema import Replication
 from kbus_searcher.store.view import Scope, StoreView
-from kbus_searcher.store.writes import ChunkWriter, DocumentKey, doc_key
+from kbus_searcher.store.writes import ChunkWriter, doc_key
 
 __all__ = [
     "Candidate",

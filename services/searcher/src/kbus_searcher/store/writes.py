@@ -18,12 +18,12 @@ from weaviate.classes.query import Filter, Sort
 from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
+from kbus_searcher.ordering import DocumentKey, rank
 from kbus_searcher.store import filters
 from kbus_searcher.store.collections import Collections
 from kbus_searcher.store.errors import deletion_error, write_error
 from kbus_searcher.store.objects import objects_of
 from kbus_searcher.store.pressure import Pressure
-from kbus_searcher.store.recuts import rank
 from kbus_searcher.store.schema import ALL_PROPERTIES
 
 #: Stored chunks of a batch's documents one read returns before asking per document or
@@ -31,7 +31,6 @@ from kbus_searcher.store.schema import ALL_PROPERTIES
 STORED_LIMIT = 1_000
 #: Weaviate's default QUERY_MAXIMUM_RESULTS: what one delete request deletes at most.
 DELETE_LIMIT = 10_000
-DocumentKey = tuple[str, str]  # (library, document id) inside one tenant
 
 
 @dataclass(frozen=True)

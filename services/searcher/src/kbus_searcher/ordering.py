@@ -1,5 +1,8 @@
-"""Versions of texts cut again after a library's profile changed (``python -m
-kbus_searcher.jobs.reprocess``).
+"""Which of a document's publishes is newer, and how a document is named inside its tenant:
+what the state kept in buckets and the store's writes both order by (below both layers).
+
+Versions of texts cut again after a library's profile changed (``python -m
+kbus_searcher.jobs.reprocess``):
 
 A text cut again ranks as the publish it was cut from (its ``recut_of``), so it shares that
 publish's sequence, and its version is that publish's with ``+profile<revision>``. Between two
@@ -10,6 +13,9 @@ newer; every other order is by sequence.
 from __future__ import annotations
 
 import re
+
+#: A document inside its tenant: (library, document id).
+DocumentKey = tuple[str, str]
 
 _REVISION = re.compile(r"\+profile(\d+)$")
 _MAX_VERSION = 128

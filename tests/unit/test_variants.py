@@ -1,0 +1,61 @@
+"""A kind of variant is one registry: its names are one enum, every name has an entry, and
+``auto`` takes the first whose condition holds."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import pytest
+from kbus_embedder.embedding import BACKENDS as EMBED_BACKENDS
+from kbus_embedder.settings import EmbedBackend
+from kbus_reranker.scoring import BACKENDS as RERANK_BACKENDS
+from kbus_reranker.settings import RerankBackend, RerankerSettings
+from kbus_runtime.settings import CohereSettings
+from kbus_runtime.variants import Registry, Variant
+from pydantic import SecretStr, ValidationError
+
+
+class Colour(StrEnum):
+    AUTO = "auto"
+    RED = "red"
+    BLUE = "blue"
+
+
+def test_a_registry_must_cover_its_names_exactly() -> None:
+    with pytest.raises(ValueError, match="differ in: blue"):
+        Registry("colour", Colour, {Colour.RED: Variant(lambda o: o, "red")})
+
+
+def test_auto_takes_the_first_variant_whose_condition_holds() -> None:
+    colours: Registry[Colour, int, str] = Registry(
+        "colour",
+        Colour,
+        {
+            Colour.RED: Variant(lambda n: f"red {n}", "red", auto_when=lambda n: n > 5),
+            Colour.BLUE: Variant(lambda n: f"blue {n}", "blue", auto_when=lambda n: True),
+        },
+    )
+    assert colours.create(Colour.AUTO, 9) == "red 9"
+    assert colours.create(Colour.AUTO, 1) == "blue 1"
+    assert colours.create(Colour.RED, 1) == "red 1"
+
+
+@pytest.mark.parametrize(
+    ("registry", "names"),
+    [(RERANK_BACKENDS, RerankBackend), (EMBED_BACKENDS, EmbedBackend)],
+)
+def test_every_service_registry_covers_its_settings_choices(
+    registry: Registry[StrEnum, object, object], names: type[StrEnum]
+) -> None:
+    assert set(registry.variants) == {n for n in names if n.value != "auto"}
+
+
+def test_the_settings_refuse_a_backend_no_registry_holds_and_say_which_they_take() -> None:
+    with pytest.raises(ValidationError, match="'cohere', 'maxsim', 'encoder' or 'e5'"):
+        RerankerSettings(backend="cross-encoder")
+
+
+def test_auto_reranks_with_cohere_only_with_a_key() -> None:
+    keyed = RerankerSettings(cohere=CohereSettings(api_key=SecretStr("k")))
+    assert RERANK_BACKENDS.chosen(RerankBackend.AUTO, keyed) is RerankBackend.COHERE
+    assert RERANK_BACKENDS.chosen(RerankBackend.AUTO, RerankerSettings()) is RerankBackend.MAXSIM
