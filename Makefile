@@ -2,7 +2,7 @@
 UV := python3 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: install cli demo up up-cluster stop test unit lint docs bench bench-fairness bench-context bench-access bench-neighbour bench-large bench-tenants chaos chaos-cluster
+.PHONY: install cli demo up up-cluster stop test check unit lint docs bench bench-fairness bench-context bench-access bench-neighbour bench-large bench-tenants chaos chaos-cluster
 
 install:
 	./scripts/install.sh
@@ -27,10 +27,7 @@ stop:
 
 test: install
 	$(RUN) python -m kbus_dev install --test-tools --llm  # what only the tests run, built once (minutes)
-	$(RUN) ruff check .
-	$(RUN) ruff format --check .
-	$(RUN) mypy
-	$(RUN) lint-imports
+	$(MAKE) --no-print-directory lint
 	$(RUN) pytest -q -p no:cacheprovider -n 2 tests/unit  # no servers: on both cores
 	# With servers: on both cores (e2e's tests on one worker, security's on the other, each
 	# sharing its folder's services; integration's spread), then those that time what they
@@ -40,6 +37,14 @@ test: install
 
 unit:
 	$(RUN) pytest -q tests/unit
+
+# Before each commit: lint, types, the unit tests and the integration tests (real NATS and
+# Weaviate, no cluster), on both cores (docs/operating.md says how long it takes).
+check: install
+	$(RUN) python -m kbus_dev install --test-tools --llm
+	$(MAKE) --no-print-directory lint
+	$(RUN) pytest -q -p no:cacheprovider -n 2 tests/unit
+	$(RUN) pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m "not alone" tests/integration
 
 lint:
 	$(RUN) ruff check .

@@ -27,7 +27,6 @@ from kbus_cli.metrics import ndcg_at
 from kbus_dev.servers import start_weaviate
 from kbus_embedder.embedding import document_text
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
 from kbus_models.encoder import MINILM, Encoder, resolve
 from kbus_searcher.settings import SearcherSettings
@@ -35,6 +34,7 @@ from weaviate.classes.config import Configure, DataType, Property, VectorDistanc
 from weaviate.classes.data import DataObject
 
 from bench.corpus import as_added
+from tests.cutting import chunk_document
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 DIMENSION = 384

@@ -1,6 +1,6 @@
 """``python -m bench.concurrency``: many agents at once, and searches while documents pour in.
 
-One run, one machine, the four services as processes on one NATS and one Weaviate:
+One run, one machine, the services as processes on one NATS and one Weaviate:
 
 1. The embedder alone draining the same chunks.ready backlog with and without keeping token
    states, taking turns over ``--rounds`` rounds: what keeping them costs ingestion.

@@ -10,8 +10,9 @@ from pathlib import Path
 from kbus_contract import ChunksReady, DocumentAdded
 from kbus_embedder.embedding import document_text
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
+
+from tests.cutting import chunk_document
 
 
 @dataclass(frozen=True)

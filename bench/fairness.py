@@ -4,7 +4,7 @@
 
 Twice, with fair share off and then on (``KBUS_FAIR_SHARE``; then once more with it on for each
 ``--also KEY=VALUE`` setting of the services; ``--set KEY=VALUE`` for every run), each time on a
-bus prefix and a collection of its own with the four services started for it: tenant ``a``
+bus prefix and a collection of its own with the services started for it: tenant ``a``
 publishes the first ``--documents`` SciFact documents as fast as it can; while they drain, tenants
 ``b`` and ``c`` each publish a one-paragraph document every ``--every-s`` seconds and ``a`` an
 interactive edit every ``--edit-every-s`` seconds. Reported per mode: each group's time from

@@ -26,7 +26,6 @@ from typing import Any
 from kbus_client import KbClient
 from kbus_contract import ContentType
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
 
 from bench.corpus import Corpus, as_added
@@ -34,6 +33,7 @@ from bench.pipeline import ingest, memory_kb
 from bench.report import save
 from bench.stack import BenchStack, bench_stack
 from tests import samples
+from tests.cutting import chunk_document
 
 TENANT, SMALL, LARGE = "bench", "small", "large"
 MiB = 1024**2

@@ -32,9 +32,10 @@ from kbus_client import KbClient
 from kbus_contract import ContentType, DocumentAdded, Matching, MatchingKind
 from kbus_generator.prompts import ask_for, questions
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
 from kbus_runtime.chat import LLMSettings, OpenAIChat
+
+from tests.cutting import chunk_document
 
 #: Each search, as (label, request choices).
 MODES: dict[str, dict[str, Any]] = {

@@ -16,12 +16,12 @@ from typing import Any
 
 from kbus_contract import ContentType, DocumentAdded, RecordTemplate
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.parsing import Limits, Parsed, parse
 from kbus_ingestor.profiling import Cutter
 
 from bench.report import save
 from tests import samples
+from tests.cutting import chunk_document
 
 LIMITS = Limits(max_unpacked_bytes=2**31, max_records=10**6)
 TEMPLATE = RecordTemplate(text="{title}: {text}", title="{title}", metadata=("id",))

@@ -1,4 +1,4 @@
-"""kbus itself: ingestion through the four services, and searches through the bus."""
+"""kbus itself: ingestion through the services, and searches through the bus."""
 
 from __future__ import annotations
 

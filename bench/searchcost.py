@@ -18,18 +18,15 @@ import asyncio
 import json
 import os
 import random
-import shutil
-import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 import nats
 from kbus_client import KbClient
-from kbus_dev.servers import Server, ensure_installed, start_nats, start_weaviate
-from kbus_dev.services import service_env, start_all
+from kbus_dev.servers import Server
 
 from bench.neighbour import COSTLY, LIBRARY, costly_query, flood_text
+from bench.stack import bench_stack
 
 TENANT = "costs"
 SHORT = "quarterly revenue growth across regions"
@@ -110,30 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--searches", type=int, default=12)
     parser.add_argument("--out", type=Path, default=Path("searchcost-results.json"))
     args = parser.parse_args(argv)
-    ensure_installed()
-    root = Path(tempfile.mkdtemp(prefix="kbus-searchcost-"))
-    nats_server, weaviate = start_nats(root / "nats"), start_weaviate(root / "weaviate")
-    url = f"nats://127.0.0.1:{nats_server.ports['client']}"
-    tag = f"sco{uuid.uuid4().hex[:6]}"
-    env = service_env(
-        url,
-        weaviate.ports["http"],
-        weaviate.ports["grpc"],
-        prefix=tag,
-        collection=f"Bench{tag.capitalize()}",
-        # Each search alone, never refused: what it costs, not what a tenant may spend.
-        extra={"KBUS_DEFAULT_BUDGET": json.dumps({"search_cost_per_second": 0})},
-    )
-    services = start_all(env, root / "logs")
-    servers = {s.name: s for s in services} | {"nats": nats_server, "weaviate": weaviate}
-    try:
-        result = asyncio.run(measure(args, url, tag, servers))
-    finally:
-        for service in services:
-            service.stop()
-        nats_server.stop()
-        weaviate.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    # Each search alone, never refused: what it costs, not what a tenant may spend.
+    budget = {"KBUS_DEFAULT_BUDGET": json.dumps({"search_cost_per_second": 0})}
+    with bench_stack("searchcost", budget) as stack:
+        servers = stack.services | stack.servers
+        result = asyncio.run(measure(args, stack.nats_url, stack.prefix, servers))
     result["command"] = "python -m bench.searchcost " + " ".join(argv or [])
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     return 0

@@ -22,6 +22,8 @@ class BenchStack:
     prefix: str
     #: The services by name (their processes: memory, CPU, /metrics).
     services: dict[str, Server] = field(default_factory=dict)
+    #: NATS and Weaviate, as ``nats`` and ``weaviate``.
+    servers: dict[str, Server] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -47,7 +49,12 @@ def bench_stack(
     )
     services = start_deployed(env, root / "logs") if deployed else start_all(env, root / "logs")
     try:
-        yield BenchStack(url, tag, {service.name: service for service in services})
+        yield BenchStack(
+            url,
+            tag,
+            {service.name: service for service in services},
+            {"nats": nats_server, "weaviate": weaviate_server},
+        )
     finally:
         for service in services:
             service.stop()

@@ -1,6 +1,6 @@
 """``python -m bench.tracing``: what tracing costs, on and off side by side in one run.
 
-Two stacks of the four services share one NATS and one Weaviate: one traces every message and
+Two stacks of the services share one NATS and one Weaviate: one traces every message and
 request to a Jaeger all-in-one (``KBUS_TRACING_ENDPOINT``, every trace sampled), the other does
 not trace. Ingestion alternates between them in halves, off-on-on-off, so a drift of the machine
 falls on both; queries alternate one by one. The client does not trace: what is measured is the
@@ -51,7 +51,7 @@ def _halves(data: corpora.Corpus) -> list[corpora.Corpus]:
 def _stack(
     servers: tuple[str, int, int], logs: Path, tracing: str | None
 ) -> tuple[str, list[Server]]:
-    """The four services under a prefix of their own (returned), tracing to ``tracing``."""
+    """The services under a prefix of their own (returned), tracing to ``tracing``."""
     nats_url, http, grpc = servers
     tag = uuid.uuid4().hex[:6]
     extra = {"KBUS_TRACING_ENDPOINT": tracing} if tracing else {}

@@ -29,7 +29,6 @@ from kbus_contract.backlog import stage_backlog
 from kbus_contract.identifiers import chunk_id
 from kbus_contract.tenancy import GRANT_ALL
 from kbus_contract.topology import Topology
-from kbus_dev.cluster import by_name
 from kbus_dev.servers import Server
 from kbus_dev.services import service_env, start_all
 from kbus_ingestor.chunking import ChunkingConfig, Span, iter_spans
@@ -547,3 +546,8 @@ def unique_text(tag: str, chars: int) -> str:
         body = " ".join(words[(n + i) % len(words)] for i in range(6))
         segments.append(f"{tag}{n:x} {body}"[:59].ljust(59))
     return " ".join(segments)
+
+
+def by_name(servers: list[Server], name: str) -> Server:
+    """The server called ``name`` (``n1``..)."""
+    return servers[int(name.removeprefix("n")) - 1]

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 from kbus_contract import DocumentAdded
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
+
+from tests.cutting import chunk_document
 
 LIBRARY = "chaos"
 #: The source every document belongs to (what the syncs list).

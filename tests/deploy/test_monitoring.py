@@ -11,13 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kbus_dev.observability import (
-    alert_expressions,
-    check_rules,
-    dashboard_expressions,
-    ensure_promtool,
-    rule_groups,
-)
+from kbus_dev.observability import ensure_promtool
+
+from tests.monitoring import alert_expressions, check_rules, dashboard_expressions, rule_groups
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/k8s/base/alerts.yaml"

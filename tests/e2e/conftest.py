@@ -1,4 +1,4 @@
-"""End-to-end: NATS, Weaviate and the four services as separate processes."""
+"""End-to-end: NATS, Weaviate and every service as a separate process."""
 
 from __future__ import annotations
 

@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 from kbus_client import DocumentRejectedError, KbClient
-from kbus_dev.busclient import Receipts, search
 from nats.aio.client import Client
 from nats.errors import MaxPayloadError
 
+from tests.busclient import Receipts, search
 from tests.e2e.conftest import Stack
 from tests.helpers import document, find_in_stream, publish_raw
 

@@ -1,4 +1,4 @@
-"""The four services on a three-server NATS cluster (streams at three replicas): documents
+"""The services on a three-server NATS cluster (streams at three replicas): documents
 published while the documents stream's leader is SIGKILLed, and then the server every service
 happens to use, are all indexed, once; searches answer after."""
 

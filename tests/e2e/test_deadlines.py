@@ -1,4 +1,4 @@
-"""A search bounded by its caller's deadline, against the four services as processes.
+"""A search bounded by its caller's deadline, against the services as processes.
 
 The budgets are set from what a full search took a moment earlier in the same run, so the test
 holds on a fast machine and a slow one: a budget a third of a rerank's time cannot hold the

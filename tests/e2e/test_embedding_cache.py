@@ -6,9 +6,9 @@ import json
 import re
 
 import httpx
-from kbus_dev.busclient import Receipts
 from nats.aio.client import Client
 
+from tests.busclient import Receipts
 from tests.e2e.conftest import Stack
 from tests.helpers import document, publish_raw
 

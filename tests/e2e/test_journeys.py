@@ -190,7 +190,8 @@ def test_the_cli_says_what_went_wrong_in_one_line_and_asks_before_deleting_much(
     assert "Pass --yes to confirm" in asked.stderr
     still = json.loads(kbus(stack, "documents", "--library", "desk", "--json").stdout)
     assert [d["document_id"] for d in still] == ["kettle.md"]
-    nothing = kbus(stack, "delete", "--library", "nope", "--yes")
+    nothing = kbus(stack, "delete", "--library", "nope", "--yes", check=False)
+    assert nothing.returncode == 1  # a delete of nothing is not a success
     assert "has no library 'nope'" in nothing.stderr
 
     replay = kbus(stack, "dlq", "replay", "999999", check=False)

@@ -9,7 +9,7 @@ import sys
 import pytest
 from kbus_client import KbClient
 from mcp import Client, StdioServerParameters
-from mcp.types import TextContent
+from mcp.types import CallToolResult, TextContent
 
 from tests.e2e.conftest import Stack
 from tests.helpers import cli_env
@@ -41,9 +41,46 @@ async def _exercise(client: Client) -> None:
     refused = await client.call_tool(
         "search_knowledge_base", {"query": "x", "libraries": ["secret"]}
     )
-    assert "Unknown libraries: secret" in "".join(
-        c.text for c in refused.content if isinstance(c, TextContent)
+    assert refused.is_error
+    assert "Unknown libraries: secret" in _text(refused)
+    empty = await client.call_tool("search_knowledge_base", {"query": " "})
+    assert empty.is_error
+    assert "needs a query" in _text(empty)
+
+
+def _text(result: CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+async def test_a_server_scoped_to_a_library_the_tenant_lacks_says_so(published: Stack) -> None:
+    """It starts (the library may come later), but a search or a listing is an error naming
+    the missing library and the tenant's real ones: never "nothing matches"."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kbus_cli", "mcp", "--library", "rooms", "--library", "ghost"],
+        env=cli_env(published.nats_url, published.topology.prefix, "mcp"),
     )
+    async with Client(params) as client:
+        for tool, arguments in [
+            ("search_knowledge_base", {"query": "which meeting room has video?"}),
+            ("list_libraries", {}),
+        ]:
+            result = await client.call_tool(tool, arguments)
+            assert result.is_error, tool
+            assert "has no library 'ghost' (its libraries: rooms)" in _text(result), tool
+
+
+async def test_an_agent_tool_scoped_to_a_library_the_tenant_lacks_says_so(
+    published: Stack,
+) -> None:
+    client = await KbClient.connect(
+        published.nats_url, prefix=published.topology.prefix, tenant="mcp"
+    )
+    async with client:
+        tool = client.as_tool(libraries=["rooms", "ghost"])
+        answer = await tool.call_json({"query": "which meeting room has video?"})
+        assert "has no library 'ghost' (its libraries: rooms)" in answer
+        assert "No passage" not in answer
 
 
 async def test_stdio(published: Stack) -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import httpx
 from kbus_client import KbClient
-from kbus_dev.observability import alert_expressions, dashboard_expressions, metric_names
 from nats.aio.client import Client
 
 from tests.e2e.conftest import Stack
 from tests.helpers import document, find_in_stream, publish_raw
+from tests.monitoring import alert_expressions, dashboard_expressions, metric_names
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The series of a declared family (a counter's family is declared by its ``_total`` name).

@@ -8,11 +8,11 @@ from typing import Any
 import httpx
 import pytest
 from kbus_contract import MAX_QUERY_CHARS
-from kbus_dev.busclient import Receipts, search
 from kbus_embedder.settings import EmbedderSettings
 from kbus_runtime.analysis import analyze
 from nats.aio.client import Client
 
+from tests.busclient import Receipts, search
 from tests.e2e.conftest import Stack
 from tests.helpers import document, find_in_stream, publish_raw
 

@@ -1,4 +1,4 @@
-"""One agent step seen across every hop, in a real Jaeger: the four services with tracing on.
+"""One agent step seen across every hop, in a real Jaeger: every service with tracing on.
 
 The agent (tests/e2e/agent.py, a process of its own with its own tracer provider) publishes a
 document, waits for it to be indexed, and calls kbus as a tool. Its trace must hold spans of
@@ -89,7 +89,7 @@ def _spans(trace: dict[str, Any]) -> dict[str, Span]:
 
 
 def _trace(ui_port: int, trace_id: str, until: float) -> dict[str, Span]:
-    """The trace once spans of all four services have arrived and every span's parent with
+    """The trace once spans of every service on the path have arrived and every span's parent with
     them (each service exports its spans in batches of its own, so a child can arrive first)."""
     spans: dict[str, Span] = {}
     while time.monotonic() < until:

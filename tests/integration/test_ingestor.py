@@ -11,13 +11,13 @@ from kbus_contract import ChunksReady, DeadLetter, DocumentAdded
 from kbus_contract.topology import Topology
 from kbus_ingestor.app import create_app
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
 from kbus_ingestor.settings import IngestorSettings
 from kbus_runtime.budgets import BudgetSettings, TenantBudget
 from kbus_runtime.settings import BusSettings
 from nats.aio.client import Client
 
+from tests.cutting import chunk_document
 from tests.helpers import document, publish_raw, read_stream, take_work
 
 GUIDE = "# Guide\nIntro.\n\n## Install\n\n### Linux\nRun the installer as root.\n"

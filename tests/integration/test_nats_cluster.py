@@ -17,7 +17,7 @@ import nats
 import pytest
 from kbus_contract.topology import Topology
 from kbus_contract.wire import until_acknowledged
-from kbus_dev.cluster import by_name, start_nats_cluster, urls, wait_for_meta_leader
+from kbus_dev.cluster import start_nats_cluster, urls, wait_for_meta_leader
 from kbus_dev.servers import Server
 from kbus_runtime.declaring import declare_streams
 from nats.aio.client import Client
@@ -25,7 +25,7 @@ from nats.errors import ConnectionClosedError
 from nats.errors import Error as NatsError
 from nats.js.errors import ServiceUnavailableError
 
-from tests.helpers import kill_stream_leader, led_stream_info
+from tests.helpers import by_name, kill_stream_leader, led_stream_info
 
 pytestmark = [pytest.mark.integration, pytest.mark.alone]
 

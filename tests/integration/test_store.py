@@ -442,6 +442,7 @@ async def test_idle_tenants_are_made_inactive_and_wake_on_their_next_search(
         if tenant in idle:
             collections._used[name, tenant] -= 3_600
     assert set(await collections.deactivate_idle(1_800)) == idle
+    assert collections.held() == len(tenants) - len(idle)  # nothing kept of the idle ones
     found = await collections.client.collections.use(name).tenants.get_by_names(tenants)
     for tenant in tenants:
         want = TenantActivityStatus.INACTIVE if tenant in idle else TenantActivityStatus.ACTIVE

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from kbus_client import KbClient, KbError
+from kbus_contract.errors import ErrorCode
 from kbus_contract.tenancy import GRANT_ALL, grant_token
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -271,3 +272,23 @@ async def test_what_names_a_restricted_document_reaches_only_those_who_may_name_
             await reader.feed("dead_letters", restricted=True)
         with pytest.raises(KbError):  # nor may it count or list the restricted documents
             await reader.stats(restricted=True)
+
+
+async def test_a_request_past_a_credential_s_rights_is_named_a_refusal_at_once(
+    locked: Locked,
+) -> None:
+    """The bus drops a request past a credential's rights (another tenant's subject, the
+    restricted form a bot lacks) and tells the connection: the client says the request was
+    refused, with its subject, and ends it then, not after its whole wait as a timeout."""
+    async with await client_for(locked, "t0-bot") as bot:
+        asks = {
+            "another tenant": bot.search("anything", libraries=[LIBRARY], tenant="t1"),
+            "restricted": bot.feed("dead_letters", restricted=True),
+        }
+        for what, asking in asks.items():
+            with pytest.raises(KbError) as refused:  # a wait out would be searcher_timeout
+                await asking
+            assert refused.value.code == ErrorCode.PERMISSION_DENIED, (what, refused.value)
+            assert "refused" in str(refused.value), what
+        answer = await bot.search("anything", libraries=[LIBRARY])  # still connected
+        assert answer.results is not None

@@ -136,6 +136,35 @@ async def test_a_removed_credential_no_longer_connects_and_its_tenant_s_others_d
         await other.close()
 
 
+async def test_a_narrowed_credential_holds_only_what_it_was_last_given(locked: Locked) -> None:
+    """A writer's credential made read-only: the connection made with the old file is closed
+    and a kept copy of that file no longer connects; the new file connects, read-only."""
+    writer = Credential("t3-narrowed", "t3", libraries=("lib-a",), write=True)
+    await locked.provision([*CREDENTIALS, writer])
+    old = locked.creds[writer.name]
+    live = await nats.connect(
+        locked.nats_url, user_credentials=RawCredentials(old), inbox_prefix=inbox(writer.name)
+    )
+    try:
+        await locked.provision([*CREDENTIALS, Credential(writer.name, "t3", ("lib-a",), False)])
+        for _ in range(50):  # the server closes the revoked user's connections
+            if not live.is_connected:
+                break
+            await asyncio.sleep(0.1)
+        assert not live.is_connected
+        await _refused(locked, old)
+        assert locked.creds[writer.name] != old
+        reader = await client_for(locked, writer.name)
+        try:
+            await reader.search("anything", libraries=["lib-a"], search_type="keyword")
+        finally:
+            await reader.close()
+    finally:
+        with contextlib.suppress(Exception):
+            await live.close()
+        await locked.provision(CREDENTIALS)
+
+
 async def test_a_tenant_s_account_changed_under_traffic_loses_no_reply(locked: Locked) -> None:
     """Another tenant's account pushed 40 times (a credential of t3 added, then dropped and
     revoked) while t1 searches: every search answered at its first try, none asked again (a

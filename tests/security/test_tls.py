@@ -1,6 +1,6 @@
 """kbus over TLS: nats-server asks every connection for a certificate signed by its CA.
 
-The four services and the client connect with the CA and a client certificate; a connection
+The services and the client connect with the CA and a client certificate; a connection
 without a certificate is refused. Weaviate takes no TLS flags (docs/security.md says how to put
 TLS in front of it).
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import nats
 import pytest
 from kbus_client import KbClient
-from kbus_dev.certs import Certificates, make_certificates, nats_tls_config
+from kbus_dev.certs import Certificates, make_certificates
 from kbus_dev.servers import Server, start_nats
 from kbus_dev.services import SERVICES, start_service, wait_healthy
 
@@ -93,3 +93,17 @@ async def test_a_connection_without_a_certificate_is_refused(secured: Secured) -
             connect_timeout=3,
             allow_reconnect=False,
         )
+
+
+def nats_tls_config(certs: Certificates, *, verify_clients: bool) -> str:
+    """nats-server's ``tls`` block for these certificates."""
+    lines = [
+        "tls {",
+        f'  cert_file: "{certs.server_cert}"',
+        f'  key_file: "{certs.server_key}"',
+        f'  ca_file: "{certs.ca}"',
+        f"  verify: {'true' if verify_clients else 'false'}",
+        "  timeout: 5",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -8,10 +8,10 @@ import pytest
 from kbus_contract import ContentType, DocumentAdded
 from kbus_contract.errors import PermanentError
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.markdown import sections
 from kbus_ingestor.profiling import Cutter
 
+from tests.cutting import chunk_document
 from tests.helpers import split_text
 
 CONFIG = ChunkingConfig(size=512, overlap=50)

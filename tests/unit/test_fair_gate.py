@@ -31,7 +31,8 @@ async def test_calls_go_by_weight_and_cost() -> None:
     tasks = [asyncio.create_task(_run(gate, "gold", order)) for _ in range(60)]
     tasks += [asyncio.create_task(_run(gate, "plain", order)) for _ in range(60)]
     tasks += [asyncio.create_task(_run(gate, "costly", order, cost=3.0)) for _ in range(60)]
-    await asyncio.sleep(0.05)
+    while len(order) < 50:  # the first 50 turns, however long the machine takes
+        await asyncio.sleep(0.001)
     first = Counter(order[:50])
     await asyncio.gather(*tasks)
     # Weight 3 at cost 1, weight 1 at cost 1, weight 1 at cost 3: 9 to 3 to 1 of the turns.

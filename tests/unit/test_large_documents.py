@@ -13,10 +13,11 @@ import pytest
 from kbus_contract import ContentType, DocumentAdded
 from kbus_ingestor import cutting
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.markdown import sections
 from kbus_ingestor.profiling import Cutter
 from kbus_runtime.analysis import analyze_terms, window_span
+
+from tests.cutting import chunk_document
 
 WORDS = ["Cells", "divide", "the", "ΟΔΟΣ", "İstanbul", "x.", "A", "\n", "\n\n", "”", "\t"]
 HEADINGS = ["\n# Intro\n", "\n## Methods\n", "\n### Mice\n"]

@@ -101,10 +101,12 @@ def _random_list(rng: random.Random) -> list[Credential]:
 
 def test_keys_through_random_changes_of_the_credential_list() -> None:
     """Whatever the list becomes: exactly its users (and the services') hold keys; a user that
-    stays keeps its key; one that goes (or is rotated) is revoked in its account while that
-    account stays, and an account whose tenant has no credential left is gone."""
+    stays with the same rights keeps its key; one that goes, is rotated or is given other
+    rights (narrowed or widened) is revoked in its account while that account stays, and an
+    account whose tenant has no credential left is gone."""
     rng = random.Random(58)
     keys = Keys.new()
+    given: dict[str, str] = {}
     for _ in range(100):
         credentials = _random_list(rng)
         before = dict(keys.users)
@@ -113,13 +115,16 @@ def test_keys_through_random_changes_of_the_credential_list() -> None:
         reconcile(keys, credentials, rotate)
         wanted = {c.name: c.tenant for c in credentials}
         wanted |= {SYSTEM_USER: SYSTEM_ACCOUNT, **dict.fromkeys(SERVICES, KBUS_ACCOUNT)}
+        specs = {c.name: c.spec for c in credentials}
         assert keys.homes == wanted
         assert set(keys.accounts) == {*wanted.values()}
         for name, key in before.items():
-            kept = name in wanted and wanted[name] == homes[name] and name not in rotate
+            same = given.get(name, "") == specs.get(name, "")
+            kept = name in wanted and wanted[name] == homes[name] and name not in rotate and same
             assert (keys.users.get(name) == key) is kept
             if not kept and homes[name] in keys.accounts:
                 assert key.public in keys.revoked[homes[name]]
+        given = {name: specs.get(name, "") for name in keys.users}
         t = Topology()
         for account in keys.accounts:
             claims = decode(account_jwt(t, keys, account))["nats"]

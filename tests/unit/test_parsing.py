@@ -7,11 +7,11 @@ import json
 import pytest
 from kbus_contract import ContentType, DocumentAdded, RecordTemplate
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.parsing import Limits, ParseError, parse
 from kbus_ingestor.profiling import Cutter
 
 from tests import samples
+from tests.cutting import chunk_document
 
 LIMITS = Limits(max_unpacked_bytes=16 * 1024**2, max_records=1_000)
 CONFIG = ChunkingConfig(size=512, overlap=50)

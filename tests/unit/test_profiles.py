@@ -6,9 +6,10 @@ import pytest
 from kbus_contract import Chunker, ChunkerKind, ContentType, DocumentAdded, LibraryProfile
 from kbus_contract.errors import PermanentError
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.profiling import Cutter
 from pydantic import ValidationError
+
+from tests.cutting import chunk_document
 
 DEFAULT = ChunkingConfig(size=512, overlap=50)
 SHEET = (

@@ -3,11 +3,13 @@ each tenant on its own."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.topology import Topology
 from kbus_runtime.budgets import Budgets, BudgetSettings, TenantBudget
-from kbus_searcher.state.quotas import BURST_S, CONTENDED_S, Quotas
+from kbus_searcher.state.quotas import BURST_S, CONTENDED_S, COUNT_TTL_S, Quotas
 
 
 def budgets(named: dict[str, TenantBudget], default: TenantBudget | None = None) -> Budgets:
@@ -102,3 +104,34 @@ def test_a_tenant_searching_alone_is_charged_but_held_to_its_rate_only_once_anot
 def test_a_budget_names_only_resources_there_are() -> None:
     with pytest.raises(ValueError, match="searches_per_second"):
         TenantBudget.of(searches_per_second=2)
+
+
+async def test_what_is_held_follows_active_tenants_not_every_tenant_ever_seen() -> None:
+    """Thousands of tenants search and store, a few at a time, at random: once each has been
+    idle for a while, the quotas hold nothing of it (their memory follows active tenants)."""
+    import random
+
+    rng = random.Random(66)
+    clock = Clock()
+
+    async def count(tenant: str) -> int:
+        return 0
+
+    quotas = Quotas(
+        budgets({}, TenantBudget.of(search_cost_per_second=2, chunks=10_000)),
+        count_chunks=count,
+        clock=clock,
+    )
+    for step in range(3_000):
+        tenant = f"t{rng.randrange(5_000)}"
+        with contextlib.suppress(TransientError):
+            quotas.take_search(tenant, rng.uniform(0.1, 20))
+        await quotas.admit_chunks(tenant, rng.randint(1, 50))
+        clock.now += rng.uniform(0, 0.05)
+        if step % 100 == 0:
+            quotas.forget_idle()
+    quotas.forget_idle()
+    assert quotas.held() > 10
+    clock.now += max(CONTENDED_S, COUNT_TTL_S, 20 * BURST_S) + 1
+    quotas.forget_idle()
+    assert quotas.held() == 0

@@ -22,7 +22,7 @@ RELEASED = (
     "store_write_failed", "not_ready", "max_deliveries", "deadline_exceeded",
     "ingestor_unavailable", "ingestor_timeout", "embedder_unavailable", "embedder_timeout",
     "searcher_unavailable", "searcher_timeout", "reranker_unavailable", "reranker_timeout",
-    "generator_unavailable", "generator_timeout", "internal",
+    "generator_unavailable", "generator_timeout", "internal", "permission_denied",
 )  # fmt: skip
 
 

@@ -15,12 +15,13 @@ from kbus_contract import (
 )
 from kbus_contract.errors import PermanentError
 from kbus_ingestor.chunking import ChunkingConfig
-from kbus_ingestor.cutting import chunk_document
 from kbus_ingestor.ingesting import ranked_as
 from kbus_ingestor.profiling import Cutter
 from kbus_searcher.jobs.reprocess import recut, source_text
 from kbus_searcher.jobs.stored import StoredDocument
 from kbus_searcher.ordering import profile_version, rank
+
+from tests.cutting import chunk_document
 
 MARKDOWN = (
     "# Pump manual\n\nRead this first.\n\n## Priming\n\n"

@@ -79,7 +79,10 @@ def configure(
 ) -> None:
     """Read the credential file and build the TLS context, for every command that follows."""
     if credential is not None:
-        access.credential = CredentialFile.read(credential)
+        try:
+            access.credential = CredentialFile.read(credential)
+        except ValueError as exc:
+            fail(str(exc), exc, code=2)
     if tls_ca is not None or tls_cert is not None:
         context = ssl.create_default_context(cafile=str(tls_ca) if tls_ca else None)
         if tls_cert is not None:

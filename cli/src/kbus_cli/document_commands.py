@@ -311,13 +311,11 @@ def delete(
         common.fail("no receipt in time: the deletion is published and will still take effect", exc)
     common.out.print(f"deleted {removed.chunks_deleted} chunks")
     if library is not None and library not in held:
-        common.err.print(
-            f"[yellow]tenant {tenant!r} has no library {library!r}: nothing was there[/]"
-        )
-    elif removed.chunks_deleted == 0:
-        common.err.print(
-            "[yellow]no chunk of it was indexed, so nothing searchable was removed (a copy "
-            "still on its way will not be indexed)[/]"
+        common.fail(f"tenant {tenant!r} has no library {library!r}: nothing was there")
+    if removed.chunks_deleted == 0:
+        common.fail(
+            "no chunk of it was indexed, so nothing searchable was removed (a copy still on "
+            "its way will not be indexed)"
         )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -17,7 +17,7 @@ from kbus_client import (
     nothing_matched,
 )
 from kbus_client.memory import Memory
-from kbus_client.tool import NEEDS_QUERY, failed
+from kbus_client.tool import NEEDS_QUERY, UnknownLibraryError, failed
 from kbus_contract import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, Expand
 from kbus_contract.wire import describe_validation_error
 from mcp.server.mcpserver import Context, MCPServer
@@ -110,11 +110,24 @@ def build_server(config: McpConfig) -> MCPServer[Any]:
 
     @server.tool(name="list_libraries", description="The libraries this server can search.")
     async def list_libraries() -> list[str]:
+        try:
+            await _exist(await client(), config.libraries, config.memory_library)
+        except (KbError, ValueError) as exc:
+            raise ToolError(failed(exc, "listing")) from exc
         return list(config.libraries)
 
     if config.memory_library is not None:
         _memory_tools(server, config, client)
     return server
+
+
+async def _exist(kb: KbClient, libraries: Sequence[str], memory: str | None) -> None:
+    """Raise :class:`UnknownLibraryError` for a library the tenant does not have (the memory's
+    is made by its first memory)."""
+    wanted = [library for library in libraries if library != memory]
+    names = set(await kb.library_names()) if wanted else set()
+    if missing := [library for library in wanted if library not in names]:
+        raise UnknownLibraryError(kb.tenant_for(), missing, sorted(names))
 
 
 def _search_tool(
@@ -154,11 +167,13 @@ def _search_tool(
         chosen = tuple(libraries) if libraries else config.libraries
         unknown = sorted(set(chosen) - set(config.libraries))
         if unknown:
-            return f"Unknown libraries: {', '.join(unknown)}. Use list_libraries."
+            raise ToolError(f"Unknown libraries: {', '.join(unknown)}. Use list_libraries.")
         if not query.strip():
-            return NEEDS_QUERY
+            raise ToolError(NEEDS_QUERY)
         try:
-            reply = await (await client()).search(
+            kb = await client()
+            await _exist(kb, chosen, config.memory_library)
+            reply = await kb.search(
                 query,
                 libraries=chosen,
                 k=k if budget_tokens is None else None,
@@ -167,7 +182,7 @@ def _search_tool(
                 cursor=cursor if budget_tokens else None,
             )
         except (KbError, ValueError) as exc:
-            return failed(exc)
+            raise ToolError(failed(exc)) from exc
         if budget_tokens is None:
             return format_for_model(reply)
         return format_context(reply, nothing_matched(reply))

@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, TypedDict, Unpack
+from typing import Any, Unpack
 
 import nats
 from kbus_contract import (
-    Expand,
-    MetadataScalar,
     SearchReply,
     SearchRequest,
-    SearchType,
-    TransformerKind,
 )
 from kbus_contract.wire import DEFAULT_WAIT_S, budget_ms, describe_validation_error
 from opentelemetry import trace
@@ -25,38 +21,16 @@ from pydantic import ValidationError
 from kbus_client.credentials import CredentialFile
 from kbus_client.memory import Memory
 from kbus_client.reads import LibraryReads
+from kbus_client.refusals import Refusals
 from kbus_client.retrying import ASK_AGAIN, Retry
 from kbus_client.spans import reply_attributes, search_attributes
+from kbus_client.surface import SearchOptions
 from kbus_client.syncing import LibrarySyncs
 from kbus_client.tool import KbTool, scoped_tool
 
 _tracer = trace.get_tracer("kbus.client")
 
 log = logging.getLogger("kbus.client")
-
-
-class SearchOptions(TypedDict, total=False):
-    """A search's choices besides its query and libraries: each is the
-    :class:`kbus_contract.SearchRequest` field of its name (docs/searching.md)."""
-
-    k: int | None
-    search_type: SearchType | str
-    alpha: float | None
-    min_score: float | None
-    min_similarity: float | None
-    min_evidence: float | None
-    rewrite: bool | None
-    transformer: TransformerKind | str | None
-    rerank: bool | None
-    rerank_depth: int | None
-    filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None
-    group_by_document: bool
-    exclude_documents: tuple[str, ...]
-    principals: Sequence[str]
-    budget_tokens: int | None
-    expand: Expand | str
-    adaptive: bool
-    cursor: str | None
 
 
 class KbClient(LibrarySyncs, LibraryReads):
@@ -93,11 +67,20 @@ class KbClient(LibrarySyncs, LibraryReads):
             granted, acts_for = credential.libraries, credential.acts_for
             nats_options.update(credential.nats_options())
         # A connection error is one line in the log, not a traceback per server tried.
-        nats_options.setdefault("error_cb", _log_briefly)
+        told = nats_options.pop("error_cb", _log_briefly)
+        refusals = Refusals()
+
+        async def on_error(exc: Exception) -> None:
+            refusals.heard(exc)  # a request the bus refused ends at once, said as a refusal
+            await told(exc)
+
         # Several servers (a cluster's) may be given, separated by commas.
-        nc = await nats.connect([u.strip() for u in url.split(",")], **nats_options)
+        nc = await nats.connect(
+            [u.strip() for u in url.split(",")], error_cb=on_error, **nats_options
+        )
         return cls(
             nc,
+            refusals=refusals,
             prefix=prefix,
             tenant=tenant,
             granted=granted,

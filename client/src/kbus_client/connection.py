@@ -28,6 +28,7 @@ from kbus_client.bodies import ClaimChecks
 from kbus_client.msgids import MessageIds
 from kbus_client.publishing import Publisher
 from kbus_client.receipts import ReceiptWatcher
+from kbus_client.refusals import Refusals
 from kbus_client.retrying import ASK_AGAIN, Retry, with_retries
 
 R = TypeVar("R", bound=BaseModel)
@@ -53,8 +54,12 @@ class Connection:
         timeout_s: float = DEFAULT_WAIT_S,
         claim_check_bytes: int | None = None,
         retry: Retry | None = ASK_AGAIN,
+        refusals: Refusals | None = None,
     ) -> None:
         self.nc = nc
+        #: The bus's refusals of this connection's requests (:meth:`KbClient.connect` hears
+        #: them; a connection made elsewhere waits out a refused request's timeout).
+        self.refusals = refusals or Refusals()
         self.topology = Topology(prefix)
         self.tenant = tenant
         self.granted = tuple(sorted(granted)) if granted is not None else None
@@ -126,7 +131,8 @@ class Connection:
             sent = asked
             if getattr(asked, "budget_ms", None) is not None:
                 sent = asked.model_copy(update={"budget_ms": budget_ms(left_s)})
-            return await request(self.nc, subject, sent, reply, stage=stage, timeout_s=left_s)
+            asking = request(self.nc, subject, sent, reply, stage=stage, timeout_s=left_s)
+            return await self.refusals.race(subject, asking)
 
         answer, tries = await with_retries(attempt, timeout_s or self.timeout_s, self.retry)
         if "tries" in reply.model_fields:

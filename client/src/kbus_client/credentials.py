@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kbus_contract.restricted import may_name_restricted
+from kbus_contract.wire import describe_validation_error
 from nats.aio.client import RawCredentials
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 
 
 class CredentialFile(BaseModel):
@@ -36,8 +37,27 @@ class CredentialFile(BaseModel):
 
     @classmethod
     def read(cls, path: Path | str) -> CredentialFile:
-        """The credential in the file at ``path``."""
-        return cls.model_validate_json(Path(path).read_text())
+        """The credential in the file at ``path``.
+
+        Raises:
+            ValueError: in one sentence, why the file is not a credential (unreadable, not
+                JSON, or which fields are missing or wrong).
+        """
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ValueError(f"cannot read the credential file {path}: {exc.strerror}") from exc
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as exc:
+            missing = [str(e["loc"][0]) for e in exc.errors() if e["type"] == "missing"]
+            if missing and len(missing) == exc.error_count():
+                said = "it lacks " + ", ".join(missing)
+            else:
+                said = describe_validation_error(exc)
+            raise ValueError(
+                f"{path} is not a credential file as nats-auth writes it: {said}"
+            ) from None
 
     def text(self, indent: int | None = None) -> str:
         """The file's contents, the secret included (what ``nats-auth`` writes)."""

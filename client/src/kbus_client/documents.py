@@ -6,15 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, TypedDict, Unpack
+from typing import Any, Unpack
 
 from kbus_contract import (
-    ContentType,
     DocumentAdded,
     DocumentDeleted,
     DocumentProgress,
     DocumentRemoved,
-    RecordTemplate,
 )
 from kbus_contract.lanes import Lane
 from kbus_contract.wire import describe_validation_error
@@ -25,24 +23,7 @@ from kbus_client.connection import Connection
 from kbus_client.publishing import new_document
 from kbus_client.receipts import removal_of
 from kbus_client.results import PublishResult
-
-
-class DocumentFields(TypedDict, total=False):
-    """What a published document holds besides its library, id and a file's bytes: each is the
-    :class:`kbus_contract.DocumentAdded` field of its name (docs/formats.md)."""
-
-    title: str
-    text: str
-    url: str | None
-    template: RecordTemplate | dict[str, Any] | None
-    source_uri: str
-    content_type: ContentType | str
-    metadata: dict[str, Any] | None
-    version: str | None
-    chunks: Sequence[str] | None
-    matching: Sequence[Sequence[str]] | None
-    source: str | None
-    access: Sequence[str] | None
+from kbus_client.surface import DocumentFields
 
 
 class DocumentWrites(Connection):

@@ -10,12 +10,10 @@ from __future__ import annotations
 import datetime
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kbus_contract import DocumentEntry
 
-if TYPE_CHECKING:
-    from kbus_client.client import KbClient
+from kbus_client.surface import KnowledgeBase
 
 MEMORY_KIND = "memory"
 
@@ -24,7 +22,7 @@ MEMORY_KIND = "memory"
 class Memory:
     """One agent's memory in one library."""
 
-    client: KbClient
+    client: KnowledgeBase
     library: str
     conversation: str
     source: str

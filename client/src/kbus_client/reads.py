@@ -45,6 +45,10 @@ class LibraryReads(Connection):
         asked = StatsRequest(tenant=self.tenant_for(tenant), principals=tuple(principals))
         return await self._ask("kb.stats", asked, StatsReply, restricted=restricted)
 
+    async def library_names(self, *, tenant: str | None = None) -> tuple[str, ...]:
+        """The libraries of a tenant that hold a document this credential may read."""
+        return tuple(library.library for library in (await self.stats(tenant=tenant)).libraries)
+
     async def backlog(self, *, tenant: str | None = None) -> BacklogReply:
         """What of the tenant's own work waits at each stage, lane by lane: what its next
         document waits behind (the stages serve it in turn with other tenants')."""

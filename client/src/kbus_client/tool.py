@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from kbus_contract import (
     MAX_BUDGET_TOKENS,
@@ -21,9 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kbus_client.citing import degraded_note, format_context
 from kbus_client.memory import Memory
-
-if TYPE_CHECKING:
-    from kbus_client.client import KbClient
+from kbus_client.surface import KnowledgeBase
 
 MAX_TOOL_K = 20
 
@@ -235,6 +233,17 @@ class KbTool:
         )
 
 
+class UnknownLibraryError(ValueError):
+    """A tool scoped to libraries its tenant does not have."""
+
+    def __init__(self, tenant: str, missing: Sequence[str], libraries: Sequence[str]) -> None:
+        have = ", ".join(libraries) or "none yet"
+        super().__init__(
+            f"tenant {tenant!r} has no library {', '.join(map(repr, missing))} "
+            f"(its libraries: {have})"
+        )
+
+
 def failed(exc: Exception, action: str = "search") -> str:
     """A call that failed, as a model reads it: what happened and what to do."""
     if isinstance(exc, KbusError):
@@ -322,7 +331,7 @@ def why_no_match(reply: SearchReply) -> str:
 
 
 def scoped_tool(
-    client: KbClient,
+    client: KnowledgeBase,
     *,
     libraries: list[str] | tuple[str, ...],
     name: str = "search_knowledge_base",
@@ -346,12 +355,19 @@ def scoped_tool(
     memory = None
     if write:
         kept = memory_library or libraries[0]
-        memory = client.memory(
-            kept, conversation=conversation, source=name, tenant=chosen, principals=principals
-        )
+        memory = Memory(client, kept, conversation, name, chosen, tuple(principals))
         libraries = tuple(dict.fromkeys((*libraries, kept)))
 
+    known: set[str] = set()
+    remembered_in = memory.library if memory is not None else None
+
     async def run(query: str, ask: Ask) -> SearchReply:
+        # A library that does not exist is an error, not a search that matches nothing (the
+        # memory's library is made by its first memory).
+        if unchecked := [lib for lib in libraries if lib not in known and lib != remembered_in]:
+            known.update(await client.library_names(tenant=chosen))
+            if missing := [lib for lib in unchecked if lib not in known]:
+                raise UnknownLibraryError(chosen, missing, sorted(known))
         return await client.search(
             query,
             libraries=libraries,

@@ -93,20 +93,6 @@ def make_certificates(out: Path) -> Certificates:
     )
 
 
-def nats_tls_config(certs: Certificates, *, verify_clients: bool) -> str:
-    """nats-server's ``tls`` block for these certificates."""
-    lines = [
-        "tls {",
-        f'  cert_file: "{certs.server_cert}"',
-        f'  key_file: "{certs.server_key}"',
-        f'  ca_file: "{certs.ca}"',
-        f"  verify: {'true' if verify_clients else 'false'}",
-        "  timeout: 5",
-        "}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     import argparse
 

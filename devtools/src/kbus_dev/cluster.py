@@ -141,11 +141,6 @@ def urls(servers: list[Server]) -> str:
     return ",".join(f"nats://127.0.0.1:{s.ports['client']}" for s in servers)
 
 
-def by_name(servers: list[Server], name: str) -> Server:
-    """The server called ``name`` (``n1``..)."""
-    return servers[int(name.removeprefix("n")) - 1]
-
-
 def start_weaviate_cluster(
     data_dir: Path,
     size: int = 3,

@@ -112,21 +112,20 @@ def _healthy(port: int) -> bool:
 
 def start_deployed(env: dict[str, str], log_dir: Path) -> list[Server]:
     """One replica of every stage as production deploys them (:data:`STAGES`), healthy."""
-    servers = [start_replica(stage, 1, env, log_dir) for stage in STAGES]
-    try:
-        wait_healthy(servers)
-    except BaseException:
-        for server in servers:
-            server.stop()
-        raise
-    return servers
+    return _all_healthy([start_replica(stage, 1, env, log_dir) for stage in STAGES])
 
 
 def start_all(
     env: dict[str, str], log_dir: Path, ports: dict[str, int] | None = None
 ) -> list[Server]:
-    """All four services, healthy."""
-    servers = [start_service(name, env, log_dir, (ports or {}).get(name)) for name in SERVICES]
+    """Every service (:data:`SERVICES`), healthy."""
+    return _all_healthy(
+        [start_service(name, env, log_dir, (ports or {}).get(name)) for name in SERVICES]
+    )
+
+
+def _all_healthy(servers: list[Server]) -> list[Server]:
+    """``servers`` once each answers healthy; all stopped if one does not."""
     try:
         wait_healthy(servers)
     except BaseException:

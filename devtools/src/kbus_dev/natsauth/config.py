@@ -130,7 +130,7 @@ def provision(
     t = Topology(prefix)
     keys = Keys.load(out / "keys.json")
     before = dict(keys.accounts)
-    reconcile(keys, credentials, rotate)
+    revoked = reconcile(keys, credentials, rotate)
     removed = [key.public for name, key in before.items() if name not in keys.accounts]
     out.mkdir(parents=True, exist_ok=True)
     files = written(t, keys, credentials, out, resolver_dir, touched)
@@ -140,7 +140,7 @@ def provision(
         if stale.name not in kept:
             stale.unlink()  # a credential or tenant left out of the list is removed
     files[LIST] = "".join(f"{c.spec}\n" for c in credentials)
-    plan = Plan(keys, {}, set(), removed, complete=touched is None)
+    plan = Plan(keys, {}, set(), removed, complete=touched is None, revoked=revoked)
     for name, text in files.items():
         account = name.removeprefix("account-").removesuffix(".jwt")
         pushed = name.startswith("account-") and account != SYSTEM_ACCOUNT  # SYS: preloaded
@@ -220,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         touched=touched,
     )
     print(f"wrote auth.conf, keys and credentials to {args.out} (keep them secret)")
+    for line in plan.revoked:
+        print(line)
     if args.push:
         for line in asyncio.run(push(args.push, plan)):
             print(line)

@@ -23,7 +23,9 @@ from kbus_dev.natsauth.users import (
 class Keys:
     """Every key of an installation (``keys.json``, secret), kept from run to run: adding a
     tenant or a credential changes no one else's. ``revoked``: by account, the users whose
-    earlier JWTs no longer connect (removed or rotated credentials)."""
+    earlier JWTs no longer connect (removed, rotated or changed credentials). ``specs``: what
+    each user's key was issued for (:attr:`Credential.spec`): a key holds exactly that, so a
+    credential given other rights gets a new key and the old one is revoked."""
 
     operator: NKey
     accounts: dict[str, NKey]
@@ -31,6 +33,7 @@ class Keys:
     #: The account each user belongs to.
     homes: dict[str, str]
     revoked: dict[str, dict[str, int]] = field(default_factory=dict)
+    specs: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def new(cls) -> Keys:
@@ -48,6 +51,7 @@ class Keys:
             {name: NKey.from_seed(seed) for name, seed in data["users"].items()},
             data["homes"],
             data.get("revoked", {}),
+            data.get("specs", {}),
         )
 
     def dump(self) -> str:
@@ -58,36 +62,61 @@ class Keys:
                 "users": {name: key.seed for name, key in self.users.items()},
                 "homes": self.homes,
                 "revoked": self.revoked,
+                "specs": self.specs,
             },
             indent=2,
         )
 
-    def user(self, name: str, account: str) -> NKey:
-        """The user's key (a new one for a new user)."""
+    def user(self, name: str, account: str, spec: str = "") -> NKey:
+        """The user's key (a new one for a new user), issued for ``spec``."""
         if name not in self.users:
             self.users[name] = NKey.new("user")
             self.homes[name] = account
+        self.specs[name] = spec
         return self.users[name]
 
     def revoke(self, name: str) -> None:
         """The user's key no longer connects; it is forgotten (a new one comes if it returns)."""
         key, account = self.users.pop(name), self.homes.pop(name)
+        self.specs.pop(name, None)
         self.revoked.setdefault(account, {})[key.public] = int(time.time()) + 1
 
     def remove_account(self, account: str) -> NKey:
         self.revoked.pop(account, None)
         for name in [n for n, home in self.homes.items() if home == account]:
             del self.users[name], self.homes[name]
+            self.specs.pop(name, None)
         return self.accounts.pop(account)
 
 
-def reconcile(keys: Keys, credentials: Sequence[Credential], rotate: Sequence[str] = ()) -> None:
-    """Keys made for new tenants and users; removed and rotated users revoked; the accounts of
-    tenants with no credential left removed."""
+def reconcile(
+    keys: Keys, credentials: Sequence[Credential], rotate: Sequence[str] = ()
+) -> list[str]:
+    """Keys made for new tenants and users; removed, rotated and changed users revoked (a
+    credential narrowed, widened or moved gets a new key: a kept copy of the old file, and a
+    connection made with it, hold nothing); the accounts of tenants with no credential left
+    removed. Returns what was revoked, one line each (the user and why)."""
     wanted = {SYSTEM_USER: SYSTEM_ACCOUNT, **dict.fromkeys(SERVICES, KBUS_ACCOUNT)}
     wanted |= {c.name: c.tenant for c in credentials}
+    specs = {c.name: c.spec for c in credentials}
+    revoked = []
     for name in list(keys.users):
-        if wanted.get(name) != keys.homes[name] or name in rotate:
+        # A key issued before specs were kept is taken as issued for what it is given now.
+        issued = keys.specs.get(name, specs.get(name, ""))
+        why = (
+            "removed"
+            if name not in wanted
+            else "moved to another tenant"
+            if wanted[name] != keys.homes[name]
+            else "rotated"
+            if name in rotate
+            else f"changed from {issued}"
+            if issued != specs.get(name, "")
+            else None
+        )
+        if why is not None:
+            if keys.homes[name] in {a for a in wanted.values()}:
+                revoked.append(f"revoked {name}'s earlier key ({why})")
             keys.revoke(name)
     accounts = set(wanted.values())
     for account in list(keys.accounts):
@@ -96,4 +125,5 @@ def reconcile(keys: Keys, credentials: Sequence[Credential], rotate: Sequence[st
     for name, account in wanted.items():
         if account not in keys.accounts:
             keys.accounts[account] = NKey.new("account")
-        keys.user(name, account)
+        keys.user(name, account, specs.get(name, ""))
+    return revoked

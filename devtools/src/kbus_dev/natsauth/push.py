@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kbus_dev.natsauth.claims import system_creds
@@ -26,6 +26,8 @@ class Plan:
     #: Whether ``accounts`` holds every account (a run with the whole list) or only those of
     #: the tenants it changed.
     complete: bool = True
+    #: The users whose earlier keys no longer connect, one line each (who and why).
+    revoked: list[str] = field(default_factory=list)
 
 
 async def push(url: str, plan: Plan, **options: Any) -> list[str]:

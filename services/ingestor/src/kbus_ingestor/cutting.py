@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
-from kbus_contract import Chunk, ChunksReady, ContentType, DocumentAdded, DocumentRef
+from kbus_contract import Chunk, ContentType, DocumentAdded, DocumentRef
 from kbus_contract.documents import CHUNK_SEPARATOR
 from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.identifiers import chunk_id
@@ -143,26 +143,6 @@ def parts_of(chunks: Iterator[Chunk], size: int) -> Iterator[tuple[Chunk, ...]]:
     """The chunks, ``size`` at a time."""
     while group := tuple(islice(chunks, size)):
         yield group
-
-
-def chunk_document(
-    doc: DocumentAdded,
-    cutter: Cutter,
-    max_chunks: int,
-    sequence: int = 0,
-    keyword_window: int = 1000,
-    parsed: Parsed | None = None,
-) -> ChunksReady:
-    """Every chunk of a document (its text, or what its bytes were parsed into) at once.
-
-    Raises:
-        PermanentError: the document yields no chunk, or more than ``max_chunks``.
-    """
-    cutting = Cutting.of(doc, cutter, keyword_window, parsed)
-    total = cutting.count(max_chunks)
-    return ChunksReady(
-        document=cutting.ref(sequence), total_chunks=total, chunks=tuple(cutting.chunks())
-    )
 
 
 def _supplied(chunks: tuple[str, ...]) -> Iterator[Piece]:

@@ -29,6 +29,7 @@ from kbus_searcher.state.syncmarks import SyncMarks
 from kbus_searcher.state.tombstones import Tombstones
 from kbus_searcher.state.versions import Versions
 from kbus_searcher.store import ChunkStore, Scope
+from kbus_searcher.store.collections import IDLE_CHECK_S
 from kbus_searcher.store.pressure import Pressure
 
 
@@ -142,10 +143,7 @@ def _lifespan(parts: _Parts) -> StartUp:
                 await parts.profiles.open(js, create=topology.declare)
                 await parts.versions.follow()
                 await parts.profiles.follow()
-            if settings.store.idle_tenant_s > 0:
-                resting = asyncio.create_task(
-                    parts.store.collections.rest_idle(settings.store.idle_tenant_s)
-                )
+            resting = asyncio.create_task(_rest_idle(parts, settings.store.idle_tenant_s))
             yield
         finally:
             if resting is not None:
@@ -157,6 +155,18 @@ def _lifespan(parts: _Parts) -> StartUp:
             await parts.client.close()
 
     return start_up
+
+
+async def _rest_idle(parts: _Parts, idle_s: float) -> None:
+    """Until cancelled: what this process holds of idle tenants let go (the quotas' after
+    seconds), and the Weaviate tenants it used and then left idle for ``idle_s`` made inactive
+    (Weaviate closes their files and frees their memory, and makes one active again on its
+    next read or write: auto tenant activation); 0: never inactive."""
+    while True:
+        await asyncio.sleep(min(idle_s or IDLE_CHECK_S, IDLE_CHECK_S))
+        parts.quotas.forget_idle()
+        if idle_s > 0:
+            await parts.store.collections.deactivate_idle(idle_s)
 
 
 def create_app(settings: SearcherSettings | None = None) -> AsgiFastStream:

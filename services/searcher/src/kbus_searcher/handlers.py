@@ -57,7 +57,8 @@ def register(
 
 def _register_indexing(service: Service, indexing: Indexing, settings: SearcherSettings) -> None:
     """``embeddings.ready`` (``concurrency`` at once), deletions, syncs and max-deliveries
-    advisories, each on its shared durable consumer."""
+    advisories, each as its stage in ``Topology.stages`` (a fair stage's tenants' lanes by turn,
+    the others' durable pull consumer)."""
     service.consume(
         "indexer",
         indexing.indexer.handle,

@@ -73,6 +73,8 @@ class ErrorCode(StrEnum):
     # (kbus_contract.intake.refusal_number), which clients of other versions read.
     #: Something kbus did not expect (a bug): retried, and dead-lettered past max deliveries.
     INTERNAL = "internal"
+    #: The bus refused the credential a subject (its rights do not reach what was asked).
+    PERMISSION_DENIED = "permission_denied"
 
     @classmethod
     def unanswered(cls, stage: str, timed_out: bool) -> str:

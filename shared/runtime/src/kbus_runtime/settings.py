@@ -1,7 +1,7 @@
 """Settings every service shares. Each service adds its own class with its own env prefix.
 
 Shared connection settings are read from ``KBUS_*`` (for example ``KBUS_NATS_URL``), so one
-environment configures all four services; service settings from ``KBUS_<SERVICE>_*``.
+environment configures every service; service settings from ``KBUS_<SERVICE>_*``.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ tracer = trace.get_tracer("kbus")
 
 
 class TracingSettings(BaseSettings):
-    """Where traces go (``KBUS_TRACING_*``); one environment configures all four services."""
+    """Where traces go (``KBUS_TRACING_*``); one environment configures every service."""
 
     model_config = SettingsConfigDict(env_prefix="KBUS_TRACING_", extra="ignore")
 

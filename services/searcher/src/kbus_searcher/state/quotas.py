@@ -127,12 +127,22 @@ class Quotas:
             bucket.tokens = min(_capacity(self._rate(tenant)), bucket.tokens - more)
 
     def forget_idle(self) -> None:
-        """Drop the buckets that are full again: a tenant idle for a second costs nothing."""
+        """Drop the buckets that are full again and the chunk counts due to be read again: a
+        tenant idle for a few seconds costs nothing here."""
         now = self.clock()
         for tenant, bucket in list(self._buckets.items()):
             rate = self._rate(tenant)
             if rate <= 0 or bucket.tokens + (now - bucket.at) * rate >= _capacity(rate):
                 del self._buckets[tenant]
+        for tenant, (read, _) in list(self._counts.items()):
+            if now - read > COUNT_TTL_S:
+                del self._counts[tenant]
+        while self._asking and next(iter(self._asking.values())) < now - CONTENDED_S:
+            self._asking.popitem(last=False)
+
+    def held(self) -> int:
+        """The tenants this process holds anything of."""
+        return len(self._buckets.keys() | self._counts.keys() | self._asking.keys())
 
     def _rate(self, tenant: str) -> float:
         budget = self.limit(tenant)

@@ -7,7 +7,6 @@ re-embedding moves the alias in one step (:mod:`kbus_searcher.jobs.reembed`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
@@ -173,14 +172,6 @@ class Collections:
         """The tenants of a collection."""
         return sorted(await self.client.collections.use(name).tenants.get())
 
-    async def rest_idle(self, idle_s: float) -> None:
-        """Until cancelled: make the tenants this searcher used and then left idle for
-        ``idle_s`` inactive (Weaviate closes their files and frees their memory, and makes one
-        active again on its next read or write: auto tenant activation)."""
-        while True:
-            await asyncio.sleep(min(idle_s, IDLE_CHECK_S))
-            await self.deactivate_idle(idle_s)
-
     async def deactivate_idle(self, idle_s: float) -> list[str]:
         """The tenants made inactive now, one request per collection."""
         cutoff = time.monotonic() - idle_s
@@ -197,8 +188,21 @@ class Collections:
                 continue
             for tenant in tenants:
                 if self._used.get((name, tenant), 0.0) <= cutoff:
-                    del self._used[name, tenant]
+                    self._forget(name, tenant)
             rested += tenants
         if rested:
             log.info("%d idle tenants made inactive", len(rested))
         return rested
+
+    def _forget(self, name: str, tenant: str) -> None:
+        """Hold nothing of an idle tenant: what this process keeps follows active tenants, not
+        every tenant it ever served (a handle and the tenant's existence are read again on its
+        next use)."""
+        self._used.pop((name, tenant), None)
+        self._tenants.discard((name, tenant))
+        for key in [k for k in self._handles if k[:2] == (name, tenant)]:
+            del self._handles[key]
+
+    def held(self) -> int:
+        """The (collection, tenant) pairs this process holds anything of."""
+        return len(self._used.keys() | self._tenants | {k[:2] for k in self._handles})
