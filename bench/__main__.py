@@ -37,7 +37,7 @@ RERANK_MODEL = "all-MiniLM-L6-v2"
 TENANT = "bench"
 
 
-def _args() -> argparse.Namespace:
+def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--dataset", type=Path, default=Path("../shared/datasets/scifact"))
     p.add_argument("--documents", type=int, default=1000, help="0: the whole corpus")
@@ -71,7 +71,7 @@ def _args() -> argparse.Namespace:
     )
     p.add_argument("--no-peer", action="store_true", help="Skip LlamaIndex.")
     p.add_argument("--no-scaling", action="store_true")
-    return p.parse_args()
+    return p.parse_args(argv)
 
 
 def _head(data: corpora.Corpus, documents: int) -> corpora.Corpus:
@@ -284,8 +284,8 @@ async def _embedder_rates(
     return result
 
 
-async def main() -> None:
-    args = _args()
+async def main(argv: list[str] | None = None) -> None:
+    args = _args(argv)
     # Every service process the bench starts inherits this environment.
     os.environ["KBUS_EMBEDDER_MODEL"] = args.model
     args.out.mkdir(parents=True, exist_ok=True)

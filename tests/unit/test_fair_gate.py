@@ -28,11 +28,17 @@ async def test_a_tenant_s_one_call_waits_for_one_of_another_s_many() -> None:
 async def test_calls_go_by_weight_and_cost() -> None:
     gate = FairGate(1, {"gold": 3.0})
     order: list[str] = []
-    tasks = [asyncio.create_task(_run(gate, "gold", order)) for _ in range(60)]
-    tasks += [asyncio.create_task(_run(gate, "plain", order)) for _ in range(60)]
-    tasks += [asyncio.create_task(_run(gate, "costly", order, cost=3.0)) for _ in range(60)]
-    while len(order) < 50:  # the first 50 turns, however long the machine takes
-        await asyncio.sleep(0.001)
+    fifty = asyncio.Event()  # the first 50 turns, however long the machine takes
+
+    async def run(tenant: str, cost: float = 1.0) -> None:
+        await _run(gate, tenant, order, cost)
+        if len(order) >= 50:
+            fifty.set()
+
+    tasks = [asyncio.create_task(run("gold")) for _ in range(60)]
+    tasks += [asyncio.create_task(run("plain")) for _ in range(60)]
+    tasks += [asyncio.create_task(run("costly", cost=3.0)) for _ in range(60)]
+    await fifty.wait()
     first = Counter(order[:50])
     await asyncio.gather(*tasks)
     # Weight 3 at cost 1, weight 1 at cost 1, weight 1 at cost 3: 9 to 3 to 1 of the turns.
