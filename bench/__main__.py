@@ -71,6 +71,9 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-peer", action="store_true", help="Skip LlamaIndex.")
     p.add_argument("--no-scaling", action="store_true")
+    p.add_argument(
+        "--no-plot", action="store_true", help="Write no plot.png (matplotlib is the bench group's)"
+    )
     return p.parse_args(argv)
 
 
@@ -340,7 +343,8 @@ async def main(argv: list[str] | None = None) -> None:
     (args.out / "results.json").write_text(json.dumps(result, indent=2))
     summary = report.markdown(result)
     (args.out / "summary.md").write_text(summary)
-    report.plot(result, args.out / "plot.png")
+    if not args.no_plot:
+        report.plot(result, args.out / "plot.png")
     print(summary)
 
 

@@ -3,7 +3,8 @@ ingestion twice, a lone document, the queries taking turns with their floor, the
 service fed from the stream beside the bare encoder (the phase that once drained nothing: the
 bench publishes its chunks.ready itself, and the embedder's tenant lanes must see that work),
 its scaling, and the bus and framework floor. LlamaIndex is left out (its packages are the bench
-group's, not the tests'); the figures at full size are docs/performance.md's."""
+group's, not the tests', and so is the plot's matplotlib); the figures at full size are
+docs/performance.md's."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ async def test_the_headline_bench_runs_to_its_end(tmp_path: Path) -> None:
             "--drift-documents=5",
             "--framework-documents=20",
             "--no-peer",
+            "--no-plot",
             f"--out={out}",
         ]
     )

@@ -157,13 +157,13 @@ def test_a_library_s_chunker_is_set_tried_and_listed(stack: Stack, tmp_path: Pat
     for library in ("shop", "plain"):
         kbus(stack, "ingest", str(sheet), "--library", library)
     pattern = ("--chunker", "pattern", "--pattern", "^Product:")
-    set_to = kbus(stack, "profile", "shop", *pattern, "--example", str(sheet)).stdout
+    set_to = kbus(stack, "profile", "--library", "shop", *pattern, "--example", str(sheet)).stdout
     assert "chunker: pattern (at '^Product:')" in set_to
     assert "the example was cut into 2 chunks" in set_to
     assert "documents already indexed: 1. They keep their chunks" in set_to
     assert "kbus_searcher.jobs.reprocess --tenant cli-co --library shop" in set_to
     bad = ("--chunker", "pattern", "--pattern", "(?<=x)y")
-    refused = kbus(stack, "profile", "shop", *bad, check=False)
+    refused = kbus(stack, "profile", "--library", "shop", *bad, check=False)
     assert refused.returncode == 1
     assert "RE2" in refused.stderr
     rows = {
@@ -175,12 +175,12 @@ def test_a_library_s_chunker_is_set_tried_and_listed(stack: Stack, tmp_path: Pat
     assert "default" in rows["plain"]
     chained = ("--transformer", "question", "--reranker", "prompted", "--instruction", "Same item.")
     kept = kbus(
-        stack, "profile", "shop", *chained, "--matching", "questions", "--count", "2"
+        stack, "profile", "--library", "shop", *chained, "--matching", "questions", "--count", "2"
     ).stdout
     assert "chunker: pattern (at '^Product:')" in kept  # links not named are kept
     assert "matching: 2 questions" in kept
     assert "transformer: question" in kept
     assert "reranker: prompted ('Same item.')" in kept
-    stray = kbus(stack, "profile", "shop", "--transformer", "prompt", check=False)
+    stray = kbus(stack, "profile", "--library", "shop", "--transformer", "prompt", check=False)
     assert stray.returncode == 2
     assert "exactly when" in stray.stderr

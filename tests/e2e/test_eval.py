@@ -30,7 +30,14 @@ def test_eval_scores_every_mode_and_writes_json_and_markdown(stack: Stack, tmp_p
     out = tmp_path / "results"
     # The floor off: q3's only relevant document is unrelated to it on purpose.
     result = _eval(
-        stack, str(folder), "--results", str(out), "--exclude-self", "--min-evidence", "-1"
+        stack,
+        str(folder),
+        "--results",
+        str(out),
+        "--exclude-self",
+        "--min-evidence",
+        "-1",
+        "--keep-library",
     )
     assert result.returncode == 0, result.stderr
     assert "| hybrid+rerank |" in result.stdout
@@ -65,3 +72,34 @@ def test_eval_scores_every_mode_and_writes_json_and_markdown(stack: Stack, tmp_p
     assert by_title["style"] == "title"
     assert by_title["queries"] == 3  # d1, d2 and d3 are judged relevant
     assert by_title["modes"]["hybrid"]["ndcg@10"] == 1.0
+
+    # A dataset larger than the library: the run says its scores are not the dataset's.
+    bigger = make_beir(tmp_path / "bigger")
+    with (bigger / "corpus.jsonl").open("a") as corpus:
+        corpus.write(json.dumps({"_id": "d9", "title": "Extra", "text": "An extra note."}) + "\n")
+    short_out = tmp_path / "short"
+    library = scores["library"]
+    short = _eval(stack, str(bigger), "--results", str(short_out), "--library", library)
+    assert short.returncode == 0, short.stderr
+    assert "holds 4 documents of the dataset's 5" in short.stderr, short.stderr
+    assert "holds 4 documents of the dataset's 5" in (short_out / "results.md").read_text()
+
+
+def test_an_eval_that_ingests_deletes_its_library_at_the_end(stack: Stack, tmp_path: Path) -> None:
+    out = tmp_path / "gone"
+    done = _eval(
+        stack, str(make_beir(tmp_path / "tiny")), "--results", str(out), "--mode", "keyword"
+    )
+    assert done.returncode == 0, done.stderr
+    library = json.loads((out / "results.json").read_text())["library"]
+    assert f"library {library!r} deleted" in done.stderr, done.stderr
+    env = {**os.environ, "KBUS_NATS_URL": stack.nats_url, "KBUS_BUS_PREFIX": stack.topology.prefix}
+    listed = subprocess.run(
+        ["kbus", "libraries", "--tenant", "eval", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert library not in {lib["library"] for lib in json.loads(listed.stdout)}, listed.stdout

@@ -169,6 +169,7 @@ def test_the_cli_says_what_went_wrong_in_one_line_and_asks_before_deleting_much(
     assert down.returncode == 2
     assert down.stderr.strip().count("\n") == 0, down.stderr
     assert "cannot reach NATS at nats://127.0.0.1:9" in down.stderr
+    assert "Connect call failed" in down.stderr  # said at the refusal, not after nats-py's tries
     assert "make up" in down.stderr
 
     (tmp_path / "kettle.md").write_text("# Kettle\n\nThe kettle is descaled every Friday.\n")
@@ -177,7 +178,8 @@ def test_the_cli_says_what_went_wrong_in_one_line_and_asks_before_deleting_much(
     )
     assert ingested == {"indexed": 1, "files": 1, "failed": []}
     listed = json.loads(kbus(stack, "documents", "--library", "desk", "--json").stdout)
-    assert [d["document_id"] for d in listed] == ["kettle.md"]
+    assert [d["document_id"] for d in listed["documents"]] == ["kettle.md"]
+    assert (listed["total"], listed["after"]) == (1, None)
     libraries = json.loads(kbus(stack, "libraries", "--json").stdout)
     assert {lib["library"] for lib in libraries} >= {"desk"}
 
@@ -189,7 +191,7 @@ def test_the_cli_says_what_went_wrong_in_one_line_and_asks_before_deleting_much(
     assert asked.returncode == 2
     assert "Pass --yes to confirm" in asked.stderr
     still = json.loads(kbus(stack, "documents", "--library", "desk", "--json").stdout)
-    assert [d["document_id"] for d in still] == ["kettle.md"]
+    assert [d["document_id"] for d in still["documents"]] == ["kettle.md"]
     nothing = kbus(stack, "delete", "--library", "nope", "--yes", check=False)
     assert nothing.returncode == 1  # a delete of nothing is not a success
     assert "has no library 'nope'" in nothing.stderr
@@ -197,6 +199,29 @@ def test_the_cli_says_what_went_wrong_in_one_line_and_asks_before_deleting_much(
     replay = kbus(stack, "dlq", "replay", "999999", check=False)
     assert replay.returncode == 1
     assert "no dead letter 999999" in replay.stderr
+
+
+def test_a_listing_says_how_many_it_did_not_show_and_pages_on(stack: Stack, tmp_path: Path) -> None:
+    """Paged at a random size, a library's listing shows every document once, in id order,
+    each page with the total; the table says what it left out and how to ask for it."""
+    names = sorted(f"note-{n:02}.md" for n in range(random.randint(4, 9)))
+    for name in names:
+        (tmp_path / name).write_text(f"# {name}\n\nThe shelf holds {name}.\n")
+    kbus(stack, "ingest", str(tmp_path), "--library", "pages", "--json")
+    limit = random.randint(1, 3)
+    seen: list[str] = []
+    after: list[str] = []
+    while True:
+        asked = ["documents", "--library", "pages", "--limit", str(limit), "--json", *after]
+        page = json.loads(kbus(stack, *asked).stdout)
+        assert page["total"] == len(names), (limit, page)
+        seen += [d["document_id"] for d in page["documents"]]
+        if page["after"] is None:
+            break
+        after = ["--after", page["after"]]
+    assert seen == names, limit
+    shown = kbus(stack, "documents", "--library", "pages", "--limit", "2")
+    assert f"2 shown of {len(names)}; the next page: --after {names[1]}" in shown.stderr
 
 
 def test_a_sitemap_sync_stops_waiting_for_a_page_that_was_refused(stack: Stack) -> None:
@@ -248,7 +273,7 @@ async def test_a_publisher_sees_its_own_restricted_documents_listed(stack: Stack
             )
         assert len(await kb.documents("mixed")) == 1
     listed = json.loads(kbus(stack, "documents", "--library", "mixed", "--json").stdout)
-    assert sorted(d["document_id"] for d in listed) == ["ann", "hr-only", "open"]
+    assert [d["document_id"] for d in listed["documents"]] == ["ann", "hr-only", "open"]
     libraries = json.loads(kbus(stack, "libraries", "--json").stdout)
     assert [lib["documents"] for lib in libraries if lib["library"] == "mixed"] == [3]
 
@@ -328,10 +353,10 @@ async def test_a_large_document_tells_its_indexing_progress(stack: Stack) -> Non
 
 
 def test_a_profile_is_reset_to_kbus_s_defaults(stack: Stack) -> None:
-    kbus(stack, "profile", "notes", "--chunker", "sections", "--reranker", "none")
-    changed = json.loads(kbus(stack, "profile", "notes", "--json").stdout)
+    kbus(stack, "profile", "--library", "notes", "--chunker", "sections", "--reranker", "none")
+    changed = json.loads(kbus(stack, "profile", "--library", "notes", "--json").stdout)
     assert changed["profile"]["chunker"]["kind"] == "sections"
-    reset = json.loads(kbus(stack, "profile", "notes", "--reset", "--json").stdout)
+    reset = json.loads(kbus(stack, "profile", "--library", "notes", "--reset", "--json").stdout)
     assert reset["revision"] > changed["revision"]
-    default = json.loads(kbus(stack, "profile", "fresh-library", "--json").stdout)
+    default = json.loads(kbus(stack, "profile", "--library", "fresh-library", "--json").stdout)
     assert reset["profile"] == default["profile"]

@@ -61,7 +61,8 @@ async def _store(
 
 
 async def _documents(store: ChunkStore, tenant: str) -> set[str]:
-    rows = await store.view(Scope.of_caller(tenant, None, ("*",))).documents("ledger", {}, 1_000)
+    view = store.view(Scope.of_caller(tenant, None, ("*",)))
+    rows, _ = await view.documents("ledger", {}, 1_000)
     return {row["document_id"] for row in rows}
 
 

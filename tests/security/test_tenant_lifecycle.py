@@ -8,12 +8,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 
 import nats
 import pytest
+import weaviate
 from kbus_client import KbClient
 from kbus_dev.natsauth import Credential, inbox
+from kbus_searcher.jobs.setup import tenant_keys
 from nats.aio.client import RawCredentials
+from weaviate.classes.init import Auth
 
 from tests.security.conftest import (
     CREDENTIALS,
@@ -39,6 +43,28 @@ async def _refused(locked: Locked, creds: str) -> None:
             max_reconnect_attempts=0,
             allow_reconnect=False,
         )
+
+
+async def _left_of(locked: Locked, observer: Observer, tenant: str) -> list[str]:
+    """What a tenant has in the buckets kept by tenant and in Weaviate's collections."""
+    left = []
+    for bucket, key in tenant_keys(TOPOLOGY, tenant):
+        for subject in (f"$KV.{bucket}.{key}", f"$KV.{bucket}.{key}.>"):
+            left += list(await observer.stream_subjects(f"KV_{bucket}", subject))
+    client = weaviate.use_async_with_local(
+        host="127.0.0.1",
+        port=locked.weaviate_http,
+        grpc_port=locked.weaviate_grpc,
+        auth_credentials=Auth.api_key(locked.weaviate_key),
+    )
+    await client.connect()
+    try:
+        for name in await client.collections.list_all(simple=True):
+            if await client.collections.use(name).tenants.exists(tenant):
+                left.append(f"weaviate {name}")
+    finally:
+        await client.close()
+    return left
 
 
 async def _search_meanwhile(locked: Locked, stop: asyncio.Event) -> tuple[int, list[str]]:
@@ -92,11 +118,14 @@ async def test_a_tenant_added_and_removed_live(locked: Locked) -> None:
     assert [h.document_id for h in reply.results] == ["hello"]
 
     assert await _streams(observer) == streams_before  # nothing reserved for the newcomer
+    assert await _left_of(locked, observer, "t9")  # what the removal must take
 
     await locked.provision(CREDENTIALS)
     locked.setup("--remove-tenant=t9")
     held = await observer.stream_subjects(TOPOLOGY.bodies_stream.name, TOPOLOGY.bodies_of("t9"))
     assert held == {}
+    assert await _left_of(locked, observer, "t9") == []  # nothing of it anywhere
+    assert not [f for f in os.listdir(locked.resolver_dir) if f.endswith(".deleted")]
     await observer.close()
     for _ in range(50):  # the server closes its connections as its account goes
         if not kb.nc.is_connected:

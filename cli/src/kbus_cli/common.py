@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+from kbus_client import DEFAULT_URL as CLIENT_DEFAULT_URL
 from kbus_client import CredentialFile, KbClient
 from rich.console import Console
 from rich.markup import escape
@@ -17,6 +19,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -44,7 +47,7 @@ Tenant = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
-DEFAULT_URL = "nats://127.0.0.1:4222"
+DEFAULT_URL = CLIENT_DEFAULT_URL
 
 
 def fail(message: str, cause: BaseException | None = None, code: int = 1) -> NoReturn:
@@ -96,15 +99,23 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
-    """A client, or exit 2 saying why NATS cannot be reached. A credential names its tenant,
-    libraries and bus prefix, which win over the options."""
+    """A client, or exit 2 saying why NATS cannot be reached, as soon as it is known: a refused
+    authorization, or every server of ``url`` refusing the connection, ends the attempt then
+    (nats-py would try each again after a pause). A credential names its tenant, libraries and
+    bus prefix, which win over the options."""
     said: list[str] = []
+    refused_by = 0
+    known = asyncio.Event()
 
     async def heard(exc: Exception) -> None:  # nats-py's error callback: the command says why
+        nonlocal refused_by
         said.append(str(exc))
+        refused_by += isinstance(exc, ConnectionRefusedError)
+        if _authorization(said) or refused_by >= len(url.split(",")):
+            known.set()
 
-    try:
-        return await KbClient.connect(
+    connecting = asyncio.ensure_future(
+        KbClient.connect(
             url,
             prefix=prefix,
             tenant=tenant,
@@ -116,29 +127,88 @@ async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
             error_cb=heard,
             **access.transport(),
         )
+    )
+    ended = asyncio.ensure_future(known.wait())
+    try:
+        await asyncio.wait({connecting, ended}, return_when=asyncio.FIRST_COMPLETED)
+        if not connecting.done():
+            connecting.cancel()
+            raise ConnectionError(said[-1])
+        return connecting.result()
     except Exception as exc:
-        if any("authorization" in s.lower() for s in said):
-            fail(
-                f"NATS at {url} refused this connection (authorization violation): give a "
-                "credential with --credential (KBUS_CREDENTIAL); `make demo` prints its own",
-                exc,
-                code=2,
-            )
+        _unreachable(url, said, exc)
+    finally:
+        ended.cancel()
+
+
+def _authorization(said: list[str]) -> bool:
+    return any("authorization" in s.lower() for s in said)
+
+
+def _unreachable(url: str, said: list[str], exc: Exception) -> NoReturn:
+    """Exit 2 with the one sentence that says why a connection failed."""
+    if _authorization(said):
         fail(
-            f"cannot reach NATS at {url} ({exc or type(exc).__name__}): start kbus with "
-            "`make up`, or point --nats-url (KBUS_NATS_URL) at your NATS server",
+            f"NATS at {url} refused this connection (authorization violation): give a "
+            "credential with --credential (KBUS_CREDENTIAL); `make demo` prints its own",
             exc,
             code=2,
+        )
+    fail(
+        f"cannot reach NATS at {url} ({exc or type(exc).__name__}): start kbus with "
+        "`make up`, or point --nats-url (KBUS_NATS_URL) at your NATS server",
+        exc,
+        code=2,
+    )
+
+
+#: How often progress is said in a line when stderr is not a terminal (a log, a pipe).
+LINE_EVERY_S = 60.0
+
+
+class Bars(Progress):
+    """Progress bars on stderr: what, how far, the time so far and the time still to go. Where
+    stderr is not a terminal (bars are drawn only on one), a line per task instead: its first
+    count, then at most one every ``every_s``, and its last."""
+
+    def __init__(self, console: Console, every_s: float = LINE_EVERY_S) -> None:
+        super().__init__(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self.every_s = every_s
+        self._said: dict[TaskID, float] = {}
+        self._ended: set[TaskID] = set()
+
+    def advance(self, task_id: TaskID, advance: float = 1) -> None:
+        self.update(task_id, advance=advance)
+
+    def update(self, task_id: TaskID, **changes: Any) -> None:
+        super().update(task_id, **changes)
+        if self.console.is_terminal or task_id in self._ended:
+            return
+        task = self._tasks[task_id]
+        now = time.monotonic()
+        said = self._said.get(task_id)
+        if said is not None and now - said < self.every_s and not task.finished:
+            return
+        self._said[task_id] = now
+        if task.finished:
+            self._ended.add(task_id)
+        total = "?" if task.total is None else f"{task.total:.0f}"
+        left = task.time_remaining
+        eta = "" if left is None or task.finished else f", about {left:.0f} s to go"
+        self.console.print(
+            f"{task.description}: {task.completed:.0f}/{total} after {task.elapsed or 0:.0f} s"
+            f"{eta}",
+            highlight=False,
         )
 
 
 def bars() -> Progress:
-    """Progress bars on stderr: what, how far, the time so far and the time still to go."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err,
-    )
+    """Progress on stderr (:class:`Bars`)."""
+    return Bars(err)

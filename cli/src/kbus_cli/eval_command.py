@@ -93,6 +93,14 @@ _OffTopic = Annotated[
     ),
 ]
 _Results = Annotated[Path, typer.Option(help="Folder for runs.jsonl, results.json and results.md.")]
+_Keep = Annotated[
+    bool,
+    typer.Option(
+        "--keep-library",
+        help="Keep the library the run ingests (to score it again with --library); deleted "
+        "at the end otherwise.",
+    ),
+]
 
 
 def eval_command(
@@ -115,6 +123,7 @@ def eval_command(
     rerank_depth: _RerankDepth = None,
     off_topic: _OffTopic = None,
     results: _Results = Path("eval-results"),
+    keep_library: _Keep = False,
     tenant: common.Tenant = "eval",
     nats_url: common.NatsUrl = common.DEFAULT_URL,
     prefix: common.Prefix = "",
@@ -122,7 +131,9 @@ def eval_command(
     """Measure retrieval quality on a BEIR dataset through the bus, every mode side by side.
 
     Each query's answer is written to runs.jsonl as it comes and the scores after each mode; a
-    query that fails is recorded with its reason, scored 0, and the run goes on. A search the
+    query that fails is recorded with its reason, scored 0, and the run goes on. The library
+    it ingests (in the credential's tenant, which wins over --tenant) is deleted at the end
+    unless --keep-library. A search the
     tenant's quota refuses waits as long as the refusal says and is asked again (up to 5
     minutes): a refusal is never scored as a miss.
     """
@@ -147,6 +158,7 @@ def eval_command(
                 tenant,
                 nats_url,
                 prefix,
+                keep_library,
             )
         )
     except ValueError as exc:
@@ -154,6 +166,11 @@ def eval_command(
     typer.echo(markdown(result))
     if result.rejected:
         common.err.print(f"[yellow]{len(result.rejected)} documents were rejected[/]")
+    for warning in result.warnings:
+        common.err.print(f"[yellow]{warning}[/]")
+    if library is None:
+        kept = "kept: score it again with --library" if keep_library else "deleted"
+        common.err.print(f"library {result.library!r} {kept}")
 
 
 async def _evaluate(
@@ -167,6 +184,7 @@ async def _evaluate(
     tenant: str,
     nats_url: str,
     prefix: str,
+    keep: bool,
 ) -> EvalResult:
     kb = await common.connect(nats_url, prefix, tenant)
     async with kb:
@@ -188,4 +206,5 @@ async def _evaluate(
                 Recorder(results),
                 library,
                 off_topic,
+                keep=keep,
             )

@@ -114,6 +114,8 @@ class EvalResult:
     errors: dict[str, dict[str, str]] = field(default_factory=dict)
     off_topic_questions: int = 0
     off_topic_no_match: int = 0
+    #: What makes the scores say less than they seem to (a library missing documents).
+    warnings: list[str] = field(default_factory=list)
 
 
 class Recorder:
@@ -281,9 +283,9 @@ async def paced(kb: KbClient, query: str, **options: Any) -> SearchReply:
             await asyncio.sleep(exc.retry_after_s or 1.0)
 
 
-async def require_documents(kb: KbClient, library: str) -> None:
-    """``ValueError`` unless the library holds documents of the client's tenant: a run over an
-    empty or misnamed library would score zeros."""
+async def require_documents(kb: KbClient, library: str) -> int:
+    """How many documents the library holds; ``ValueError`` unless it holds some of the
+    client's tenant: a run over an empty or misnamed library would score zeros."""
     held = {lib.library: lib.documents for lib in (await kb.stats()).libraries}
     if not held.get(library):
         named = ", ".join(sorted(held)) or "none"
@@ -291,6 +293,19 @@ async def require_documents(kb: KbClient, library: str) -> None:
             f"library {library!r} of tenant {kb.tenant!r} holds no documents (its libraries: "
             f"{named}); leave out --library to ingest the dataset"
         )
+    return held[library]
+
+
+def short_of(library: str, held: int, dataset: Dataset) -> str | None:
+    """A warning when a library holds fewer documents than the dataset: a judged document it
+    lacks cannot be found, so its scores are not the dataset's."""
+    if held >= len(dataset.corpus):
+        return None
+    return (
+        f"library {library!r} holds {held} documents of the dataset's {len(dataset.corpus)}: "
+        "the judged documents it lacks count as misses, so these scores are lower than "
+        "retrieval over the whole dataset (leave out --library to ingest it)"
+    )
 
 
 async def count_no_match(kb: KbClient, library: str, questions: list[str]) -> int:
@@ -317,19 +332,43 @@ async def evaluate_dataset(
     recorder: Recorder,
     library: str | None = None,
     off_topic: list[str] | None = None,
+    keep: bool = False,
 ) -> EvalResult:
     """Ingest (unless the library is given and already indexed) and score every mode, saving
-    the scores after each."""
-    fresh = library is None
-    library = library or f"{data.name}-{uuid.uuid4().hex[:8]}".lower()
-    result = EvalResult(
+    the scores after each; a library it ingested is deleted at the end unless ``keep``."""
+    if library is not None:
+        result = _result(data, split, library)
+        warning = short_of(library, await require_documents(kb, library), data)
+        result.warnings += [warning] if warning else []
+        return await _score(kb, data, modes, exclude_self, progress, recorder, result, off_topic)
+    result = _result(data, split, f"{data.name}-{uuid.uuid4().hex[:8]}".lower())
+    try:
+        result.ingest_seconds, result.rejected = await ingest(kb, data, result.library, progress)
+        recorder.save(result)
+        return await _score(kb, data, modes, exclude_self, progress, recorder, result, off_topic)
+    finally:
+        if not keep:
+            await kb.delete_document(library=result.library, wait=True, timeout_s=600)
+
+
+def _result(data: Dataset, split: str, library: str) -> EvalResult:
+    return EvalResult(
         data.name, split, library, len(data.corpus), len(data.qrels), 0.0, style=data.style
     )
-    if fresh:
-        result.ingest_seconds, result.rejected = await ingest(kb, data, library, progress)
-        recorder.save(result)
-    else:
-        await require_documents(kb, library)
+
+
+async def _score(
+    kb: KbClient,
+    data: Dataset,
+    modes: list[Mode],
+    exclude_self: bool,
+    progress: Progress,
+    recorder: Recorder,
+    result: EvalResult,
+    off_topic: list[str] | None,
+) -> EvalResult:
+    """Every mode scored over the result's library, saved after each."""
+    library = result.library
     for mode in modes:
         run = await run_mode(kb, data, library, mode, exclude_self, progress, recorder)
         result.modes[mode.label] = evaluate(run.ranked, data.qrels)
@@ -390,4 +429,5 @@ def markdown(result: EvalResult) -> str:
             f"Off-topic queries answered no_match: {result.off_topic_no_match} of "
             f"{result.off_topic_questions}.",
         ]
+    lines += [f"\n**Warning:** {warning}." for warning in result.warnings]
     return "\n".join(lines) + "\n"

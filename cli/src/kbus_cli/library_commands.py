@@ -17,6 +17,7 @@ from kbus_contract import (
     ProfileReply,
     RerankerKind,
     Reranking,
+    StatsReply,
     Transformer,
     TransformerKind,
     profiles,
@@ -165,7 +166,7 @@ _Example = Annotated[
 
 
 def profile(
-    library: Annotated[str, typer.Argument(help="The library.")],
+    library: Annotated[str, typer.Option(help="The library (as every command names it).")],
     chunker: _Chunker = None,
     size: _Size = None,
     overlap: _Overlap = None,
@@ -227,31 +228,39 @@ def documents(
     library: Annotated[str, typer.Option(help="The library.")],
     tenant: common.Tenant = "default",
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Documents to list.")] = 100,
+    after: Annotated[
+        str | None, typer.Option(help="List after this document id (the next page's start).")
+    ] = None,
     as_json: common.AsJson = False,
     nats_url: common.NatsUrl = common.DEFAULT_URL,
     prefix: common.Prefix = "",
 ) -> None:
-    """A library's indexed documents: id, title, version and source."""
+    """A library's indexed documents by id: id, title, version and source, how many there are,
+    and how to ask for the next page."""
 
-    async def go() -> Any:
+    async def go() -> StatsReply:
         async with await common.connect(nats_url, prefix, tenant) as client:
-            return await client.documents(
-                library, limit=limit, restricted=common.access.names_restricted()
+            return await client.document_page(
+                library, after=after, limit=limit, restricted=common.access.names_restricted()
             )
 
     try:
-        found = common.run(go())
+        page = common.run(go())
     except (KbError, ValueError) as exc:
         common.fail(str(exc), exc)
     if as_json:
-        common.out.print_json(json.dumps([d.model_dump(mode="json") for d in found]))
+        shown = page.model_dump(mode="json", include={"total", "after", "documents"})
+        common.out.print_json(json.dumps(shown))
         return
     table = Table("document", "title", "version", "source", title=f"{tenant}/{library}")
-    for d in found:
+    for d in page.documents:
         table.add_row(d.document_id, d.title, d.version, d.source_uri)
     common.out.print(table)
-    if not found:
+    if not page.total:
         common.err.print(f"[yellow]tenant {tenant!r} has no documents in {library!r}[/]")
+    elif page.after is not None or len(page.documents) < page.total:
+        more = f"; the next page: --after {page.after}" if page.after is not None else ""
+        common.err.print(f"{len(page.documents)} shown of {page.total}{more}")
 
 
 def _example(path: Path | None) -> tuple[str, ContentType] | None:

@@ -19,9 +19,9 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from kbus_client.credentials import CredentialFile
+from kbus_client.interruptions import Interruptions
 from kbus_client.memory import Memory
 from kbus_client.reads import LibraryReads
-from kbus_client.refusals import Refusals
 from kbus_client.retrying import ASK_AGAIN, Retry
 from kbus_client.spans import reply_attributes, search_attributes
 from kbus_client.surface import SearchOptions
@@ -31,6 +31,10 @@ from kbus_client.tool import KbTool, scoped_tool
 _tracer = trace.get_tracer("kbus.client")
 
 log = logging.getLogger("kbus.client")
+
+
+#: The NATS server a client, the CLI and the tools reach when none is named (``make up``'s).
+DEFAULT_URL = "nats://127.0.0.1:4222"
 
 
 class KbClient(LibrarySyncs, LibraryReads):
@@ -45,7 +49,7 @@ class KbClient(LibrarySyncs, LibraryReads):
     @classmethod
     async def connect(
         cls,
-        url: str = "nats://127.0.0.1:4222",
+        url: str = DEFAULT_URL,
         *,
         prefix: str = "",
         tenant: str | None = None,
@@ -68,19 +72,28 @@ class KbClient(LibrarySyncs, LibraryReads):
             nats_options.update(credential.nats_options())
         # A connection error is one line in the log, not a traceback per server tried.
         told = nats_options.pop("error_cb", _log_briefly)
-        refusals = Refusals()
+        back = nats_options.pop("reconnected_cb", None)
+        interruptions = Interruptions()
 
         async def on_error(exc: Exception) -> None:
-            refusals.heard(exc)  # a request the bus refused ends at once, said as a refusal
+            interruptions.heard(exc)  # a request the bus refused ends at once, as a refusal
             await told(exc)
+
+        async def on_reconnect() -> None:
+            interruptions.reconnected()  # a request lost with the connection: asked again now
+            if back is not None:
+                await back()
 
         # Several servers (a cluster's) may be given, separated by commas.
         nc = await nats.connect(
-            [u.strip() for u in url.split(",")], error_cb=on_error, **nats_options
+            [u.strip() for u in url.split(",")],
+            error_cb=on_error,
+            reconnected_cb=on_reconnect,
+            **nats_options,
         )
         return cls(
             nc,
-            refusals=refusals,
+            interruptions=interruptions,
             prefix=prefix,
             tenant=tenant,
             granted=granted,

@@ -25,10 +25,10 @@ from nats.aio.client import Client
 from pydantic import BaseModel
 
 from kbus_client.bodies import ClaimChecks
+from kbus_client.interruptions import Interruptions
 from kbus_client.msgids import MessageIds
 from kbus_client.publishing import Publisher
 from kbus_client.receipts import ReceiptWatcher
-from kbus_client.refusals import Refusals
 from kbus_client.retrying import ASK_AGAIN, Retry, with_retries
 
 R = TypeVar("R", bound=BaseModel)
@@ -54,12 +54,13 @@ class Connection:
         timeout_s: float = DEFAULT_WAIT_S,
         claim_check_bytes: int | None = None,
         retry: Retry | None = ASK_AGAIN,
-        refusals: Refusals | None = None,
+        interruptions: Interruptions | None = None,
     ) -> None:
         self.nc = nc
-        #: The bus's refusals of this connection's requests (:meth:`KbClient.connect` hears
-        #: them; a connection made elsewhere waits out a refused request's timeout).
-        self.refusals = refusals or Refusals()
+        #: The bus's refusals of this connection's requests and its reconnections
+        #: (:meth:`KbClient.connect` hears them; on a connection made elsewhere a refused or
+        #: lost request waits out its try).
+        self.interruptions = interruptions or Interruptions()
         self.topology = Topology(prefix)
         self.tenant = tenant
         self.granted = tuple(sorted(granted)) if granted is not None else None
@@ -132,7 +133,7 @@ class Connection:
             if getattr(asked, "budget_ms", None) is not None:
                 sent = asked.model_copy(update={"budget_ms": budget_ms(left_s)})
             asking = request(self.nc, subject, sent, reply, stage=stage, timeout_s=left_s)
-            return await self.refusals.race(subject, asking)
+            return await self.interruptions.race(subject, stage, asking)
 
         answer, tries = await with_retries(attempt, timeout_s or self.timeout_s, self.retry)
         if "tries" in reply.model_fields:

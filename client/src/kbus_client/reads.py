@@ -45,9 +45,13 @@ class LibraryReads(Connection):
         asked = StatsRequest(tenant=self.tenant_for(tenant), principals=tuple(principals))
         return await self._ask("kb.stats", asked, StatsReply, restricted=restricted)
 
-    async def library_names(self, *, tenant: str | None = None) -> tuple[str, ...]:
-        """The libraries of a tenant that hold a document this credential may read."""
-        return tuple(library.library for library in (await self.stats(tenant=tenant)).libraries)
+    async def library_names(
+        self, *, tenant: str | None = None, principals: Sequence[str] = ()
+    ) -> tuple[str, ...]:
+        """The libraries of a tenant that hold a document this credential may read (acting
+        for ``principals``, as :meth:`stats`)."""
+        held = await self.stats(tenant=tenant, principals=principals)
+        return tuple(library.library for library in held.libraries)
 
     async def backlog(self, *, tenant: str | None = None) -> BacklogReply:
         """What of the tenant's own work waits at each stage, lane by lane: what its next
@@ -92,18 +96,43 @@ class LibraryReads(Connection):
         principals: Sequence[str] = (),
         restricted: bool = False,
     ) -> tuple[DocumentEntry, ...]:
-        """The documents of a library (those whose metadata matches ``filters``, and that
-        ``principals`` may read; restricted ones too with ``restricted``, as for
-        :meth:`stats`)."""
+        """The first ``limit`` documents of a library by id (those whose metadata matches
+        ``filters``, and that ``principals`` may read; restricted ones too with
+        ``restricted``, as for :meth:`stats`); :meth:`document_page` says how many there are
+        and pages on."""
+        page = await self.document_page(
+            library,
+            filters=filters,
+            limit=limit,
+            tenant=tenant,
+            principals=principals,
+            restricted=restricted,
+        )
+        return page.documents
+
+    async def document_page(
+        self,
+        library: str,
+        *,
+        after: str | None = None,
+        filters: dict[str, MetadataScalar | tuple[MetadataScalar, ...]] | None = None,
+        limit: int = 100,
+        tenant: str | None = None,
+        principals: Sequence[str] = (),
+        restricted: bool = False,
+    ) -> StatsReply:
+        """One page of :meth:`documents`, by id after ``after``: its ``documents``, the
+        ``total`` the listing matched, and the ``after`` that asks for the next page (None:
+        the last)."""
         asked = StatsRequest(
             tenant=self.tenant_for(tenant),
             library=library,
             filters=filters or {},
             limit=limit,
+            after=after,
             principals=tuple(principals),
         )
-        reply = await self._ask("kb.stats", asked, StatsReply, restricted=restricted)
-        return reply.documents
+        return await self._ask("kb.stats", asked, StatsReply, restricted=restricted)
 
     async def feed(
         self,

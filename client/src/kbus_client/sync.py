@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from kbus_client.client import KbClient
+from kbus_client.client import DEFAULT_URL, KbClient
 from kbus_client.tool import KbTool
 
 T = TypeVar("T")
@@ -25,7 +25,7 @@ class SyncKbClient:
     :meth:`KbClient.connect`'s arguments; close it, or use it in a ``with`` block.
     """
 
-    def __init__(self, url: str = "nats://127.0.0.1:4222", **options: Any) -> None:
+    def __init__(self, url: str = DEFAULT_URL, **options: Any) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, daemon=True, name="kbus-client"
@@ -38,7 +38,7 @@ class SyncKbClient:
             raise
 
     @classmethod
-    def connect(cls, url: str = "nats://127.0.0.1:4222", **options: Any) -> SyncKbClient:
+    def connect(cls, url: str = DEFAULT_URL, **options: Any) -> SyncKbClient:
         """Connect, as :meth:`KbClient.connect` does."""
         return cls(url, **options)
 

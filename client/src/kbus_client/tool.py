@@ -365,7 +365,7 @@ def scoped_tool(
         # A library that does not exist is an error, not a search that matches nothing (the
         # memory's library is made by its first memory).
         if unchecked := [lib for lib in libraries if lib not in known and lib != remembered_in]:
-            known.update(await client.library_names(tenant=chosen))
+            known.update(await client.library_names(tenant=chosen, principals=principals))
             if missing := [lib for lib in unchecked if lib not in known]:
                 raise UnknownLibraryError(chosen, missing, sorted(known))
         return await client.search(

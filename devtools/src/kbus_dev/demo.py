@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import Any
 
-from kbus_client import CredentialFile, KbClient
+from kbus_client import DEFAULT_URL, CredentialFile, KbClient
 
 from kbus_dev import stack
 
@@ -93,14 +94,17 @@ def main(nats_url: str, examples: Path, credential: Path | None = None) -> None:
     asyncio.run(run(nats_url, examples, CredentialFile.read(credential) if credential else None))
 
 
-def try_it(credential: Path | None) -> str:
-    """What to type next: the CLI holding the demo tenant's credential (it names the tenant),
-    or naming the tenant on an open bus."""
+def try_it(nats_url: str, credential: Path | None) -> str:
+    """What to type next, working as printed: the CLI holding the demo tenant's credential (it
+    names the tenant), or naming the tenant on an open bus; the bus's address when it is not
+    the one the CLI reaches by default."""
     search = f"search 'how do I install on Linux' --library {LIBRARY}"
+    where = [] if nats_url == DEFAULT_URL else [f"KBUS_NATS_URL={shlex.quote(nats_url)}"]
     if credential is None:
-        command = f"uv run kbus {search} --tenant {TENANT}"
+        command = " ".join([*where, f"uv run kbus {search} --tenant {TENANT}"])
     else:
-        command = f"KBUS_CREDENTIAL={credential} uv run kbus {search}"
+        held = f"KBUS_CREDENTIAL={shlex.quote(str(credential))}"
+        command = " ".join([held, *where, f"uv run kbus {search}"])
     return (
         f"\nkbus keeps running; `make stop` stops it. Try it yourself: the demo's tenant is "
         f"{TENANT!r} and its library {LIBRARY!r}:\n  {command}"

@@ -223,24 +223,36 @@ def stop_order(names: Iterable[str]) -> list[str]:
 
 
 def down(timeout_s: float = 30.0) -> None:
-    """Stop the services first (they drain their work), then Weaviate and NATS."""
+    """Stop the services first, all at once (each drains its own work), then the LLM server,
+    Weaviate and NATS: each step waits for the one before (the services need the servers to
+    drain)."""
     stack = Stack.load()
     if stack is None:
         print("kbus is not running")
         return
-    for name in stop_order(stack.pids):
-        pid = stack.pids[name]
-        if not _alive(pid):
-            continue
+    servers = ("llm", "weaviate", "nats")
+    order = stop_order(stack.pids)
+    steps = [[n for n in order if n.split("-")[0] not in servers]]
+    steps += [[n for n in order if n.split("-")[0] == kind] for kind in servers]
+    for step in steps:
+        _stop_together({name: stack.pids[name] for name in step}, timeout_s)
+    (STATE_DIR / "state.json").unlink(missing_ok=True)
+
+
+def _stop_together(pids: dict[str, int], timeout_s: float) -> None:
+    """SIGTERM to every one, then wait for all (SIGKILL to those left after ``timeout_s``)."""
+    alive = {name: pid for name, pid in pids.items() if _alive(pid)}
+    for pid in alive.values():
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while _alive(pid) and time.monotonic() < deadline:
+    deadline = time.monotonic() + timeout_s
+    while any(_alive(pid) for pid in alive.values()) and time.monotonic() < deadline:
+        for pid in alive.values():
             _reap(pid)
-            time.sleep(0.1)
+        time.sleep(0.1)
+    for name, pid in alive.items():
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
         print(f"stopped {name}")
-    (STATE_DIR / "state.json").unlink(missing_ok=True)
 
 
 def _reap(pid: int) -> None:

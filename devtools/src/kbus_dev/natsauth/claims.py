@@ -136,6 +136,8 @@ def server_config(keys: Keys, operator: str, preloaded: dict[str, str], resolver
         "  type: full",
         f"  dir: {json.dumps(resolver_dir)}",
         "  allow_delete: true",
+        # A removed account's JWT goes with it (not kept beside the others as .jwt.deleted).
+        "  hard_delete: true",
         '  interval: "2m"',
         '  timeout: "5s"',
         "}",

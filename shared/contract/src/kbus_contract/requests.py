@@ -145,6 +145,12 @@ class StatsRequest(Contract):
         description="Only documents whose metadata has these values (a list: any of them).",
     )
     limit: int = Field(default=100, ge=1, le=1_000, description="Documents listed at most.")
+    after: str | None = Field(
+        default=None,
+        max_length=256,
+        description="List the documents whose id sorts after this one (a reply's ``after``: "
+        "the next page).",
+    )
     principals: tuple[Principal, ...] = Field(
         default=(),
         max_length=MAX_CLAIMED,
@@ -178,7 +184,16 @@ class StatsReply(Contract):
     tenant: str
     libraries: tuple[LibraryStats, ...]
     documents: tuple[DocumentEntry, ...] = Field(
-        default=(), description="The library's documents, when one was asked for."
+        default=(), description="The library's documents, when one was asked for, by id."
+    )
+    total: int = Field(
+        default=0,
+        description="The documents of the library the listing matched (its filters and readers), "
+        "however many this page shows.",
+    )
+    after: str | None = Field(
+        default=None,
+        description="The id to list after for the next page (None: this page was the last).",
     )
 
 

@@ -234,7 +234,7 @@ class StoreSettings(BaseSettings):
     idle_tenant_s: float = Field(
         default=900.0,
         ge=0,
-        description="Seconds a tenant this searcher used may stay idle before it is made "
+        description="Seconds an active tenant may go unused by this searcher before it is made "
         "inactive in Weaviate (files closed; its next read wakes it); 0: never. Why: "
         "docs/scaling.md#tenants.",
     )

@@ -7,9 +7,9 @@ by the indexer when that model's first vectors arrive (``KBUS_WEAVIATE_COLLECTIO
 searches read).
 
 Nothing is made per tenant: every store is shared, each tenant's use of it bounded by its budget
-(kbus_runtime.budgets). ``--remove-tenant T`` removes what a removed tenant left in the store of
-large texts (its documents in Weaviate go with a deletion of the tenant: ``kbus delete
---tenant``).
+(kbus_runtime.budgets). ``--remove-tenant T`` removes everything a removed tenant left: its large
+texts, its keys in every bucket kept by tenant (versions, deletions, newest publishes, syncs,
+profiles) and its Weaviate tenant in every collection (its chunks, shard and files).
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ import argparse
 import asyncio
 import logging
 
+from kbus_contract.buckets import scope_key
+from kbus_contract.topology import Topology
 from kbus_runtime.bus import connect_nats
 from kbus_runtime.declaring import declare_streams, open_bucket
 from kbus_runtime.logs import configure_logging
 from kbus_runtime.store import weaviate_client
+from nats.js import JetStreamContext
 
 from kbus_searcher.settings import SearcherSettings
 from kbus_searcher.store import ChunkStore
@@ -41,17 +44,41 @@ async def setup(settings: SearcherSettings, removed: list[str] | None = None) ->
         for bucket in topology.buckets:
             await open_bucket(js, bucket, create=True)
         for tenant in removed or ():
-            await js.purge_stream(topology.bodies_stream.name, subject=topology.bodies_of(tenant))
-            log.info("tenant %s: its large texts removed", tenant)
+            await _remove_from_bus(js, topology, tenant)
     finally:
         await nc.close()
     client = weaviate_client(settings.store)
     await client.connect()
     try:
-        await ChunkStore.configured(client, settings).collections.ensure()
+        collections = ChunkStore.configured(client, settings).collections
+        await collections.ensure()
+        for tenant in removed or ():
+            held = await collections.remove_tenant(tenant)
+            log.info("tenant %s: removed from collections %s", tenant, ", ".join(held) or "none")
     finally:
         await client.close()
     log.info("streams, buckets and collection %s are ready", settings.store.collection)
+
+
+async def _remove_from_bus(js: JetStreamContext, topology: Topology, tenant: str) -> None:
+    """A removed tenant's large texts and its keys in every bucket kept by tenant."""
+    await js.purge_stream(topology.bodies_stream.name, subject=topology.bodies_of(tenant))
+    for bucket, key in tenant_keys(topology, tenant):
+        for subject in (f"$KV.{bucket}.{key}", f"$KV.{bucket}.{key}.>"):
+            await js.purge_stream(f"KV_{bucket}", subject=subject)
+    log.info("tenant %s: its large texts and bucket keys removed", tenant)
+
+
+def tenant_keys(topology: Topology, tenant: str) -> list[tuple[str, str]]:
+    """Each bucket kept by tenant, and the key under which the tenant's keys all lie."""
+    by_scope = (
+        topology.tombstones_bucket,
+        topology.published_bucket,
+        topology.versions_bucket,
+        topology.sync_marks_bucket,
+        topology.sync_lists_bucket,
+    )
+    return [(b, scope_key(tenant)) for b in by_scope] + [(topology.profiles_bucket, tenant)]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,11 +30,13 @@ async def library_stats(store: ChunkStore, req: StatsRequest, sent: Identity) ->
     whole = store.view(_counted(scope_of(sent, req.tenant, None, req.principals), sent))
     try:
         rows = await whole.library_stats()
-        listed = await _documents(view, req)
+        listed, total = await _documents(view, req)
     except WeaviateBaseError as exc:
         raise unavailable(exc, "count") from exc
     return StatsReply(
         documents=listed,
+        total=total,
+        after=listed[-1].document_id if len(listed) == req.limit else None,
         tenant=req.tenant,
         libraries=tuple(
             LibraryStats(library=lib, documents=docs, chunks=chunks) for lib, docs, chunks in rows
@@ -50,10 +52,11 @@ def _counted(scope: Scope, sent: Identity) -> Scope:
     return Scope.whole(scope.tenant, scope.libraries, "its writer lists what it published")
 
 
-async def _documents(view: StoreView, req: StatsRequest) -> tuple[DocumentEntry, ...]:
+async def _documents(view: StoreView, req: StatsRequest) -> tuple[tuple[DocumentEntry, ...], int]:
+    """One page of the library's documents, and how many match in all."""
     if req.library is None:
-        return ()
-    rows = await view.documents(req.library, req.filters, req.limit)
+        return (), 0
+    rows, total = await view.documents(req.library, req.filters, req.limit, req.after)
     return tuple(
         DocumentEntry(
             document_id=row["document_id"],
@@ -63,7 +66,7 @@ async def _documents(view: StoreView, req: StatsRequest) -> tuple[DocumentEntry,
             metadata=json.loads(row.get("metadata_json") or "{}"),
         )
         for row in rows
-    )
+    ), total
 
 
 async def versions(store: ChunkStore, req: VersionsRequest, sent: Identity) -> VersionsReply:

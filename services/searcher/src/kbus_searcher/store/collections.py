@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from kbus_runtime.store import StoreClient
+from weaviate.collections.classes.tenants import TenantActivityStatus
 from weaviate.exceptions import WeaviateBaseError
 
 from kbus_searcher.store.schema import (
@@ -173,7 +174,10 @@ class Collections:
         return sorted(await self.client.collections.use(name).tenants.get())
 
     async def deactivate_idle(self, idle_s: float) -> list[str]:
-        """The tenants made inactive now, one request per collection."""
+        """The tenants made inactive now, one request per collection: those this searcher used
+        and then left for ``idle_s``, and those active that it has not used for ``idle_s``
+        since it saw them so (made active by another process, or before a restart)."""
+        await self._note_active()
         cutoff = time.monotonic() - idle_s
         idle: dict[str, list[str]] = {}
         for (name, tenant), used in list(self._used.items()):
@@ -193,6 +197,32 @@ class Collections:
         if rested:
             log.info("%d idle tenants made inactive", len(rested))
         return rested
+
+    async def _note_active(self) -> None:
+        """Count every active tenant of the index as used now, unless this searcher used it
+        already: each is then made inactive once idle here, whoever made it active."""
+        now = time.monotonic()
+        for name in await self.all_physical():
+            try:
+                tenants = await self.client.collections.use(name).tenants.get()
+            except WeaviateBaseError as exc:
+                log.warning("could not list the tenants of %s: %s", name, exc)
+                continue
+            for tenant, found in tenants.items():
+                if found.activity_status == TenantActivityStatus.ACTIVE:
+                    self._used.setdefault((name, tenant), now)
+
+    async def remove_tenant(self, tenant: str) -> list[str]:
+        """Remove a kbus tenant's Weaviate tenant from every collection of this index (its
+        shard, and so its files, go); the collections it was in."""
+        removed = []
+        for name in await self.all_physical():
+            collection = self.client.collections.use(name)
+            if await collection.tenants.exists(tenant):
+                await collection.tenants.remove([tenant])
+                removed.append(name)
+            self._forget(name, tenant)
+        return removed
 
     def _forget(self, name: str, tenant: str) -> None:
         """Hold nothing of an idle tenant: what this process keeps follows active tenants, not

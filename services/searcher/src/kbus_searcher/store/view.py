@@ -199,23 +199,30 @@ class StoreView:
         return int(result.total_count or 0)
 
     async def documents(
-        self, library: str, where: filters.Filters, limit: int
-    ) -> list[dict[str, Any]]:
-        """The first chunk's properties of each document of a library the scope sees whose
-        metadata matches (every document has exactly one chunk at position 0)."""
+        self, library: str, where: filters.Filters, limit: int, after: str | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """One page of the documents of a library the scope sees whose metadata matches, by
+        id after ``after``: each one's first chunk's properties (every document has exactly one
+        chunk at position 0), and how many match in all."""
         found = await self._handle()
         if found is None:
-            return []
+            return [], 0
+        matching = self.scope.held(
+            filters.scope((library,), where)
+            & Filter.by_property("position").equal(0)
+            & filters.own_objects()
+        )
+        page = matching
+        if after is not None:
+            page = matching & Filter.by_property("document_id").greater_than(after)
         res = await found[1].query.fetch_objects(
-            filters=self.scope.held(
-                filters.scope((library,), where)
-                & Filter.by_property("position").equal(0)
-                & filters.own_objects()
-            ),
+            filters=page,
             limit=limit,
+            sort=Sort.by_property("document_id"),
             return_properties=["document_id", "title", "version", "source_uri", "metadata_json"],
         )
-        return [dict(o.properties) for o in res.objects]
+        counted = await found[1].aggregate.over_all(total_count=True, filters=matching)
+        return [dict(o.properties) for o in res.objects], counted.total_count or 0
 
     async def versions(
         self, source: str | None, after: str | None, limit: int
