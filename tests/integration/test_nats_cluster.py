@@ -27,7 +27,9 @@ from nats.js.errors import ServiceUnavailableError
 
 from tests.helpers import by_name, kill_stream_leader, led_stream_info
 
-pytestmark = [pytest.mark.integration, pytest.mark.alone]
+# Its clusters are started one at a time (the clusters group), beside the other tests: they
+# time nothing they assert.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clusters")]
 
 MESSAGES = 300
 

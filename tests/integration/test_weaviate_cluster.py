@@ -30,7 +30,9 @@ from weaviate.exceptions import WeaviateBaseError
 
 from tests.helpers import ready, upsert
 
-pytestmark = [pytest.mark.integration, pytest.mark.alone]
+# Its clusters are started one at a time (the clusters group), beside the other tests: they
+# time nothing they assert.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clusters")]
 
 
 @pytest.fixture(scope="module")

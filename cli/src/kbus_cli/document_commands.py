@@ -35,7 +35,13 @@ def ingest(
     nats_url: common.NatsUrl = common.DEFAULT_URL,
     prefix: common.Prefix = "",
     wait: Annotated[bool, typer.Option(help="Wait until every document is searchable.")] = True,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for each receipt.")] = 600.0,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds to wait for a receipt with no sign of progress (a large document "
+            "waits as long as its parts keep being stored)."
+        ),
+    ] = 600.0,
     record_text: Annotated[
         str | None, typer.Option(help="CSV and JSON records: each record's text, '{field}'s.")
     ] = None,

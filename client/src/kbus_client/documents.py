@@ -61,7 +61,8 @@ class DocumentWrites(Connection):
         Raises:
             ValueError: the document is invalid (checked before it is sent).
             DocumentRejectedError: kbus dead-lettered it (``wait`` only).
-            TimeoutError: no receipt within ``timeout_s`` (``wait`` only).
+            TimeoutError: no receipt, and no progress (a large document's part stored),
+                for ``timeout_s`` (``wait`` only).
         """
         doc = self.new_document(
             tenant=tenant, library=library, document_id=document_id, data=data, **fields

@@ -16,6 +16,7 @@ from kbus_contract import (
     DocumentAdded,
     DocumentDeleted,
     DocumentIndexed,
+    DocumentProgress,
     DocumentRemoved,
     FeedKind,
     FeedReply,
@@ -72,6 +73,8 @@ class Waiting:
     key: Key
     version: str | None
     since: datetime = field(default_factory=lambda: datetime.now(UTC))
+    #: When the wait began or its document last showed progress (a part of it stored).
+    progressed: float = field(default_factory=time.monotonic)
     future: asyncio.Future[DocumentIndexed] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -79,6 +82,10 @@ class Waiting:
     def settle(self, receipt: DocumentIndexed) -> None:
         if self.version in (None, receipt.version) and not self.future.done():
             self.future.set_result(receipt)
+
+    def progress(self, told: DocumentProgress) -> None:
+        if self.version in (None, told.version):
+            self.progressed = time.monotonic()
 
     def reject(self, letter: DeadLetter) -> None:
         if not self.future.done():
@@ -88,7 +95,8 @@ class Waiting:
 
 
 class ReceiptWatcher:
-    """Listens to a tenant's receipts and dead letters, shared by every waiting publish.
+    """Listens to a tenant's receipts, dead letters and large documents' progress, shared by
+    every waiting publish.
 
     A credential listens on its own subjects only (each granted library's, with their forms
     for restricted documents, which a publisher's credential holds), which is all its account
@@ -120,8 +128,10 @@ class ReceiptWatcher:
                 for restricted in (False, True):
                     indexed = t.indexed_of(tenant, library, restricted)
                     letters = t.dead_letters_of(tenant, library, restricted)
+                    progress = t.progress(tenant, library or "*", restricted)
                     subs.append(await self._nc.subscribe(indexed, cb=self._on_indexed))
                     subs.append(await self._nc.subscribe(letters, cb=self._on_dead_letter))
+                    subs.append(await self._nc.subscribe(progress, cb=self._on_progress))
             await self._nc.flush()  # listening before anything is published
             self._subs[tenant] = subs
 
@@ -149,11 +159,12 @@ class ReceiptWatcher:
             self._waiting.pop(waiting.key, None)
 
     async def wait(self, waiting: Waiting, timeout_s: float) -> DocumentIndexed:
-        """The receipt, or DocumentRejectedError, or TimeoutError after ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
+        """The receipt, or DocumentRejectedError, or TimeoutError after ``timeout_s`` without
+        a sign of progress (each stored part of a large document is one: a document that keeps
+        progressing is waited for however long it takes)."""
         reconnects = self._reconnects()
         while not waiting.future.done():
-            left = deadline - time.monotonic()
+            left = waiting.progressed + timeout_s - time.monotonic()
             if left <= 0:
                 await self._catch_up(waiting)
                 break
@@ -163,7 +174,9 @@ class ReceiptWatcher:
                 reconnects = self._reconnects()
                 await self._catch_up(waiting)
         if not waiting.future.done():
-            raise TimeoutError(f"no receipt for {waiting.key} within {timeout_s:.0f} s")
+            raise TimeoutError(
+                f"no receipt for {waiting.key}, and no progress for {timeout_s:.0f} s"
+            )
         return waiting.future.result()
 
     def _reconnects(self) -> int:
@@ -193,6 +206,12 @@ class ReceiptWatcher:
 
     async def _on_indexed(self, msg: Msg) -> None:
         self._dispatch("document.indexed", msg.data)
+
+    async def _on_progress(self, msg: Msg) -> None:
+        with contextlib.suppress(ValidationError):
+            told = DocumentProgress.model_validate_json(msg.data)
+            for waiting in self._waiting.get((told.tenant, told.library, told.document_id), []):
+                waiting.progress(told)
 
     async def _on_dead_letter(self, msg: Msg) -> None:
         self._dispatch("deadletter", msg.data)
