@@ -39,6 +39,9 @@ def test_ingest_search_status_delete(stack: Stack, docs: Path) -> None:
     assert "unsupported type .png" in result.stdout
     assert "sheet.xlsx" in result.stdout
     assert "not a zip archive" in result.stdout
+    # Not on a terminal: progress in lines, the last one short of the total by what failed.
+    last = [line for line in result.stderr.splitlines() if line.startswith("indexing")][-1]
+    assert last.startswith("indexing (1 failed): 5/6 after "), result.stderr
 
     found = json.loads(
         kbus(stack, "search", "where can I leave my bike", "--library", "ops", "--json").stdout

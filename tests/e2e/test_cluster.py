@@ -19,9 +19,7 @@ from kbus_dev.services import service_env, start_all
 from tests.conftest import Servers
 from tests.helpers import TEST_STORAGE, kill_stream_leader
 
-# Its clusters are started one at a time (the clusters group), beside the other tests: they
-# time nothing they assert.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("clusters")]
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 DOCUMENTS = 45
 LIBRARY = "ledger"

@@ -27,9 +27,7 @@ from nats.js.errors import ServiceUnavailableError
 
 from tests.helpers import by_name, kill_stream_leader, led_stream_info
 
-# Its clusters are started one at a time (the clusters group), beside the other tests: they
-# time nothing they assert.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clusters")]
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 MESSAGES = 300
 

@@ -30,9 +30,7 @@ from weaviate.exceptions import WeaviateBaseError
 
 from tests.helpers import ready, upsert
 
-# Its clusters are started one at a time (the clusters group), beside the other tests: they
-# time nothing they assert.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clusters")]
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 
 @pytest.fixture(scope="module")

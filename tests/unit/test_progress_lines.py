@@ -44,3 +44,14 @@ def test_a_long_interval_says_the_first_and_the_last_only() -> None:
         "embedding: 1/500",
         "embedding: 500/500",
     ]
+
+
+def test_a_task_that_ends_short_says_its_last_count_when_the_bars_stop() -> None:
+    bars, out = _bars(every_s=3600.0)
+    with bars:
+        task = bars.add_task("indexing", total=6)
+        for _ in range(5):
+            bars.advance(task)
+        bars.update(task, description="indexing (1 failed)")
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("indexing")]
+    assert lines[-1].startswith("indexing (1 failed): 5/6 after "), lines

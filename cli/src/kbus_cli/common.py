@@ -179,6 +179,7 @@ class Bars(Progress):
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             console=console,
+            disable=not console.is_terminal,  # no bar drawn where lines are said
         )
         self.every_s = every_s
         self._said: dict[TaskID, float] = {}
@@ -192,11 +193,22 @@ class Bars(Progress):
         if self.console.is_terminal or task_id in self._ended:
             return
         task = self._tasks[task_id]
-        now = time.monotonic()
         said = self._said.get(task_id)
-        if said is not None and now - said < self.every_s and not task.finished:
+        if said is not None and time.monotonic() - said < self.every_s and not task.finished:
             return
-        self._said[task_id] = now
+        self._say(task_id)
+
+    def stop(self) -> None:
+        """Stop; where lines are said, the last count of every task not yet said whole (one
+        that ended short of its total: a failure is not drawn as done)."""
+        if not self.console.is_terminal:
+            for task_id in [t for t in self._tasks if t not in self._ended]:
+                self._say(task_id)
+        super().stop()
+
+    def _say(self, task_id: TaskID) -> None:
+        task = self._tasks[task_id]
+        self._said[task_id] = time.monotonic()
         if task.finished:
             self._ended.add(task_id)
         total = "?" if task.total is None else f"{task.total:.0f}"

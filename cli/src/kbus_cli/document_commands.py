@@ -126,7 +126,7 @@ async def _ingest(
     failures: list[tuple[str, str]],
 ) -> int:
     client = await common.connect(url, prefix, tenant)
-    done = 0
+    done = failed = 0
     limit = asyncio.Semaphore(32)
     async with (
         client,
@@ -139,7 +139,7 @@ async def _ingest(
             following = asyncio.create_task(_follow(told, progress, bars))
 
             async def one(doc: Source) -> None:
-                nonlocal done
+                nonlocal done, failed
                 async with limit:
                     try:
                         await client.publish_document(
@@ -154,11 +154,14 @@ async def _ingest(
                         if doc.document_id in bars:  # indexed whole: its last part told nothing
                             bar, total = bars[doc.document_id]
                             progress.update(bar, completed=total)
+                        progress.advance(task)
                     except (DocumentRejectedError, ValueError, TimeoutError, KbError) as exc:
                         failures.append(
                             (doc.origin or doc.document_id, str(exc) or type(exc).__name__)
                         )
-                    progress.advance(task)
+                        # The bar counts what is done; what failed is said beside it.
+                        failed += 1
+                        progress.update(task, description=f"{doing} ({failed} failed)")
 
             await asyncio.gather(*(one(d) for d in docs))
             following.cancel()
