@@ -21,8 +21,8 @@ from kbus_contract import (
 from kbus_contract.errors import PermanentError, TransientError
 from kbus_contract.identifiers import chunk_id
 from kbus_contract.wire import decode, parse_reply
+from kbus_runtime.dead_letters import identity_of
 from kbus_runtime.redelivery import backoff_s
-from kbus_runtime.stage import identity_of
 from pydantic import ValidationError
 
 GOOD = {

@@ -7,14 +7,13 @@ Stream consumers run with FastStream's ``AckPolicy.MANUAL`` and hand each messag
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from kbus_contract import ORIGINAL_LIMIT, DeadLetter, DocumentFailed, ErrorInfo, ErrorReply
+from kbus_contract import ErrorInfo, ErrorReply
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
 from kbus_contract.restricted import message_is_everyones
 from kbus_contract.tenancy import UNKNOWN
@@ -25,6 +24,7 @@ from nats.aio.client import Client
 from pydantic import BaseModel
 
 from kbus_runtime.budgets import Budgets, Resource
+from kbus_runtime.dead_letters import failure_of, identity, letter_of
 from kbus_runtime.redelivery import (
     HAND_BACK_S,
     OUTAGE_PATIENCE_S,
@@ -64,23 +64,6 @@ class Bus(Protocol):
     async def publish(
         self, message: bytes, subject: str, *, stream: str, headers: dict[str, str]
     ) -> Any: ...
-
-
-def identity_of(body: bytes) -> dict[str, str]:
-    """Best-effort tenant, library and document id of a message, even a malformed one."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    nested = data.get("document")
-    source: dict[str, Any] = nested if isinstance(nested, dict) else data
-    return {
-        key: value[:256]
-        for key in ("tenant", "library", "document_id")
-        if isinstance(value := source.get(key), str)
-    }
 
 
 @dataclass
@@ -276,7 +259,8 @@ class Stage:
         if delivered < self.topology.max_deliver:
             await work(payload)
             return
-        tenant = self._identity(message.raw_message.subject, message.body).get("tenant") or ""
+        subject = message.raw_message.subject
+        tenant = identity(self.topology, subject, message.body).get("tenant") or ""
         held: list[str] = []
 
         def waiting(exc: TransientError, pause: float) -> bool:
@@ -348,22 +332,20 @@ class Stage:
         deliveries: int,
         body: bytes,
     ) -> None:
-        """Publish a message's dead letter and, for a document, its ``document.failed``, under
-        the tenant and library its subject names (a message between the services, whose subject
-        names none, carries them in its body: the services wrote it).
+        """Publish a message's dead letter and, for a document, its ``document.failed``
+        (:mod:`kbus_runtime.dead_letters` makes them).
 
         Raises whatever the publish raises: the caller must keep the message in that case.
         """
-        letter = DeadLetter(
+        letter = letter_of(
+            self.topology,
             stage=stage,
             code=code,
-            reason=reason[:4_096],
+            reason=reason,
             subject=subject,
-            stream_sequence=sequence,
+            sequence=sequence,
             deliveries=deliveries,
-            original=body[:ORIGINAL_LIMIT].decode("utf-8", errors="replace"),
-            original_size=len(body),
-            **self._identity(subject, body),
+            body=body,
         )
         log.warning("%s: dead-lettering (%s): %s", stage, code, reason)
         self._count_refusal(letter.tenant, code)
@@ -378,16 +360,8 @@ class Stage:
             tenant=letter.tenant,
             budget=Resource.DEAD_LETTERS,
         )
-        is_document = not subject.startswith(self.topology.document_deleted[:-1])
-        if is_document and letter.tenant and letter.library and letter.document_id:
-            failed = DocumentFailed(
-                tenant=letter.tenant,
-                library=letter.library,
-                document_id=letter.document_id,
-                stage=stage,
-                code=code,
-                reason=letter.reason,
-            )
+        failed = failure_of(self.topology, letter)
+        if failed is not None:
             await self.record(
                 failed,
                 self.topology.failed(failed.tenant, failed.library, restricted),
@@ -396,14 +370,3 @@ class Stage:
                 tenant=failed.tenant,
                 budget=Resource.RECEIPTS,
             )
-
-    def _identity(self, subject: str, body: bytes) -> dict[str, str | None]:
-        named: dict[str, str | None] = dict(identity_of(body))
-        if not self.topology.names_tenant(subject):
-            return named  # between the services: they wrote the body
-        sent = self.topology.identity(subject)
-        return {
-            "tenant": sent.tenant,
-            "library": sent.library,
-            "document_id": named.get("document_id"),
-        }

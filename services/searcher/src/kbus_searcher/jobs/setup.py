@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 
 from kbus_contract.buckets import scope_key
+from kbus_contract.identifiers import TENANT_PATTERN
 from kbus_contract.topology import Topology
 from kbus_runtime.bus import connect_nats
 from kbus_runtime.declaring import declare_streams, open_bucket
@@ -87,6 +89,9 @@ def main(argv: list[str] | None = None) -> None:
         "--remove-tenant", action="append", default=[], help="a removed tenant (repeat)"
     )
     args = parser.parse_args(argv)
+    for tenant in args.remove_tenant:  # a key prefix and a subject filter: never a wildcard
+        if not re.fullmatch(TENANT_PATTERN, tenant):
+            parser.error(f"--remove-tenant {tenant!r} is not a tenant id ({TENANT_PATTERN})")
     settings = SearcherSettings()
     configure_logging(settings.process.log_level)
     asyncio.run(setup(settings, args.remove_tenant))

@@ -54,6 +54,8 @@ class Collections:
         self._makers: dict[tuple[str, int], TenantMaker] = {}
         #: When this searcher last read or wrote each (collection, tenant).
         self._used: dict[tuple[str, str], float] = {}
+        #: When the index's tenants were last listed for active ones (a whole list: rarely).
+        self._swept = -float("inf")
         self._active: tuple[float, str | None] = (-ACTIVE_TTL_S, None)
 
     def physical(self, model: str) -> str:
@@ -177,7 +179,8 @@ class Collections:
         """The tenants made inactive now, one request per collection: those this searcher used
         and then left for ``idle_s``, and those active that it has not used for ``idle_s``
         since it saw them so (made active by another process, or before a restart)."""
-        await self._note_active()
+        if time.monotonic() - self._swept >= idle_s:
+            await self._note_active()
         cutoff = time.monotonic() - idle_s
         idle: dict[str, list[str]] = {}
         for (name, tenant), used in list(self._used.items()):
@@ -200,8 +203,10 @@ class Collections:
 
     async def _note_active(self) -> None:
         """Count every active tenant of the index as used now, unless this searcher used it
-        already: each is then made inactive once idle here, whoever made it active."""
-        now = time.monotonic()
+        already: each is then made inactive once idle here, whoever made it active. It reads
+        every tenant's status, so it runs once per ``idle_s`` (at the first check after a
+        start, then each time a tenant could have become idle), not at every check."""
+        now = self._swept = time.monotonic()
         for name in await self.all_physical():
             try:
                 tenants = await self.client.collections.use(name).tenants.get()
