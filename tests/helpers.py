@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import threading
 import time
 import uuid
@@ -60,6 +61,15 @@ UNBOUNDED = {
         {"chunk_messages": 1_000_000, "embedding_messages": 1_000_000}
     )
 }
+
+
+async def metric(port: int, pattern: str) -> float:
+    """The sum of a service's samples matching ``pattern`` (one group: the value) on its
+    metrics page at ``port``. A session's stack is shared, so counters hold earlier tests' work
+    too: a test compares a reading with its own earlier one, never with zero."""
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+    return sum(float(value) for value in re.findall(pattern, text))
 
 
 @contextlib.contextmanager

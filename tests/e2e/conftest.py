@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import nats
 import pytest
 from kbus_contract.topology import Topology
@@ -19,7 +17,7 @@ from kbus_dev.services import service_env, start_all
 from nats.aio.client import Client
 
 from tests.conftest import Servers
-from tests.helpers import TEST_STORAGE
+from tests.helpers import TEST_STORAGE, metric
 
 pytestmark = pytest.mark.e2e
 
@@ -98,7 +96,5 @@ def kbus(stack: Stack, *args: str, check: bool = True) -> subprocess.CompletedPr
 
 async def embedded_chunks(stack: Stack) -> float:
     """Chunks the embedder computed vectors for (not those it took from its cache)."""
-    async with httpx.AsyncClient() as http:
-        text = (await http.get(f"http://127.0.0.1:{stack.http_ports['embedder']}/metrics")).text
-    found = re.search(r'kbus_embedder_chunks_total\{model="[^"]+"\} ([0-9.]+)', text)
-    return float(found.group(1)) if found else 0.0
+    pattern = r'kbus_embedder_chunks_total\{model="[^"]+"\} ([0-9.e+]+)'
+    return await metric(stack.http_ports["embedder"], pattern)

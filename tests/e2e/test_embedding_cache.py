@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
 
-import httpx
 from nats.aio.client import Client
 
 from tests.busclient import Receipts
 from tests.e2e.conftest import Stack
-from tests.helpers import document, publish_raw
+from tests.helpers import document, metric, publish_raw
 
 
 async def _counts(stack: Stack) -> tuple[float, float]:
-    async with httpx.AsyncClient() as http:
-        text = (await http.get(f"http://127.0.0.1:{stack.http_ports['embedder']}/metrics")).text
-    embedded = re.search(r'kbus_embedder_chunks_total\{model="[^"]+"\} ([0-9.]+)', text)
-    cached = re.search(r'kbus_embedder_cached_chunks_total\{model="[^"]+"\} ([0-9.]+)', text)
+    port = stack.http_ports["embedder"]
     return (
-        float(embedded.group(1)) if embedded else 0.0,
-        float(cached.group(1)) if cached else 0.0,
+        await metric(port, r'kbus_embedder_chunks_total\{model="[^"]+"\} ([0-9.e+]+)'),
+        await metric(port, r'kbus_embedder_cached_chunks_total\{model="[^"]+"\} ([0-9.e+]+)'),
     )
 
 

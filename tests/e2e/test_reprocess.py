@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import signal
 import sys
 import time
 from typing import Any
 
-import httpx
 from kbus_client import KbClient
 from kbus_contract import Chunker, ChunkerKind, LibraryProfile
 
 from tests.e2e.conftest import Stack
+from tests.helpers import metric
 
 SHEETS = {
     "kitchen": "Product: Kettle K1\nBoils 1.7 l of water for tea.\n\n"
@@ -86,27 +85,33 @@ async def test_documents_keep_their_chunks_until_reprocessed_with_the_new_profil
         assert sorted(again["current"]) == sorted(SHEETS)
 
 
+async def _chunks_held(nc: Any, stack: Stack) -> int:
+    info = await nc.jetstream().stream_info(stack.topology.chunks_stream.name)
+    return int(info.state.messages)
+
+
 async def _chunks_waiting(nc: Any, stack: Stack, count: int, timeout_s: float = 60.0) -> None:
     """Wait until the chunks stream holds ``count`` messages (nothing takes them meanwhile)."""
-    js = nc.jetstream()
     deadline = time.monotonic() + timeout_s
-    while (await js.stream_info(stack.topology.chunks_stream.name)).state.messages < count:
+    while await _chunks_held(nc, stack) < count:
         assert time.monotonic() < deadline, "the ingestor did not pass the publishes on"
         await asyncio.sleep(0.2)
 
 
-async def _withdrawn(stack: Stack, stage: str, reason: str, timeout_s: float = 60.0) -> None:
-    """Wait until ``stage`` has skipped a message for ``reason`` (kbus_runtime.withdrawals)."""
-    pattern = rf'kbus_messages_withdrawn_total\{{reason="{reason}",stage="{stage}"\}} ([0-9.]+)'
+async def _withdrawals(stack: Stack, stage: str, reason: str) -> float:
+    """How many messages ``stage`` has skipped for ``reason`` so far (kbus_runtime.withdrawals)."""
+    pattern = rf'kbus_messages_withdrawn_total\{{reason="{reason}",stage="{stage}"\}} ([0-9.e+]+)'
+    return await metric(stack.http_ports[stage], pattern)
+
+
+async def _withdrawn(
+    stack: Stack, stage: str, reason: str, before: float, timeout_s: float = 60.0
+) -> None:
+    """Wait until ``stage`` has skipped one more message for ``reason`` than ``before``."""
     deadline = time.monotonic() + timeout_s
-    async with httpx.AsyncClient() as http:
-        while True:
-            text = (await http.get(f"http://127.0.0.1:{stack.http_ports[stage]}/metrics")).text
-            found = re.search(pattern, text)
-            if found and float(found.group(1)) >= 1:
-                return
-            assert time.monotonic() < deadline, f"the {stage} skipped nothing ({reason})"
-            await asyncio.sleep(0.2)
+    while await _withdrawals(stack, stage, reason) <= before:
+        assert time.monotonic() < deadline, f"the {stage} skipped nothing ({reason})"
+        await asyncio.sleep(0.2)
 
 
 async def test_a_publisher_s_newer_publish_wins_over_the_old_text_cut_again(stack: Stack) -> None:
@@ -122,14 +127,16 @@ async def test_a_publisher_s_newer_publish_wins_over_the_old_text_cut_again(stac
         profile = LibraryProfile(chunker=Chunker(kind=ChunkerKind.PATTERN, pattern="^Product:"))
         await kb.profile("sheets", set_to=profile)
         newer = SHEETS["garden"].replace("Hose H1", "Hose H9")
+        held = await _chunks_held(kb.nc, stack)
+        skipped = await _withdrawals(stack, "ingestor", "superseded")
         embedder.proc.send_signal(signal.SIGSTOP)
         try:
             published = await kb.publish_document(
                 library="sheets", document_id="garden", title="garden", text=newer
             )
             job = asyncio.create_task(_reprocess(stack, "race", "sheets"))
-            await _chunks_waiting(kb.nc, stack, 1)  # the newer publish's
-            await _withdrawn(stack, "ingestor", "superseded")  # the re-cut's, skipped
+            await _chunks_waiting(kb.nc, stack, held + 1)  # the newer publish's
+            await _withdrawn(stack, "ingestor", "superseded", skipped)  # the re-cut's, skipped
         finally:
             embedder.proc.send_signal(signal.SIGCONT)
         outcome = await job

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-import httpx
 from kbus_client import KbClient
 from kbus_contract import LibraryReconciled, LibrarySync, SyncEntry
 from nats.aio.msg import Msg
 
 from tests.e2e.conftest import Stack, embedded_chunks, kbus
+from tests.helpers import metric
 from tests.webserver import Site, serve
 
 TENANT = "syncco"
@@ -114,10 +114,8 @@ async def test_publishes_and_deletions_after_a_sync_win_over_it(stack: Stack) ->
 
 
 async def _skipped_unlisted(stack: Stack) -> float:
-    async with httpx.AsyncClient() as http:
-        text = (await http.get(f"http://127.0.0.1:{stack.http_ports['searcher']}/metrics")).text
-    found = re.search(r'kbus_indexer_skipped_total\{reason="unlisted"\} ([0-9.]+)', text)
-    return float(found.group(1)) if found else 0.0
+    pattern = r'kbus_indexer_skipped_total\{reason="unlisted"\} ([0-9.e+]+)'
+    return await metric(stack.http_ports["searcher"], pattern)
 
 
 async def test_a_publish_still_in_the_pipeline_that_a_later_sync_does_not_list_stays_out(

@@ -7,14 +7,12 @@ searchable as fast as one published on a quiet library."""
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 
-import httpx
 from kbus_client import KbClient
 
 from tests.e2e.conftest import Stack
-from tests.helpers import unique_text
+from tests.helpers import metric, unique_text
 
 TENANT, LIBRARY = "dropper", "big"
 #: Seconds after its deletion by which nothing more of the document is written.
@@ -26,16 +24,11 @@ DRAINED_S = 30.0
 SMALL_BOUND_S = 10.0
 
 
-async def _metric(stack: Stack, service: str, pattern: str) -> float:
-    async with httpx.AsyncClient() as http:
-        text = (await http.get(f"http://127.0.0.1:{stack.http_ports[service]}/metrics")).text
-    return sum(float(m) for m in re.findall(pattern, text))
-
-
 async def _written(stack: Stack) -> float:
     """Chunks the indexer wrote for the tenant."""
-    return await _metric(
-        stack, "searcher", rf'kbus_indexer_chunks_total\{{tenant="{TENANT}"\}} ([0-9.e+]+)'
+    return await metric(
+        stack.http_ports["searcher"],
+        rf'kbus_indexer_chunks_total\{{tenant="{TENANT}"\}} ([0-9.e+]+)',
     )
 
 
@@ -47,6 +40,8 @@ async def _held(kb: KbClient) -> int:
 async def test_a_large_document_deleted_mid_ingest_stops_costing_and_its_tenant_goes_on(
     stack: Stack,
 ) -> None:
+    skipped = r'kbus_messages_withdrawn_total\{reason="deleted",stage="embedder"\} ([0-9.e+]+)'
+    skipped_before = await metric(stack.http_ports["embedder"], skipped)
     kb = await KbClient.connect(stack.nats_url, prefix=stack.topology.prefix, tenant=TENANT)
     async with kb:
         # Thousands of chunks, none of them in the embedding cache.
@@ -68,8 +63,7 @@ async def test_a_large_document_deleted_mid_ingest_stops_costing_and_its_tenant_
             assert time.monotonic() - deleted < DRAINED_S, held
             await asyncio.sleep(0.5)
         assert await _written(stack) == written
-        skipped = r'kbus_messages_withdrawn_total\{reason="deleted",stage="embedder"\} ([0-9.e+]+)'
-        assert await _metric(stack, "embedder", skipped) > 0
+        assert await metric(stack.http_ports["embedder"], skipped) > skipped_before
         # The tenant's next documents, bulk and interactive, are not held behind it.
         for interactive in (False, True):
             began = time.monotonic()
