@@ -67,6 +67,19 @@ def llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def embeddings_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of a real OpenAI-compatible embeddings server: SmolLM2's mean-pooled token
+    embeddings (576 dimensions) on llama-cpp-python."""
+    server = start_llm(
+        tmp_path_factory.mktemp("embeddings"), context=512, threads=1, embeddings=True
+    )
+    try:
+        yield llm_url(server)
+    finally:
+        server.stop()
+
+
 @dataclass(frozen=True)
 class Namespace:
     """Names that belong to one test only: a bus prefix and a Weaviate collection."""

@@ -381,13 +381,16 @@ class LLMRecorder:
     """A loopback relay in front of a real LLM server that keeps each chat request and answer
     it passes on. A llama.cpp server reuses the cached part of a prompt, and a greedy answer
     can change with it, so the same prompt asked again is no reference: what the service was
-    told is. With ``delay_s``, each request is held that long first (a model with a queue)."""
+    told is. With ``delay_s``, each request is held that long first (a model with a queue);
+    each of ``faults`` (status, headers) answers one request in its place, in order (a server
+    that is overloaded or refuses)."""
 
     def __init__(self, upstream: str, delay_s: float = 0.0) -> None:
         self.upstream = upstream.rstrip("/")
         self.delay_s = delay_s
         self.asked: list[Any] = []
         self.answers: list[str] = []
+        self.faults: list[tuple[int, dict[str, str]]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
@@ -412,19 +415,30 @@ class LLMRecorder:
                 if not checking:
                     recorder.asked.append(asked)
                 time.sleep(recorder.delay_s)
+                if recorder.faults:
+                    status, headers = recorder.faults.pop(0)
+                    self._answer(status, b'{"error": "injected"}', headers)
+                    return
                 answer = httpx.post(
                     f"{recorder.upstream}{path}",
                     content=body,
                     headers={"Content-Type": "application/json"},
                     timeout=300,
                 )
-                if answer.status_code == 200 and not checking:
+                if answer.status_code == 200 and not checking and "choices" in answer.json():
                     recorder.answers.append(answer.json()["choices"][0]["message"]["content"])
-                self.send_response(answer.status_code)
+                self._answer(answer.status_code, answer.content)
+
+            def _answer(
+                self, status: int, body: bytes, headers: dict[str, str] | None = None
+            ) -> None:
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer.content)))
+                self.send_header("Content-Length", str(len(body)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
                 self.end_headers()
-                self.wfile.write(answer.content)
+                self.wfile.write(body)
 
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet: pytest shows what matters."""

@@ -7,7 +7,8 @@ from enum import StrEnum
 
 import pytest
 from kbus_embedder.embedding import BACKENDS as EMBED_BACKENDS
-from kbus_embedder.settings import EmbedBackend
+from kbus_embedder.embedding import Making
+from kbus_embedder.settings import EmbedBackend, EmbedderSettings, OpenAIEmbeddingSettings
 from kbus_reranker.scoring import BACKENDS as RERANK_BACKENDS
 from kbus_reranker.settings import RerankBackend, RerankerSettings
 from kbus_runtime.settings import CohereSettings
@@ -59,3 +60,26 @@ def test_auto_reranks_with_cohere_only_with_a_key() -> None:
     keyed = RerankerSettings(cohere=CohereSettings(api_key=SecretStr("k")))
     assert RERANK_BACKENDS.chosen(RerankBackend.AUTO, keyed) is RerankBackend.COHERE
     assert RERANK_BACKENDS.chosen(RerankBackend.AUTO, RerankerSettings()) is RerankBackend.MAXSIM
+
+
+@pytest.mark.parametrize(
+    ("backend", "cohere_key", "openai_url", "chosen"),
+    [
+        ("auto", None, None, EmbedBackend.LOCAL),
+        ("auto", None, "http://127.0.0.1:1/v1", EmbedBackend.OPENAI),
+        ("auto", "k", None, EmbedBackend.COHERE),
+        ("auto", "k", "http://127.0.0.1:1/v1", EmbedBackend.COHERE),
+        ("local", "k", "http://127.0.0.1:1/v1", EmbedBackend.LOCAL),
+        ("openai", "k", None, EmbedBackend.OPENAI),
+        ("cohere", None, "http://127.0.0.1:1/v1", EmbedBackend.COHERE),
+    ],
+)
+def test_an_explicit_embedding_backend_wins_else_cohere_with_a_key_else_a_server_else_local(
+    backend: str, cohere_key: str | None, openai_url: str | None, chosen: EmbedBackend
+) -> None:
+    settings = EmbedderSettings(
+        backend=EmbedBackend(backend),
+        cohere=CohereSettings(api_key=SecretStr(cohere_key) if cohere_key else None),
+        openai=OpenAIEmbeddingSettings(url=openai_url),
+    )
+    assert EMBED_BACKENDS.chosen(settings.backend, Making(settings)) is chosen

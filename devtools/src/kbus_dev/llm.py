@@ -79,6 +79,18 @@ def model_path(python: Path) -> Path:
     return Path(out.stdout.strip()) / f"{MODEL_NAME}.Q4_1.gguf"
 
 
+#: llama-cpp-python's server, its model made to pool each text's token embeddings into one
+#: mean vector. A chat model's GGUF names no pooling, and the server has no option for it, so
+#: ``/v1/embeddings`` would answer one vector per token; an embedding model's GGUF names its own.
+MEAN_POOLED_SERVER = (
+    "import functools, runpy, sys, llama_cpp\n"
+    "llama_cpp.Llama.__init__ = functools.partialmethod(\n"
+    "    llama_cpp.Llama.__init__, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN)\n"
+    "sys.argv[0] = 'llama_cpp.server'\n"
+    "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
+)
+
+
 def start_llm(
     data_dir: Path,
     port: int | None = None,
@@ -86,14 +98,17 @@ def start_llm(
     context: int = 2048,
     threads: int = 2,
     timeout_s: float = 120.0,
+    embeddings: bool = False,
 ) -> Server:
-    """The OpenAI-compatible server on 127.0.0.1, serving the model as ``MODEL_NAME``."""
+    """The OpenAI-compatible server on 127.0.0.1, serving the model as ``MODEL_NAME``;
+    ``embeddings``: serving ``/v1/embeddings`` (one mean-pooled vector per text) instead of
+    chat."""
     python = ensure_llm()
     port = port or free_port()
+    program = ["-c", MEAN_POOLED_SERVER] if embeddings else ["-m", "llama_cpp.server"]
     cmd = [
         str(python),
-        "-m",
-        "llama_cpp.server",
+        *program,
         "--model",
         str(model_path(python)),
         "--model_alias",
@@ -106,9 +121,11 @@ def start_llm(
         str(context),
         "--n_threads",
         str(threads),
+        *(["--embedding", "true"] if embeddings else []),
     ]
-    log = data_dir / "llm.log"
-    server = Server("llm", _spawn(cmd, log), log, {"http": port}, cmd)
+    name = "embeddings" if embeddings else "llm"
+    log = data_dir / f"{name}.log"
+    server = Server(name, _spawn(cmd, log), log, {"http": port}, cmd)
     _wait(lambda: _ready(port), "llama_cpp.server", timeout_s, server.proc, log)
     return server
 

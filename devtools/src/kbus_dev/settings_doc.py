@@ -23,7 +23,7 @@ START, END = markers("settings")
 
 
 def _classes() -> list[tuple[str, type[BaseSettings]]]:
-    from kbus_embedder.settings import EmbedderSettings
+    from kbus_embedder.settings import EmbedderSettings, OpenAIEmbeddingSettings
     from kbus_gateway.settings import GatewaySettings
     from kbus_generator.settings import GeneratorSettings
     from kbus_ingestor.settings import IngestorSettings
@@ -37,6 +37,7 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
         ("Every service: tenants' budgets", BudgetSettings),
         ("Searcher: Weaviate", StoreSettings),
         ("Embedder and reranker: Cohere", CohereSettings),
+        ("Embedder: an OpenAI-compatible embeddings server", OpenAIEmbeddingSettings),
         ("Generator, searcher and reranker: an OpenAI-compatible chat model", LLMSettings),
         ("Gateway", GatewaySettings),
         ("Ingestor", IngestorSettings),

@@ -1,4 +1,5 @@
-"""Embedding backends: a local encoder (the default) and Cohere."""
+"""Embedding backends: a local encoder (the default), Cohere, and any OpenAI-compatible server
+(:mod:`kbus_embedder.openai_embeddings`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kbus_runtime.passages import passage_text
 from kbus_runtime.settings import CohereSettings
 from kbus_runtime.variants import Registry, Variant
 
+from kbus_embedder.openai_embeddings import OpenAIEmbedder
 from kbus_embedder.settings import EmbedBackend, EmbedderSettings
 
 #: Told the number of texts of each local model call for documents.
@@ -175,7 +177,8 @@ def _local(making: Making) -> Embedder:
     )
 
 
-#: Every backend, and how the settings make it; ``auto``: Cohere with a Cohere key, else local.
+#: Every backend, and how the settings make it; ``auto``: Cohere with a Cohere key, else an
+#: OpenAI-compatible server where its URL is set, else the local model.
 BACKENDS: Registry[EmbedBackend, Making, Embedder] = Registry(
     "embedding backend",
     EmbedBackend,
@@ -184,6 +187,12 @@ BACKENDS: Registry[EmbedBackend, Making, Embedder] = Registry(
             lambda m: CohereEmbedder(m.settings.cohere),
             "Cohere's embed API",
             auto_when=lambda m: m.settings.cohere.api_key is not None,
+            remote=True,
+        ),
+        EmbedBackend.OPENAI: Variant(
+            lambda m: OpenAIEmbedder(m.settings.openai),
+            "an OpenAI-compatible /embeddings server",
+            auto_when=lambda m: m.settings.openai.url is not None,
             remote=True,
         ),
         EmbedBackend.LOCAL: Variant(_local, "a packaged or local ONNX encoder", lambda m: True),

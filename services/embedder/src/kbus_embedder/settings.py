@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from kbus_runtime.settings import CohereSettings, ServiceSettings
-from pydantic import Field
-from pydantic_settings import SettingsConfigDict
+from kbus_runtime.settings import DEPLOY, CohereSettings, ServiceSettings
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class EmbedBackend(StrEnum):
@@ -14,7 +14,48 @@ class EmbedBackend(StrEnum):
 
     AUTO = "auto"
     COHERE = "cohere"
+    OPENAI = "openai"
     LOCAL = "local"
+
+
+class OpenAIEmbeddingSettings(BaseSettings):
+    """An OpenAI-compatible embeddings endpoint (env prefix ``KBUS_EMBEDDER_OPENAI_``): OpenAI,
+    vLLM, Text Embeddings Inference, Ollama, Infinity, a llama.cpp server."""
+
+    model_config = SettingsConfigDict(env_prefix="KBUS_EMBEDDER_OPENAI_", extra="ignore")
+
+    url: str | None = Field(
+        json_schema_extra=DEPLOY,
+        default=None,
+        description="Base URL of the endpoint, ending before /embeddings (such as "
+        "https://api.openai.com/v1); with it set and no Cohere key, auto embeds here.",
+    )
+    model: str = Field(
+        default="text-embedding-3-small",
+        description="Model name sent to the endpoint; vectors are indexed as openai/<model>.",
+    )
+    api_key: SecretStr | None = Field(
+        json_schema_extra=DEPLOY,
+        default=None,
+        description="Bearer token for the endpoint (secret), if it wants one.",
+    )
+    dimensions: int | None = Field(
+        default=None,
+        gt=0,
+        description="Vector length asked for (models that can shorten theirs) and checked in "
+        "every answer; unset: the server's own, asked once at start.",
+    )
+    batch_size: int = Field(
+        default=64, gt=0, description="Texts per call at most (the server's limit)."
+    )
+    concurrency: int = Field(default=4, ge=1, description="Calls in flight at once.")
+    timeout_s: float = Field(default=30.0, gt=0, description="Timeout of one call, seconds.")
+    rate_limit_wait_s: float = Field(
+        default=30.0,
+        ge=0.0,
+        description="Seconds a call waits out 429 answers (Retry-After, else doubling pauses) "
+        "before its work is handed back to be tried later.",
+    )
 
 
 class EmbedderSettings(ServiceSettings):
@@ -24,7 +65,9 @@ class EmbedderSettings(ServiceSettings):
 
     http_port: int = Field(default=8102, description="Port of /health and /metrics.")
     backend: EmbedBackend = Field(
-        default=EmbedBackend.AUTO, description="auto: Cohere when a Cohere key is set, else local."
+        default=EmbedBackend.AUTO,
+        description="auto: Cohere when a Cohere key is set, else an OpenAI-compatible server when "
+        "KBUS_EMBEDDER_OPENAI_URL is set, else the local model.",
     )
     model: str = Field(
         default="all-MiniLM-L6-v2",
@@ -108,3 +151,4 @@ class EmbedderSettings(ServiceSettings):
         "docs/tuning.md#kbus_embedder_token_states.",
     )
     cohere: CohereSettings = Field(default_factory=CohereSettings)
+    openai: OpenAIEmbeddingSettings = Field(default_factory=OpenAIEmbeddingSettings)
