@@ -9,6 +9,7 @@ refusals cannot pass for a test that refuses everything.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -23,10 +24,12 @@ import pytest
 from kbus_client import KbClient, KbError
 from kbus_contract import Chunker, LibraryProfile
 from kbus_contract.claimcheck import body_parts, body_ref
+from kbus_contract.intake import REPLAY_OF
 from kbus_contract.tenancy import GRANT_ALL
 from kbus_dev.natsauth import Credential
 from kbus_searcher.state.quotas import BURST_S
 from nats.aio.client import Client
+from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 
 from tests.security.conftest import (
@@ -471,6 +474,68 @@ async def test_the_cli_lists_and_replays_its_tenant_s_dead_letters_with_a_creden
     [mine] = [letter for letter in letters if letter["document_id"] == "cli-letter"]
     replayed = await asyncio.to_thread(_cli, [*cli, "replay", str(mine["sequence"])], env)
     assert "replayed 1" in replayed.stdout, replayed.stderr
+    # The gate removed it (the credential itself may not): it leaves the list.
+    listed = await asyncio.to_thread(_cli, [*cli, "list", "--json"], env)
+    assert mine["sequence"] not in {letter["sequence"] for letter in json.loads(listed.stdout)}
+
+
+def _letter_body(tenant: str, document_id: str) -> bytes:
+    """A document the gate stores and the ingestor dead-letters (no JSON records in it)."""
+    body: dict[str, Any] = {"tenant": tenant, "library": "lib-a", "title": "x", "text": "y"}
+    body |= {"document_id": document_id, "content_type": "application/json"}
+    body |= {"template": {"text": "{a}"}}
+    return json.dumps(body).encode()
+
+
+async def _letter_sequences(kb: KbClient) -> set[int]:
+    """The sequences of the tenant's dead letters."""
+    return {entry.sequence for entry in (await kb.feed("dead_letters", limit=500)).entries}
+
+
+async def test_a_replay_header_removes_only_the_sender_s_own_letter_replayed_as_it_was(
+    seeded: Locked,
+) -> None:
+    """Random replay headers from the owner, from another library's and a read-only credential
+    and from other tenants, with other bodies: the letter stays until its owner sends exactly
+    its message again."""
+    rng = random.Random(6772)
+    owner = await client_for(seeded, "t2-all")
+    async with owner:
+        original = _letter_body("t2", "replayed-letter")
+        await owner.nc.jetstream().publish(T.added("t2", "lib-a"), original)
+        letter = await _dead_letter(owner, "replayed-letter")
+        [sequence] = [
+            entry.sequence
+            for entry in (await owner.feed("dead_letters", limit=500)).entries
+            if entry.message == letter
+        ]
+        stored = letter["original"].encode()
+        altered = letter["original"].replace('"text":"y"', '"text":"z"').encode()
+        assert altered != stored
+        names = ["t2-all", "t2-a", "t2-ro-b", "t1-all", "t5-a"]
+        headers = [str(sequence), str(sequence + 1), str(sequence - 1), "-1", "x", f"{sequence} 1"]
+        for attempt in range(30):
+            name, header = rng.choice(names), rng.choice(headers)
+            tenant = name.split("-")[0]
+            bodies = [_letter_body(tenant, f"other-{attempt}")]
+            if tenant == "t2":
+                bodies.append(altered)
+                if name == "t2-ro-b" or header != str(sequence):
+                    bodies.append(stored)  # the very message, but not its owner's replay
+            body = rng.choice(bodies)
+            kb = await client_for(seeded, name)
+            async with kb:
+                # A read-only credential is refused; so is a tenant past its budget.
+                with contextlib.suppress(APIError, NatsError, TimeoutError):
+                    await kb.nc.jetstream().publish(
+                        T.added(tenant, "lib-a"), body, headers={REPLAY_OF: header}, timeout=2
+                    )
+            assert sequence in await _letter_sequences(owner), (name, header, body)
+        # As the CLI replays it: the message as stored, which the letter keeps.
+        await owner.nc.jetstream().publish(
+            T.added("t2", "lib-a"), stored, headers={REPLAY_OF: str(sequence)}
+        )
+        assert sequence not in await _letter_sequences(owner)
 
 
 def _cli(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from kbus_cli import common
 from kbus_cli.operations import (
+    NO_MESSAGE,
     ReplayError,
     StageStatus,
     StoredLetter,
@@ -259,10 +260,6 @@ def dlq_replay(
 def _missing(asked: list[int] | None, held: list[StoredLetter], everything: bool) -> list[int]:
     there = {s.sequence for s in held}
     return [] if everything else [n for n in asked or [] if n not in there]
-
-
-#: JetStream's error code for a sequence the stream does not hold.
-NO_MESSAGE = 10057
 
 
 def dlq_drop(

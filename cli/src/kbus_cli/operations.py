@@ -12,11 +12,12 @@ from kbus_contract import ORIGINAL_LIMIT, DeadLetter
 from kbus_contract.backlog import StageBacklog, backlogs
 from kbus_contract.catalog import CHANNELS
 from kbus_contract.feed import MAX_FEED_ENTRIES, FeedKind
+from kbus_contract.intake import REPLAY_OF
 from kbus_contract.topology import Topology
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 from pydantic import ValidationError
 
 
@@ -150,6 +151,10 @@ async def _stream_letters(nc: Client, topology: Topology, limit: int) -> list[St
     return out
 
 
+#: JetStream's error code for a sequence the stream does not hold.
+NO_MESSAGE = 10057
+
+
 class ReplayError(Exception):
     """A dead letter that cannot be replayed as it was."""
 
@@ -158,8 +163,9 @@ async def replay(
     nc: Client, topology: Topology, stored: StoredLetter, *, remove: bool = True
 ) -> None:
     """Publish the original message again on the subject it was sent on (where the credential
-    may publish: its own tenant's; the gate checks it again), then remove the dead letter (an
-    operator may; a tenant's credential leaves it to the stream's age limit)."""
+    may publish: its own tenant's; the gate checks it again), naming the dead letter it replays
+    (the gate removes it once the message is stored: kbus_contract.intake.REPLAY_OF); an
+    operator (``remove``) removes a letter no gate passed on itself."""
     letter = stored.letter
     body = letter.original.encode("utf-8")
     if letter.original_size > ORIGINAL_LIMIT or len(body) != letter.original_size:
@@ -169,6 +175,11 @@ async def replay(
         )
     js = nc.jetstream()
     subject = topology.as_sent(letter.subject)
-    await js.publish(subject, body, headers={"content-type": "application/json"})
+    headers = {"content-type": "application/json", REPLAY_OF: str(stored.sequence)}
+    await js.publish(subject, body, headers=headers)
     if remove:
-        await js.delete_msg(topology.dead_letter_stream.name, stored.sequence)
+        try:
+            await js.delete_msg(topology.dead_letter_stream.name, stored.sequence)
+        except APIError as exc:
+            if exc.err_code != NO_MESSAGE:
+                raise

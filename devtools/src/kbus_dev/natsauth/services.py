@@ -183,6 +183,9 @@ def service_permissions(t: Topology) -> dict[str, Permissions]:
                 f"{t.bodies_stream.subjects[0]}",
                 # Each document's newest publish, for the stages to skip an older one's work.
                 *_kv(t.published_bucket),
+                # A dead letter its tenant replayed: read, and removed (kbus_gateway.replays).
+                f"$JS.API.STREAM.MSG.GET.{t.dead_letter_stream.name}",
+                f"$JS.API.STREAM.MSG.DELETE.{t.dead_letter_stream.name}",
             ],
         ),
         **_pipeline(t),

@@ -13,6 +13,7 @@ from nats.js import JetStreamContext
 from kbus_gateway.admission import Admission
 from kbus_gateway.gate import Gate
 from kbus_gateway.handlers import register
+from kbus_gateway.replays import Replays
 from kbus_gateway.settings import GatewaySettings
 
 
@@ -29,7 +30,8 @@ def create_app(settings: GatewaySettings | None = None) -> AsgiFastStream:
     admission = Admission(
         service.topology, service.budgets, usage, js, settings.bus.max_document_bytes
     )
-    register(service, Gate(stage, admission, settings.store_bound_s), settings)
+    gate = Gate(stage, admission, Replays(service.topology, js), settings.store_bound_s)
+    register(service, gate, settings)
 
     @asynccontextmanager
     async def start_up() -> AsyncIterator[None]:

@@ -1,5 +1,5 @@
 """One message's way through the gate: decoded, admitted (kbus_gateway.admission), stored,
-answered as JetStream would.
+the dead letter it replays removed (kbus_gateway.replays), answered as JetStream would.
 
 Every failure becomes the refusal JetStream's publishers understand (``Refused``): 400 for a
 message that will never be stored as it is, 429 past a budget, 503 for what a re-send may get
@@ -30,6 +30,7 @@ from nats.js.errors import APIError
 from pydantic import BaseModel
 
 from kbus_gateway.admission import Admission, Admitted
+from kbus_gateway.replays import Replays
 
 M = TypeVar("M", bound=BaseModel)
 Admit = Callable[[Inbound, Identity, M], Awaitable[Admitted]]
@@ -38,9 +39,12 @@ Admit = Callable[[Inbound, Identity, M], Awaitable[Admitted]]
 class Gate:
     """Answers what tenants send into the streams."""
 
-    def __init__(self, stage: Stage, admission: Admission, store_bound_s: float) -> None:
+    def __init__(
+        self, stage: Stage, admission: Admission, replays: Replays, store_bound_s: float
+    ) -> None:
         self.stage = stage
         self.admission = admission
+        self.replays = replays
         self.store_bound_s = store_bound_s
 
     def answers(self) -> dict[str, Answer]:
@@ -64,7 +68,10 @@ class Gate:
             return refused(exc.code, exc.reason, retryable=True)
 
         async def work(message: M) -> Accepted:
-            return await self.store(await admit(inbound, sent, message))
+            admitted = await admit(inbound, sent, message)
+            accepted = await self.store(admitted)
+            await self.replays.settle(inbound, sent, admitted.payload)
+            return accepted
 
         reply = await self.stage.answer(inbound.body, model, work, sent.tenant)
         if isinstance(reply, ErrorReply):

@@ -26,6 +26,12 @@ from kbus_contract.errors import ErrorCode
 KEPT_HEADERS = frozenset({"content-type", "traceparent", "tracestate"})
 #: The header a publisher names a message with (JetStream's deduplication id).
 MSG_ID = "Nats-Msg-Id"
+#: The header a replayed dead letter's message carries: the dead letter's sequence. Once the
+#: message is stored, the gate removes that dead letter, if it is of the sender's own tenant
+#: and a library its credential reaches and holds exactly the message replayed (a tenant's
+#: credential may not delete from the dead-letter stream itself); otherwise the header does
+#: nothing. It is not kept with the message.
+REPLAY_OF = "Kbus-Replay-Of"
 #: The longest id a publisher may give a message.
 MAX_MSG_ID = 128
 _MSG_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
