@@ -149,3 +149,60 @@ async def test_the_demo_tenant_s_credential_reaches_no_other_tenant(demo: Demo) 
     finally:
         await nc.close()
     assert any("permissions violation" in e.lower() for e in errors), errors
+
+
+def _descendants(roots: set[int]) -> set[int]:
+    """The processes ``roots`` started, and theirs, with them."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found = set(roots)
+    while grown := {pid for pid, parent in parents.items() if parent in found} - found:
+        found |= grown
+    return found
+
+
+def _listening(pids: set[int]) -> list[tuple[str, int]]:
+    """The TCP sockets ``pids`` listen on: (address in /proc/net's hex, port)."""
+    inodes: set[str] = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").glob("*"):
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                address, port = fields[1].split(":")
+                out.append((address, int(port, 16)))
+    return out
+
+
+def test_every_server_the_demo_starts_listens_on_loopback_but_weaviate_s_two_ports(
+    demo: Demo,
+) -> None:
+    """``ss -ltnp`` read from /proc: every listener of every process the demo started is on
+    127.0.0.1, except the two ports weaviate-server binds on every interface with no setting
+    to change it (docs/security.md: gRPC and the nodes' data API; test_exposure.py tries them
+    without the key)."""
+    state = json.loads((Path(demo.env["KBUS_STATE_DIR"]) / "state.json").read_text())
+    pids: dict[str, int] = state["pids"]
+    listening = _listening(_descendants(set(pids.values())))
+    loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
+    assert len(listening) >= len(pids), (pids, listening)
+    exposed = {port for address, port in listening if address not in loopback}
+    [weaviate] = [pid for name, pid in pids.items() if name.startswith("weaviate")]
+    of_weaviate = {port for _, port in _listening(_descendants({weaviate}))}
+    grpc = int(demo.env["KBUS_DEMO_WEAVIATE_GRPC_PORT"])
+    assert grpc in exposed, listening
+    assert len(exposed) == 2, listening
+    assert exposed <= of_weaviate, listening
