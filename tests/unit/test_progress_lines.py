@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import random
 
-from kbus_cli.common import Bars
+from kbus_cli.bars import Bars
 from rich.console import Console
 
 

@@ -23,7 +23,7 @@ from typer.core import TyperCommand, TyperGroup
 
 #: Every command, in the order ``kbus --help`` lists them: where it is defined.
 COMMANDS = {
-    "ingest": "kbus_cli.document_commands:ingest",
+    "ingest": "kbus_cli.ingest_command:ingest",
     "search": "kbus_cli.document_commands:search",
     "delete": "kbus_cli.document_commands:delete",
     "sync": "kbus_cli.sync_command:sync",
