@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 from kbus_client import DEFAULT_URL as CLIENT_DEFAULT_URL
 from kbus_client import CredentialFile, KbClient
+from kbus_client.connecting import UnreachableError, connect_at_once
 from rich.console import Console
 from rich.markup import escape
 
@@ -92,55 +93,27 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 async def connect(url: str, prefix: str, tenant: str | None) -> KbClient:
-    """A client, or exit 2 saying why NATS cannot be reached, as soon as it is known: a refused
-    authorization, or every server of ``url`` refusing the connection, ends the attempt then
-    (nats-py would try each again after a pause). A credential names its tenant, libraries and
-    bus prefix, which win over the options."""
-    said: list[str] = []
-    refused_by = 0
-    known = asyncio.Event()
-
-    async def heard(exc: Exception) -> None:  # nats-py's error callback: the command says why
-        nonlocal refused_by
-        said.append(str(exc))
-        refused_by += isinstance(exc, ConnectionRefusedError)
-        if _authorization(said) or refused_by >= len(url.split(",")):
-            known.set()
-
-    connecting = asyncio.ensure_future(
-        KbClient.connect(
+    """A client, or exit 2 saying why NATS cannot be reached, as soon as it is known
+    (:func:`kbus_client.connecting.connect_at_once`). A credential names its tenant, libraries
+    and bus prefix, which win over the options."""
+    try:
+        return await connect_at_once(
             url,
             prefix=prefix,
             tenant=tenant,
             # Without a credential (an open bus, which enforces nothing) it may claim anyone.
             acts_for=None,
             credential=access.credential,
-            max_reconnect_attempts=2,
-            connect_timeout=5,
-            error_cb=heard,
             **access.transport(),
         )
-    )
-    ended = asyncio.ensure_future(known.wait())
-    try:
-        await asyncio.wait({connecting, ended}, return_when=asyncio.FIRST_COMPLETED)
-        if not connecting.done():
-            connecting.cancel()
-            raise ConnectionError(said[-1])
-        return connecting.result()
-    except Exception as exc:
-        _unreachable(url, said, exc)
-    finally:
-        ended.cancel()
+    except UnreachableError as exc:
+        _unreachable(exc)
 
 
-def _authorization(said: list[str]) -> bool:
-    return any("authorization" in s.lower() for s in said)
-
-
-def _unreachable(url: str, said: list[str], exc: Exception) -> NoReturn:
+def _unreachable(exc: UnreachableError) -> NoReturn:
     """Exit 2 with the one sentence that says why a connection failed."""
-    if _authorization(said):
+    url = exc.url
+    if exc.refused_authorization:
         fail(
             f"NATS at {url} refused this connection (authorization violation): give a "
             "credential with --credential (KBUS_CREDENTIAL); `make demo` prints its own",
@@ -148,7 +121,7 @@ def _unreachable(url: str, said: list[str], exc: Exception) -> NoReturn:
             code=2,
         )
     fail(
-        f"cannot reach NATS at {url} ({exc or type(exc).__name__}): start kbus with "
+        f"cannot reach NATS at {url} ({exc.said}): start kbus with "
         "`make up`, or point --nats-url (KBUS_NATS_URL) at your NATS server",
         exc,
         code=2,

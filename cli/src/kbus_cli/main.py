@@ -34,6 +34,7 @@ COMMANDS = {
     "documents": "kbus_cli.library_commands:documents",
     "profile": "kbus_cli.library_commands:profile",
     "dlq": "kbus_cli.operation_commands:dlq",
+    "token": "kbus_cli.token_command:token",
 }
 
 

@@ -73,7 +73,9 @@ class Connection:
             nc, self.topology, self.granted, partial(self._ask_feed, restricted=True)
         )
         self._ids = MessageIds()
-        self._publisher = Publisher(nc, self.topology, self._bodies, self._receipts, self._ids)
+        self._publisher = Publisher(
+            nc, self.topology, self._bodies, self._receipts, self._ids, self.interruptions
+        )
 
     @property
     def claim_check_bytes(self) -> int | None:

@@ -8,6 +8,8 @@ says: the server enforces it either way, and a client that agrees with it asks o
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +18,9 @@ from kbus_contract.restricted import may_name_restricted
 from kbus_contract.wire import describe_validation_error
 from nats.aio.client import RawCredentials
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+
+#: How a bearer token made from a credential begins (the format's version).
+TOKEN_PREFIX = "kbus1."
 
 
 class CredentialFile(BaseModel):
@@ -58,6 +63,29 @@ class CredentialFile(BaseModel):
             raise ValueError(
                 f"{path} is not a credential file as nats-auth writes it: {said}"
             ) from None
+
+    def token(self) -> str:
+        """The credential as an HTTP bearer token (``kbus token``): the console connects to NATS
+        with it, so the token reaches exactly what the credential does, and ends with it. It is
+        as secret as the file."""
+        encoded = base64.urlsafe_b64encode(self.text().encode()).rstrip(b"=")
+        return TOKEN_PREFIX + encoded.decode()
+
+    @classmethod
+    def from_token(cls, token: str) -> CredentialFile:
+        """The credential a bearer token carries.
+
+        Raises:
+            ValueError: in one sentence, why it is not a kbus token.
+        """
+        if not token.startswith(TOKEN_PREFIX):
+            raise ValueError(f"not a kbus token: it does not begin with {TOKEN_PREFIX}")
+        body = token.removeprefix(TOKEN_PREFIX)
+        try:
+            text = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            return cls.model_validate_json(text)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError("not a kbus token: it does not hold a credential") from exc
 
     def text(self, indent: int | None = None) -> str:
         """The file's contents, the secret included (what ``nats-auth`` writes)."""

@@ -157,10 +157,12 @@ class DocumentWrites(Connection):
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from exc
         async with removal_of(self.nc, self.topology, deletion, listen=wait) as done:
-            await self.nc.jetstream().publish(
-                self.topology.deleted(deletion.tenant, deletion.library),
+            subject = self.topology.deleted(deletion.tenant, deletion.library)
+            sent = self.nc.jetstream().publish(
+                subject,
                 deletion.model_dump_json().encode(),
                 headers={"content-type": "application/json"},
             )
+            await self.interruptions.race(subject, "gateway", sent)
             self._ids.deleted(deletion.tenant, deletion.library, deletion.document_id)
             return await asyncio.wait_for(done, timeout_s) if wait else None

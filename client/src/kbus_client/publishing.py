@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from kbus_client.bodies import ClaimChecks
 from kbus_client.errors import DocumentRejectedError
+from kbus_client.interruptions import Interruptions
 from kbus_client.msgids import MessageIds
 from kbus_client.receipts import ReceiptWatcher, Waiting
 from kbus_client.results import PublishResult
@@ -44,6 +45,8 @@ class Publisher:
     bodies: ClaimChecks
     receipts: ReceiptWatcher
     ids: MessageIds
+    #: A publish the bus refuses ends at once as ``permission_denied``, not as a timeout.
+    interruptions: Interruptions
 
     async def publish(
         self,
@@ -84,7 +87,11 @@ class Publisher:
             propagate.inject(headers)  # the trace context, when the caller traces
             subject = self.topology.added(doc.tenant, doc.library, lane)
             js = self.nc.jetstream()
-            ack = await until_stored(lambda: js.publish(subject, payload, headers=headers))
+            ack = await until_stored(
+                lambda: self.interruptions.race(
+                    subject, "gateway", js.publish(subject, payload, headers=headers)
+                )
+            )
         except PermanentError as exc:
             # Refused at the gate: never stored, and the same document would be again.
             raise DocumentRejectedError(exc.reason, code=exc.code, stage=exc.stage) from exc

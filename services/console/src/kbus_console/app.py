@@ -1,0 +1,69 @@
+"""The console: kbus over HTTP, each request as the credential its bearer token carries."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kbus_console.handlers import BadRequestError, Handlers, refused
+from kbus_console.sessions import Sessions
+from kbus_console.settings import ConsoleSettings
+
+#: Sent with every answer: nothing of it is a page to frame, run or sniff, or to keep.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def create_app(settings: ConsoleSettings | None = None) -> Starlette:
+    """The HTTP API (no CORS: a browser page of another origin cannot call it)."""
+    settings = settings or ConsoleSettings()
+    sessions = Sessions(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        sweeping = asyncio.create_task(_sweep(sessions, settings.idle_s))
+        try:
+            yield
+        finally:
+            sweeping.cancel()
+            await sessions.close()
+
+    return Starlette(
+        routes=Handlers(sessions, settings.max_body_bytes).routes(),
+        exception_handlers={BadRequestError: refused},
+        middleware=[Middleware(Secured)],
+        lifespan=lifespan,
+    )
+
+
+class Secured:
+    """Adds :data:`SECURITY_HEADERS` to every answer (ASGI middleware)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+async def _sweep(sessions: Sessions, idle_s: float) -> None:
+    while True:
+        await asyncio.sleep(max(1.0, idle_s / 4))
+        await sessions.sweep()

@@ -1,0 +1,157 @@
+"""The HTTP routes: each reads its request (a bounded JSON body, the path, the query), asks
+:mod:`kbus_console.api` with the request's client, and answers JSON or a problem."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kbus_client import KbClient
+from kbus_contract.errors import ErrorCode, KbusError, PermanentError
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from kbus_console import api
+from kbus_console.openapi import openapi
+from kbus_console.problems import UNAUTHORIZED, UNSUPPORTED, from_error, problem
+from kbus_console.sessions import Sessions, UnauthorizedError
+
+Asked = Callable[[KbClient], Awaitable[BaseModel | None]]
+
+
+class Handlers:
+    """The routes, over one pool of sessions."""
+
+    def __init__(self, sessions: Sessions, max_body_bytes: int) -> None:
+        self.sessions = sessions
+        self.max_body_bytes = max_body_bytes
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/health", self.health, methods=["GET"]),
+            Route("/openapi.json", self.schema, methods=["GET"]),
+            Route("/v1/search", self.search, methods=["POST"]),
+            Route("/v1/libraries", self.libraries, methods=["GET"]),
+            Route("/v1/libraries/{library}", self.delete_library, methods=["DELETE"]),
+            Route("/v1/libraries/{library}/documents", self.documents, methods=["GET"]),
+            Route(
+                "/v1/libraries/{library}/documents/{document_id}",
+                self.document,
+                methods=["PUT", "DELETE"],
+            ),
+        ]
+
+    async def health(self, request: Request) -> Response:
+        open_, busy = self.sessions.counts()
+        return JSONResponse({"ok": True, "sessions": open_, "tenants_busy": busy})
+
+    async def schema(self, request: Request) -> Response:
+        return JSONResponse(openapi())
+
+    async def search(self, request: Request) -> Response:
+        body = await self._body(request)
+        return await self._answer(request, lambda kb: api.search(kb, body))
+
+    async def libraries(self, request: Request) -> Response:
+        return await self._answer(request, api.libraries)
+
+    async def documents(self, request: Request) -> Response:
+        library = request.path_params["library"]
+        after = request.query_params.get("after")
+        limit = _int(request.query_params.get("limit", "100"), "limit")
+        principals = request.query_params.getlist("principal")
+        return await self._answer(
+            request, lambda kb: api.documents(kb, library, after, limit, principals)
+        )
+
+    async def document(self, request: Request) -> Response:
+        library, document_id = request.path_params["library"], request.path_params["document_id"]
+        wait = _flag(request, "wait")
+        if request.method == "DELETE":
+            return await self._answer(
+                request, lambda kb: api.delete(kb, library, document_id, wait=wait)
+            )
+        body = await self._body(request)
+        interactive = _flag(request, "interactive")
+
+        async def publish(kb: KbClient) -> BaseModel:
+            return await api.publish(
+                kb, library, document_id, body, wait=wait, interactive=interactive
+            )
+
+        return await self._answer(request, publish, status=201 if wait else 202)
+
+    async def delete_library(self, request: Request) -> Response:
+        library, wait = request.path_params["library"], _flag(request, "wait")
+        return await self._answer(request, lambda kb: api.delete(kb, library, None, wait=wait))
+
+    async def _answer(self, request: Request, asked: Asked, status: int = 200) -> Response:
+        """Ask with the request's client; the answer as JSON, or the problem that ended it."""
+        try:
+            async with self.sessions.serving(request.headers.get("authorization")) as kb:
+                reply = await asked(kb)
+        except UnauthorizedError as exc:
+            return from_error(exc, UNAUTHORIZED)
+        except KbusError as exc:
+            return from_error(exc)
+        except ValueError as exc:
+            return problem(400, ErrorCode.INVALID, str(exc))
+        except TimeoutError:
+            return problem(
+                504, ErrorCode.DEADLINE_EXCEEDED, "no answer in time: ask again", retryable=True
+            )
+        if reply is None:
+            return Response(status_code=202)
+        return Response(reply.model_dump_json(), status_code=status, media_type="application/json")
+
+    async def _body(self, request: Request) -> dict[str, Any]:
+        """The request's JSON object, read no further than the body limit."""
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            raise BadRequestError(UNSUPPORTED, "send the body as application/json")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise _too_large(self.max_body_bytes)
+        data = bytearray()
+        async for piece in request.stream():
+            data += piece
+            if len(data) > self.max_body_bytes:
+                raise _too_large(self.max_body_bytes)
+        try:
+            body = json.loads(data)
+        except ValueError as exc:
+            raise BadRequestError(400, f"the body is not JSON: {exc}") from exc
+        if not isinstance(body, dict):
+            raise BadRequestError(400, "the body must be a JSON object")
+        return body
+
+
+class BadRequestError(PermanentError):
+    """A request the console refuses before asking kbus (its status given)."""
+
+    def __init__(self, status: int, reason: str, code: str = ErrorCode.INVALID) -> None:
+        super().__init__(reason, code=code)
+        self.status = status
+
+
+def _too_large(limit: int) -> BadRequestError:
+    return BadRequestError(413, f"the body is over {limit} bytes", ErrorCode.TOO_LARGE)
+
+
+async def refused(request: Request, exc: Exception) -> Response:
+    """A :class:`BadRequestError` as its problem (the app's handler for it)."""
+    assert isinstance(exc, BadRequestError)
+    return from_error(exc, exc.status)
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "false").lower() in ("1", "true", "yes")
+
+
+def _int(value: str, name: str) -> int:
+    if not value.isdigit():
+        raise BadRequestError(400, f"{name} must be a whole number")
+    return int(value)
