@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import nats
 import pytest
 from kbus_client import CredentialFile
@@ -59,6 +60,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
         "KBUS_DEMO_WEAVIATE_HTTP_PORT": str(free_port()),
         "KBUS_DEMO_WEAVIATE_GRPC_PORT": str(free_port()),
         "KBUS_DEMO_HTTP_PORT": str(free_run(6)),
+        "KBUS_DEMO_CONSOLE_PORT": str(free_port()),
     }
     down = [sys.executable, "-m", "kbus_dev", "down"]
     try:
@@ -93,6 +95,40 @@ def test_the_command_the_demo_prints_answers_with_the_tenant_s_credential(demo: 
     assert done.returncode == 0, done.stderr
     reply = json.loads(done.stdout)
     assert reply["results"][0]["source_uri"] == "examples/install-guide.md", reply
+
+
+def test_the_http_search_the_demo_prints_answers_with_a_token_of_the_credential(
+    demo: Demo,
+) -> None:
+    """The two lines the demo prints for HTTP, as printed: the token command, then the search
+    (its address, header and body read from the curl line)."""
+    lines = demo.stdout.splitlines()
+    [making] = [line.strip() for line in lines if line.strip().startswith("TOKEN=$(")]
+    [curl] = [line.strip() for line in lines if line.strip().startswith("curl ")]
+    words = shlex.split(making.removeprefix("TOKEN=$(").removesuffix(")"))
+    at = words.index("uv")
+    assert words[at : at + 4] == ["uv", "run", "kbus", "token"], words
+    setting = dict(w.split("=", 1) for w in words[:at])
+    kept = {k: v for k, v in demo.env.items() if not k.startswith("KBUS_")}
+    token = subprocess.run(
+        [sys.executable, "-m", "kbus_cli", "token"],
+        env={**kept, **setting},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    asked = shlex.split(curl)
+    body, url = asked[asked.index("-d") + 1], asked[-1]
+    assert url == f"http://127.0.0.1:{demo.env['KBUS_DEMO_CONSOLE_PORT']}/v1/search"
+    answer = httpx.post(
+        url,
+        content=body,
+        headers={"Authorization": f"Bearer {token}", "content-type": "application/json"},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["results"][0]["source_uri"] == "examples/install-guide.md"
 
 
 def test_the_cli_on_the_demo_s_bus_says_what_a_credential_shows(demo: Demo) -> None:

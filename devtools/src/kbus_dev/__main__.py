@@ -95,7 +95,7 @@ def main() -> None:
         running = stack.up(locked=True)
         credential = Path(running.credential) if running.credential else None
         demo.main(running.nats_url, args.examples, credential)
-        print(demo.try_it(running.nats_url, credential))
+        print(demo.try_it(running.nats_url, credential, running.console_url))
     elif args.command == "down":
         stack.down()
 

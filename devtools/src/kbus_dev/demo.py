@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
 from pathlib import Path
 from typing import Any
@@ -94,10 +95,11 @@ def main(nats_url: str, examples: Path, credential: Path | None = None) -> None:
     asyncio.run(run(nats_url, examples, CredentialFile.read(credential) if credential else None))
 
 
-def try_it(nats_url: str, credential: Path | None) -> str:
-    """What to type next, working as printed: the CLI holding the demo tenant's credential (it
-    names the tenant), or naming the tenant on an open bus; the bus's address when it is not
-    the one the CLI reaches by default."""
+def try_it(nats_url: str, credential: Path | None, console_url: str | None = None) -> str:
+    """What to type next, working as printed: the same search over HTTP where the console runs
+    (a token made from the credential), then, last, the CLI holding the demo tenant's
+    credential (it names the tenant), or naming the tenant on an open bus; the bus's address
+    when it is not the one the CLI reaches by default."""
     search = f"search 'how do I install on Linux' --library {LIBRARY}"
     where = [] if nats_url == DEFAULT_URL else [f"KBUS_NATS_URL={shlex.quote(nats_url)}"]
     if credential is None:
@@ -105,7 +107,17 @@ def try_it(nats_url: str, credential: Path | None) -> str:
     else:
         held = f"KBUS_CREDENTIAL={shlex.quote(str(credential))}"
         command = " ".join([held, *where, f"uv run kbus {search}"])
+    over_http = ""
+    if console_url and credential is not None:
+        held = f"KBUS_CREDENTIAL={shlex.quote(str(credential))}"
+        body = json.dumps({"query": "how do I install on Linux", "libraries": [LIBRARY]})
+        over_http = (
+            f"\nOver HTTP (the console at {console_url}, its API in {console_url}/openapi.json;"
+            f" a token is the credential):\n  TOKEN=$({held} uv run kbus token)\n"
+            f'  curl -s -H "Authorization: Bearer $TOKEN" -H "content-type: application/json" '
+            f"-d {shlex.quote(body)} {console_url}/v1/search\n"
+        )
     return (
-        f"\nkbus keeps running; `make stop` stops it. Try it yourself: the demo's tenant is "
-        f"{TENANT!r} and its library {LIBRARY!r}:\n  {command}"
+        f"\nkbus keeps running; `make stop` stops it.{over_http}\nTry it yourself: the demo's "
+        f"tenant is {TENANT!r} and its library {LIBRARY!r}:\n  {command}"
     )

@@ -23,6 +23,7 @@ START, END = markers("settings")
 
 
 def _classes() -> list[tuple[str, type[BaseSettings]]]:
+    from kbus_console.settings import ConsoleSettings
     from kbus_embedder.settings import EmbedderSettings, OpenAIEmbeddingSettings
     from kbus_gateway.settings import GatewaySettings
     from kbus_generator.settings import GeneratorSettings
@@ -45,6 +46,7 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
         ("Searcher", SearcherSettings),
         ("Reranker", RerankerSettings),
         ("Generator", GeneratorSettings),
+        ("Console (the HTTP API)", ConsoleSettings),
     ]
 
 

@@ -35,6 +35,8 @@ NATS_PORT = int(os.environ.get("KBUS_DEMO_NATS_PORT", "4222"))
 WEAVIATE_HTTP = int(os.environ.get("KBUS_DEMO_WEAVIATE_HTTP_PORT", "8080"))
 WEAVIATE_GRPC = int(os.environ.get("KBUS_DEMO_WEAVIATE_GRPC_PORT", "50051"))
 LLM_PORT = int(os.environ.get("KBUS_DEMO_LLM_PORT", "8180"))
+#: ``up --locked``: where the console (kbus over HTTP) listens.
+CONSOLE_PORT = int(os.environ.get("KBUS_DEMO_CONSOLE_PORT", "8110"))
 #: The services' /health and /metrics ports: this one and the five after it.
 HTTP_PORTS_FROM = int(os.environ.get("KBUS_DEMO_HTTP_PORT", "8101"))
 SERVICE_PORTS = {
@@ -58,10 +60,17 @@ class Stack:
     pids: dict[str, int]
     #: ``up --locked``: the tenant's credential file (the CLI's ``--credential``).
     credential: str | None = None
+    #: ``up --locked``: the console's address (kbus over HTTP).
+    console_url: str | None = None
 
     def save(self) -> None:
         STATE_DIR.mkdir(parents=True, exist_ok=True)
-        state = {"nats_url": self.nats_url, "pids": self.pids, "credential": self.credential}
+        state = {
+            "nats_url": self.nats_url,
+            "pids": self.pids,
+            "credential": self.credential,
+            "console_url": self.console_url,
+        }
         (STATE_DIR / "state.json").write_text(json.dumps(state, indent=2))
 
     @classmethod
@@ -71,7 +80,7 @@ class Stack:
             return None
         data = json.loads(path.read_text())
         pids = {k: int(v) for k, v in data["pids"].items()}
-        return cls(data["nats_url"], pids, data.get("credential"))
+        return cls(data["nats_url"], pids, data.get("credential"), data.get("console_url"))
 
     def alive(self) -> bool:
         return all(_alive(pid) for pid in self.pids.values())
@@ -136,7 +145,10 @@ def up(cluster: bool = False, llm: bool = False, locked: bool = False) -> Stack:
         for server in reversed(started):
             server.stop()
         raise
-    stack = Stack(nats_url, {_key(s, started): s.proc.pid for s in started}, credential)
+    console_url = f"http://127.0.0.1:{CONSOLE_PORT}" if locked else None
+    stack = Stack(
+        nats_url, {_key(s, started): s.proc.pid for s in started}, credential, console_url
+    )
     stack.save()
     print(
         f"kbus is up: NATS {nats_url}, Weaviate http://127.0.0.1:{weaviate.ports['http']}, "
@@ -162,6 +174,11 @@ def _locked(
         logs=logs,
     )
     started.extend([installation.nats, installation.weaviate, *installation.services])
+    # kbus over HTTP: it holds no NATS user; each request connects as its token's credential.
+    env = {**os.environ, "KBUS_NATS_URL": installation.nats_url}
+    console = start_service("console", env, logs, CONSOLE_PORT)
+    started.append(console)
+    wait_healthy([console])
     credential = installation.auth / f"credential-{TENANT}.json"
     return installation.nats_url, installation.weaviate, str(credential)
 
@@ -218,7 +235,7 @@ def _key(server: Server, started: list[Server]) -> str:
 def stop_order(names: Iterable[str]) -> list[str]:
     """The processes ``up`` started, in the order to stop them: services and stage replicas
     (``embedder``, ``query-2``), then the LLM server, Weaviate and NATS."""
-    kinds = (*SERVICES, *STAGES, "llm", "weaviate", "nats")
+    kinds = ("console", *SERVICES, *STAGES, "llm", "weaviate", "nats")
     return sorted(names, key=lambda name: kinds.index(name.split("-")[0]))
 
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
@@ -28,6 +29,16 @@ def create_app(settings: ConsoleSettings | None = None) -> Starlette:
     """The HTTP API (no CORS: a browser page of another origin cannot call it)."""
     settings = settings or ConsoleSettings()
     sessions = Sessions(settings)
+    registry = CollectorRegistry()
+    answered = Counter(
+        "kbus_console_requests",
+        "HTTP requests answered, by method and status",
+        ["method", "status"],
+        registry=registry,
+    )
+    Gauge("kbus_console_sessions", "Credentials connected to NATS", registry=registry).set_function(
+        lambda: sessions.counts()[0]
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -39,22 +50,24 @@ def create_app(settings: ConsoleSettings | None = None) -> Starlette:
             await sessions.close()
 
     return Starlette(
-        routes=Handlers(sessions, settings.max_body_bytes).routes(),
+        routes=Handlers(sessions, settings.max_body_bytes, registry).routes(),
         exception_handlers={BadRequestError: refused},
-        middleware=[Middleware(Secured)],
+        middleware=[Middleware(Secured, answered=answered)],
         lifespan=lifespan,
     )
 
 
 class Secured:
-    """Adds :data:`SECURITY_HEADERS` to every answer (ASGI middleware)."""
+    """Adds :data:`SECURITY_HEADERS` to every answer, and counts it (ASGI middleware)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, answered: Counter) -> None:
         self.app = app
+        self.answered = answered
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
+                self.answered.labels(scope.get("method", ""), str(message["status"])).inc()
                 headers = MutableHeaders(scope=message)
                 for name, value in SECURITY_HEADERS.items():
                     headers[name] = value

@@ -9,6 +9,7 @@ from typing import Any
 
 from kbus_client import KbClient
 from kbus_contract.errors import ErrorCode, KbusError, PermanentError
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,13 +26,17 @@ Asked = Callable[[KbClient], Awaitable[BaseModel | None]]
 class Handlers:
     """The routes, over one pool of sessions."""
 
-    def __init__(self, sessions: Sessions, max_body_bytes: int) -> None:
+    def __init__(
+        self, sessions: Sessions, max_body_bytes: int, registry: CollectorRegistry
+    ) -> None:
         self.sessions = sessions
         self.max_body_bytes = max_body_bytes
+        self.registry = registry
 
     def routes(self) -> list[Route]:
         return [
             Route("/health", self.health, methods=["GET"]),
+            Route("/metrics", self.metrics, methods=["GET"]),
             Route("/openapi.json", self.schema, methods=["GET"]),
             Route("/v1/search", self.search, methods=["POST"]),
             Route("/v1/libraries", self.libraries, methods=["GET"]),
@@ -47,6 +52,9 @@ class Handlers:
     async def health(self, request: Request) -> Response:
         open_, busy = self.sessions.counts()
         return JSONResponse({"ok": True, "sessions": open_, "tenants_busy": busy})
+
+    async def metrics(self, request: Request) -> Response:
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def schema(self, request: Request) -> Response:
         return JSONResponse(openapi())
