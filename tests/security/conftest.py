@@ -12,6 +12,7 @@ flooder, the one tenant the tests drive past its budgets.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from kbus_dev.locked import WEAVIATE_KEY as WEAVIATE_KEY
 from kbus_dev.locked import Locked as Locked
 from kbus_dev.locked import start_locked
 from kbus_dev.natsauth import KBUS_ACCOUNT, Credential, Keys, Permissions, inbox, user_creds
+from kbus_dev.services import start_service, wait_healthy
 from nats.aio.client import Client, RawCredentials
 from nats.aio.msg import Msg
 
@@ -289,3 +291,16 @@ async def victim_publishes(victim: KbClient, doc: DocumentAdded) -> None:
 async def victim_finds(victim: KbClient, word: str) -> list[str]:
     reply = await victim.search(word, libraries=[LIBRARY], search_type="keyword")
     return [h.document_id for h in reply.results]
+
+
+@pytest.fixture(scope="session")
+def console(locked: Locked, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The console on 127.0.0.1, reaching the locked bus; its base URL."""
+    # Four requests of a tenant at once (tests/security/test_http.py floods past them).
+    env = {**os.environ, "KBUS_NATS_URL": locked.nats_url, "KBUS_CONSOLE_TENANT_REQUESTS": "4"}
+    server = start_service("console", env, tmp_path_factory.mktemp("console"))
+    try:
+        wait_healthy([server])
+        yield f"http://127.0.0.1:{server.ports['http']}"
+    finally:
+        server.stop()

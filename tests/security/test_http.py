@@ -7,16 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from kbus_client import CredentialFile, KbError
 from kbus_dev.natsauth import Credential
-from kbus_dev.services import start_service, wait_healthy
 
 from tests.security.conftest import CREDENTIALS, Locked, client_for
 
@@ -29,18 +26,6 @@ WORDS = ("lantern", "harbour", "copper", "meadow", "signal", "quartz")
 def _text(tenant: str, library: str, n: int) -> str:
     rng = random.Random(f"{tenant}{library}{n}")
     return " ".join(rng.choices(WORDS, k=12)) + f" httpmark{tenant}{library.replace('-', '')}"
-
-
-@pytest.fixture(scope="module")
-def console(locked: Locked, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The console on 127.0.0.1, reaching the locked bus; its base URL."""
-    env = {**os.environ, "KBUS_NATS_URL": locked.nats_url, "KBUS_CONSOLE_TENANT_REQUESTS": "4"}
-    server = start_service("console", env, tmp_path_factory.mktemp("console"))
-    try:
-        wait_healthy([server])
-        yield f"http://127.0.0.1:{server.ports['http']}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,7 @@ def _install(test_tools: bool, llm: bool) -> None:
     for path in servers.ensure_installed():
         print(path)
     if test_tools:
+        from kbus_dev.browser import ensure_browser
         from kbus_dev.k8s import KUBECONFORM, KUSTOMIZE
         from kbus_dev.observability import ensure_jaeger, ensure_promtool
 
@@ -68,6 +69,7 @@ def _install(test_tools: bool, llm: bool) -> None:
             print(servers.ensure_binary(*tool))
         print(ensure_jaeger())
         print(ensure_promtool())
+        print(ensure_browser())
     if llm:
         from kbus_dev.llm import ensure_llm
 

@@ -1,4 +1,5 @@
-"""The console: kbus over HTTP, each request as the credential its bearer token carries."""
+"""The console: kbus over HTTP (the API, ``/v1``) and in a browser (the web console, ``/``),
+each request as the credential its bearer token, or its sign-in, carries."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kbus_console.handlers import BadRequestError, Handlers, refused
 from kbus_console.sessions import Sessions
 from kbus_console.settings import ConsoleSettings
+from kbus_console.web.routes import Console
+from kbus_console.web.signins import SignIns
 
 #: Sent with every answer: nothing of it is a page to frame, run or sniff, or to keep.
 SECURITY_HEADERS = {
@@ -29,6 +32,7 @@ def create_app(settings: ConsoleSettings | None = None) -> Starlette:
     """The HTTP API (no CORS: a browser page of another origin cannot call it)."""
     settings = settings or ConsoleSettings()
     sessions = Sessions(settings)
+    signins = SignIns(settings.sessions, settings.idle_s)
     registry = CollectorRegistry()
     answered = Counter(
         "kbus_console_requests",
@@ -50,7 +54,10 @@ def create_app(settings: ConsoleSettings | None = None) -> Starlette:
             await sessions.close()
 
     return Starlette(
-        routes=Handlers(sessions, settings.max_body_bytes, registry).routes(),
+        routes=[
+            *Handlers(sessions, settings.max_body_bytes, registry).routes(),
+            *Console(sessions, signins, settings.max_body_bytes).routes(),
+        ],
         exception_handlers={BadRequestError: refused},
         middleware=[Middleware(Secured, answered=answered)],
         lifespan=lifespan,
@@ -70,7 +77,8 @@ class Secured:
                 self.answered.labels(scope.get("method", ""), str(message["status"])).inc()
                 headers = MutableHeaders(scope=message)
                 for name, value in SECURITY_HEADERS.items():
-                    headers[name] = value
+                    if name not in headers:  # a page sets its own policy
+                        headers[name] = value
             await send(message)
 
         await self.app(scope, receive, sending)

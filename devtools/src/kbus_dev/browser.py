@@ -1,0 +1,33 @@
+"""A real browser for the web console's tests: Debian's ``chromium`` and its ``chromedriver``,
+installed with apt (as root) by ``python -m kbus_dev install --test-tools``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+PACKAGES = ("chromium", "chromium-driver")
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+def ensure_browser() -> str:
+    """The browser's path, installing it with apt where it is missing.
+
+    Raises:
+        SystemExit: it is missing and this process cannot install packages (not root).
+    """
+    if shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER):
+        return CHROMIUM
+    if os.geteuid() != 0:
+        raise SystemExit(
+            "the web console's tests need Debian's chromium and chromium-driver: "
+            f"sudo apt-get install -y {' '.join(PACKAGES)}"
+        )
+    print("installing chromium and chromedriver with apt (first time only)", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES]
+    if subprocess.run(install, env=env, check=False).returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], env=env, check=True)
+        subprocess.run(install, env=env, check=True)
+    return CHROMIUM
