@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from kbus_client import CredentialFile, KbError
+from kbus_client.http import HttpKbClient
 from kbus_dev.natsauth import Credential
 
 from tests.security.conftest import CREDENTIALS, Locked, client_for
@@ -166,6 +167,8 @@ async def test_a_token_reaches_only_what_its_credential_does(
         ) == (400, "invalid")
         assert (await code("POST", "/v1/search", writer, content=b"query=x"))[0] == 415
         assert (await code("POST", "/v1/search", writer, json=["a", "list"]))[0] == 400
+        assert (await code("GET", "/v1/no-such-route", writer))[0] == 404
+        assert (await code("PATCH", "/v1/search", writer))[0] == 405
         # No browser page of another origin may call it; nothing it answers may be framed.
         answer = await http.post(
             "/v1/search", json=search, headers={**_auth(writer), "Origin": "https://evil.test"}
@@ -187,7 +190,7 @@ async def test_a_document_published_listed_and_deleted_over_http(
         }
         put = await http.put("/v1/libraries/lib-b/documents/quay?wait=true", json=document)
         assert put.status_code == 201, put.text
-        assert put.json()["chunks"] >= 1
+        assert put.json()["receipt"]["chunk_count"] >= 1
         found = await http.post(
             "/v1/search",
             json={"query": "harbourmaster", "libraries": ["lib-b"], "search_type": "keyword"},
@@ -263,3 +266,33 @@ async def test_one_tenant_s_requests_beyond_its_share_are_refused_not_queued(
 
 async def _together(calls: list[Any]) -> list[httpx.Response]:
     return list(await asyncio.gather(*calls))
+
+
+async def test_the_client_s_surface_works_over_http_as_over_nats(
+    published: Locked, console: str
+) -> None:
+    """``HttpKbClient``: the same search replies and tool text as ``KbClient``'s, the same
+    error codes, and an agent's memory kept, listed and forgotten over HTTP."""
+    rng = random.Random(7141)
+    token = _token(published, "t2-all")
+    over_nats = await client_for(published, "t2-all")
+    async with over_nats, HttpKbClient(console, token) as over_http:
+        for _ in range(6):
+            query = " ".join(rng.sample(WORDS, 2))
+            k = rng.randint(1, 4)
+            nats_reply = await over_nats.search(query, libraries=list(LIBRARIES), k=k)
+            http_reply = await over_http.search(query, libraries=list(LIBRARIES), k=k)
+            assert [(h.document_id, h.text) for h in http_reply.results] == [
+                (h.document_id, h.text) for h in nats_reply.results
+            ]
+        asked = {"query": "copper meadow"}
+        tools = [kb.as_tool(libraries=["lib-a"], k=3) for kb in (over_nats, over_http)]
+        assert await tools[1].call_json(asked) == await tools[0].call_json(asked)
+        with pytest.raises(KbError) as refused:
+            await over_http.search("x", libraries=["lib-a"], tenant="t1")
+        assert refused.value.code == "permission_denied"
+        memory = over_http.memory("notes", conversation="http")
+        kept = await memory.remember("The night shift restarts the compressor at two.")
+        assert [m.document_id for m in await memory.list()] == [kept]
+        assert await memory.forget(kept) >= 1
+        assert await memory.list() == ()

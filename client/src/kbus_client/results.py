@@ -18,6 +18,20 @@ class PublishResult:
         #: was dropped (the earlier one is, or was, indexed). No receipt is awaited for it.
         self.duplicate = duplicate
 
+    @classmethod
+    def told(
+        cls,
+        document_id: str,
+        version: str,
+        receipt: DocumentIndexed | None,
+        duplicate: bool = False,
+    ) -> PublishResult:
+        """The result a server told (over HTTP), without the document itself."""
+        result = cls.__new__(cls)
+        result.document_id, result.version = document_id, version
+        result.receipt, result.duplicate = receipt, duplicate
+        return result
+
     def __repr__(self) -> str:
         return (
             f"PublishResult({self.document_id!r}, version={self.version!r}, "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kbus_client import KbClient
-from kbus_contract import DocumentRemoved, SearchReply, StatsReply
+from kbus_contract import DocumentIndexed, DocumentRemoved, SearchReply, StatsReply
 from pydantic import BaseModel
 
 #: Fields of a search body the console sets itself (the deadline: its own wait's).
@@ -22,8 +22,8 @@ class Published(BaseModel):
     document_id: str
     version: str
     duplicate: bool
-    #: Searchable (``wait``): the receipt's chunk count.
-    chunks: int | None = None
+    #: Searchable (``wait``): its receipt.
+    receipt: DocumentIndexed | None = None
 
 
 async def search(kb: KbClient, body: dict[str, Any]) -> SearchReply:
@@ -37,16 +37,23 @@ async def search(kb: KbClient, body: dict[str, Any]) -> SearchReply:
     return await kb.search(query, libraries=libraries, **body)
 
 
-async def libraries(kb: KbClient) -> StatsReply:
-    """The libraries the credential reaches, with their counts."""
-    return await kb.stats()
+async def libraries(kb: KbClient, principals: list[str]) -> StatsReply:
+    """The libraries the credential reaches, with their counts (those ``principals`` read)."""
+    return await kb.stats(principals=principals)
 
 
 async def documents(
-    kb: KbClient, library: str, after: str | None, limit: int, principals: list[str]
+    kb: KbClient,
+    library: str,
+    after: str | None,
+    limit: int,
+    principals: list[str],
+    filters: dict[str, Any] | None,
 ) -> StatsReply:
     """A page of a library's documents, by id, after ``after``."""
-    return await kb.document_page(library, after=after, limit=limit, principals=principals)
+    return await kb.document_page(
+        library, after=after, limit=limit, principals=principals, filters=filters
+    )
 
 
 async def publish(
@@ -69,7 +76,7 @@ async def publish(
         document_id=result.document_id,
         version=result.version,
         duplicate=result.duplicate,
-        chunks=result.receipt.chunk_count if result.receipt else None,
+        receipt=result.receipt,
     )
 
 

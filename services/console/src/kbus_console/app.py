@@ -13,7 +13,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kbus_console.handlers import BadRequestError, Handlers, refused
+from kbus_console.handlers import BadRequestError, Handlers, no_route, refused
 from kbus_console.sessions import Sessions
 from kbus_console.settings import ConsoleSettings
 from kbus_console.web.routes import Console
@@ -58,7 +58,7 @@ def create_app(settings: ConsoleSettings | None = None) -> Starlette:
             *Handlers(sessions, settings.max_body_bytes, registry).routes(),
             *Console(sessions, signins, settings.max_body_bytes).routes(),
         ],
-        exception_handlers={BadRequestError: refused},
+        exception_handlers={BadRequestError: refused, 404: no_route, 405: no_route},
         middleware=[Middleware(Secured, answered=answered)],
         lifespan=lifespan,
     )

@@ -43,7 +43,7 @@ class Handlers:
             Route("/v1/libraries/{library}", self.delete_library, methods=["DELETE"]),
             Route("/v1/libraries/{library}/documents", self.documents, methods=["GET"]),
             Route(
-                "/v1/libraries/{library}/documents/{document_id}",
+                "/v1/libraries/{library}/documents/{document_id:path}",
                 self.document,
                 methods=["PUT", "DELETE"],
             ),
@@ -64,15 +64,17 @@ class Handlers:
         return await self._answer(request, lambda kb: api.search(kb, body))
 
     async def libraries(self, request: Request) -> Response:
-        return await self._answer(request, api.libraries)
+        principals = request.query_params.getlist("principal")
+        return await self._answer(request, lambda kb: api.libraries(kb, principals))
 
     async def documents(self, request: Request) -> Response:
         library = request.path_params["library"]
         after = request.query_params.get("after")
         limit = _int(request.query_params.get("limit", "100"), "limit")
         principals = request.query_params.getlist("principal")
+        filters = _json_object(request.query_params.get("filters"), "filters")
         return await self._answer(
-            request, lambda kb: api.documents(kb, library, after, limit, principals)
+            request, lambda kb: api.documents(kb, library, after, limit, principals, filters)
         )
 
     async def document(self, request: Request) -> Response:
@@ -155,8 +157,27 @@ async def refused(request: Request, exc: Exception) -> Response:
     return from_error(exc, exc.status)
 
 
+async def no_route(request: Request, exc: Exception) -> Response:
+    """A path or method the console does not serve, as a problem."""
+    status = getattr(exc, "status_code", 404)
+    said = "no such route" if status == 404 else f"{request.method} is not served here"
+    return problem(status, ErrorCode.INVALID, f"{said}: {request.url.path} (see /openapi.json)")
+
+
 def _flag(request: Request, name: str) -> bool:
     return request.query_params.get(name, "false").lower() in ("1", "true", "yes")
+
+
+def _json_object(value: str | None, name: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    try:
+        found = json.loads(value)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise BadRequestError(400, f"{name} must be a JSON object")
+    return found
 
 
 def _int(value: str, name: str) -> int:

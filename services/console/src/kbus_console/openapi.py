@@ -96,7 +96,13 @@ def openapi() -> dict[str, Any]:
             "/v1/search": {
                 "post": _operation("Search", _schema(SearchReply, c), search_body),
             },
-            "/v1/libraries": {"get": _operation("The libraries the token reaches", stats)},
+            "/v1/libraries": {
+                "get": _operation(
+                    "The libraries the token reaches",
+                    stats,
+                    parameters=_params(query=("principal",)),
+                )
+            },
             "/v1/libraries/{library}": {
                 "delete": _operation(
                     "Delete a whole library",
@@ -108,7 +114,7 @@ def openapi() -> dict[str, Any]:
                 "get": _operation(
                     "A page of a library's documents",
                     stats,
-                    parameters=_params("library", query=("after", "limit", "principal")),
+                    parameters=_params("library", query=("after", "limit", "principal", "filters")),
                 )
             },
             document: {

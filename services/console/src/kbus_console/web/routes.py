@@ -48,7 +48,7 @@ class Console:
             Route("/libraries/{library}", self.library, methods=["GET"]),
             Route("/libraries/{library}/import", self.import_files, methods=["POST"]),
             Route(
-                "/libraries/{library}/documents/{document_id}/delete",
+                "/libraries/{library}/documents/{document_id:path}/delete",
                 self.delete,
                 methods=["POST"],
             ),
