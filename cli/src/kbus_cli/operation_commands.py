@@ -281,7 +281,7 @@ def dlq_drop(
                 try:
                     await js.delete_msg(stream, n)
                 except APIError as exc:
-                    if exc.err_code != NO_MESSAGE:
+                    if exc.err_code not in NO_MESSAGE:
                         raise
                     missing.append(n)
             return missing

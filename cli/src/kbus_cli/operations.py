@@ -151,8 +151,9 @@ async def _stream_letters(nc: Client, topology: Topology, limit: int) -> list[St
     return out
 
 
-#: JetStream's error code for a sequence the stream does not hold.
-NO_MESSAGE = 10057
+#: JetStream's error codes for a sequence the stream does not hold (no message there, or a
+#: sequence it never had or already removed).
+NO_MESSAGE = frozenset({10057, 10043})
 
 
 class ReplayError(Exception):
@@ -181,5 +182,5 @@ async def replay(
         try:
             await js.delete_msg(topology.dead_letter_stream.name, stored.sequence)
         except APIError as exc:
-            if exc.err_code != NO_MESSAGE:
+            if exc.err_code not in NO_MESSAGE:
                 raise
