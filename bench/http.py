@@ -95,7 +95,8 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     # shared deployment's default, its requests at once up to the concurrency over each.
     unbounded = {"search_cost_per_second": 0, "requests_in_flight": 4 * args.concurrency}
     settings = {"KBUS_DEFAULT_BUDGET": json.dumps(unbounded)}
-    installation = start_locked(root, [Credential.parse(TENANT)], settings)
+    # start_locked runs its own event loop: on a thread of its own.
+    installation = await asyncio.to_thread(start_locked, root, [Credential.parse(TENANT)], settings)
     console = None
     try:
         env = {

@@ -8,14 +8,13 @@ from typing import Annotated, Any
 
 import typer
 from kbus_client import KbClient, KbError
+from kbus_client.replays import NO_MESSAGE, ReplayError
 from kbus_contract.lanes import Lane
 from nats.js.errors import APIError
 from rich.table import Table
 
 from kbus_cli import common
 from kbus_cli.operations import (
-    NO_MESSAGE,
-    ReplayError,
     StageStatus,
     StoredLetter,
     list_dead_letters,

@@ -8,16 +8,16 @@ import json
 from dataclasses import dataclass
 
 from kbus_client import KbClient
-from kbus_contract import ORIGINAL_LIMIT, DeadLetter
+from kbus_client.replays import replay_letter
+from kbus_contract import DeadLetter
 from kbus_contract.backlog import StageBacklog, backlogs
 from kbus_contract.catalog import CHANNELS
 from kbus_contract.feed import MAX_FEED_ENTRIES, FeedKind
-from kbus_contract.intake import REPLAY_OF
 from kbus_contract.topology import Topology
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import APIError, NotFoundError
+from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
 
@@ -151,36 +151,8 @@ async def _stream_letters(nc: Client, topology: Topology, limit: int) -> list[St
     return out
 
 
-#: JetStream's error codes for a sequence the stream does not hold (no message there, or a
-#: sequence it never had or already removed).
-NO_MESSAGE = frozenset({10057, 10043})
-
-
-class ReplayError(Exception):
-    """A dead letter that cannot be replayed as it was."""
-
-
 async def replay(
     nc: Client, topology: Topology, stored: StoredLetter, *, remove: bool = True
 ) -> None:
-    """Publish the original message again on the subject it was sent on (where the credential
-    may publish: its own tenant's; the gate checks it again), naming the dead letter it replays
-    (the gate removes it once the message is stored: kbus_contract.intake.REPLAY_OF); an
-    operator (``remove``) removes a letter no gate passed on itself."""
-    letter = stored.letter
-    body = letter.original.encode("utf-8")
-    if letter.original_size > ORIGINAL_LIMIT or len(body) != letter.original_size:
-        raise ReplayError(
-            f"dead letter {stored.sequence} holds only part of its message "
-            f"({letter.original_size} bytes): it cannot be replayed as it was"
-        )
-    js = nc.jetstream()
-    subject = topology.as_sent(letter.subject)
-    headers = {"content-type": "application/json", REPLAY_OF: str(stored.sequence)}
-    await js.publish(subject, body, headers=headers)
-    if remove:
-        try:
-            await js.delete_msg(topology.dead_letter_stream.name, stored.sequence)
-        except APIError as exc:
-            if exc.err_code not in NO_MESSAGE:
-                raise
+    """Send a stored dead letter's message again (:func:`kbus_client.replays.replay_letter`)."""
+    await replay_letter(nc, topology, stored.sequence, stored.letter, remove=remove)

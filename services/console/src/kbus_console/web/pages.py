@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import quote
 
-from kbus_contract import SearchHit, SearchReply, StatsReply
+from kbus_contract import DeadLetter, ProfileReply, SearchHit, SearchReply, StatsReply
 
 #: The pages' policy: their own stylesheet, forms to themselves, nothing else.
 PAGE_POLICY = (
@@ -78,6 +78,7 @@ def libraries(stats: StatsReply, csrf: str) -> str:
         "<table><caption>Libraries</caption><thead><tr><th scope=col>Library</th>"
         f"<th scope=col>Documents</th><th scope=col>Chunks</th></tr></thead><tbody>{rows}"
         "</tbody></table>"
+        '<p><a href="/dead-letters">Dead letters</a></p>'
         '<form method="get" action="/open"><label for="library">Open or start a library</label> '
         '<input id="library" name="library" required> <button type="submit">Open</button></form>'
     )
@@ -205,3 +206,46 @@ def marked(text: str, query: str) -> str:
         out += [e(text[last : found.start()]), f"<mark>{e(found.group(0))}</mark>"]
         last = found.end()
     return "".join([*out, e(text[last:])])
+
+
+def dead_letters(letters: list[tuple[int, DeadLetter]], csrf: str, said: Iterable[str] = ()) -> str:
+    """The tenant's dead letters with their reasons, each replayed in one click."""
+    notes = "".join(f'<p class="said" role="status">{e(s)}</p>' for s in said)
+    rows = "".join(
+        f"<tr><td>{n}</td><td>{e(letter.library or '')}</td><td>{e(letter.document_id or '')}"
+        f"</td><td>{e(letter.stage)}</td><td>{e(letter.code)}</td><td>{e(letter.reason)}</td><td>"
+        f'<form method="post" action="/dead-letters/{n}/replay">'
+        f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+        f'<button type="submit" aria-label="Replay dead letter {n}">Replay</button></form></td>'
+        "</tr>"
+        for n, letter in letters
+    )
+    body = (
+        f"{notes}<table><thead><tr><th scope=col>#</th><th scope=col>Library</th>"
+        "<th scope=col>Document</th><th scope=col>Stage</th><th scope=col>Code</th>"
+        f"<th scope=col>Reason</th><th scope=col><span class=sr>Actions</span></th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+    return page("Dead letters", body if letters else notes + "<p>No dead letters.</p>", csrf)
+
+
+def profile(
+    name: str, reply: ProfileReply, csrf: str, text: str, sample: str = "", said: str = ""
+) -> str:
+    """A library's profile as JSON to edit, with a sample document to cut with it."""
+    here = f"/libraries/{quote(name)}/profile"
+    notes = f'<p class="said" role="status">{e(said)}</p>' if said else ""
+    body = (
+        f"{notes}<p>Revision {reply.revision} (0: kbus's defaults). The chunker, the matching "
+        "texts, the query transformer and the reranker of this library: documents published "
+        "after a change are cut by it (docs/formats.md).</p>"
+        f'<form method="post" action="{here}">'
+        f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+        '<label for="profile">Profile (JSON)</label><br>'
+        f'<textarea id="profile" name="profile" rows="16" cols="80">{e(text)}</textarea><br>'
+        '<label for="sample">A sample document to cut with it (Markdown)</label><br>'
+        f'<textarea id="sample" name="sample" rows="6" cols="80">{e(sample)}</textarea><br>'
+        '<button type="submit">Save</button></form>'
+        f'<p><a href="/libraries/{quote(name)}">Back to {e(name)}</a></p>'
+    )
+    return page(f"Profile of {name}", body, csrf)

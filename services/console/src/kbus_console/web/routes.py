@@ -6,15 +6,20 @@ carries the sign-in's CSRF token, and the cookie is ``HttpOnly`` and ``SameSite=
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from kbus_client import KbClient
-from kbus_contract import ContentType, StatsReply
+from kbus_client import CredentialFile, KbClient
+from kbus_client.replays import ReplayError, replay_letter
+from kbus_contract import ContentType, DeadLetter, LibraryProfile, StatsReply
 from kbus_contract.errors import KbusError
+from kbus_contract.feed import FeedKind
 from kbus_contract.formats import by_extension
 from kbus_contract.identifiers import document_id_of
+from kbus_contract.wire import describe_validation_error
+from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -52,6 +57,9 @@ class Console:
                 self.delete,
                 methods=["POST"],
             ),
+            Route("/libraries/{library}/profile", self.profile, methods=["GET", "POST"]),
+            Route("/dead-letters", self.dead_letters, methods=["GET"]),
+            Route("/dead-letters/{sequence:int}/replay", self.replay, methods=["POST"]),
         ]
 
     async def style(self, request: Request) -> Response:
@@ -136,6 +144,73 @@ class Console:
             return await self.library(request, (f"{doc} was not deleted: {exc}",))
         return await self.library(request, (f"deleted {doc}",))
 
+    async def dead_letters(self, request: Request, said: tuple[str, ...] = ()) -> Response:
+        held = self.signins.of(request.cookies.get(COOKIE))
+        if held is None:
+            return RedirectResponse("/", status_code=303)
+        try:
+            letters = await self._ask(held, lambda kb: _letters(kb, held))
+        except KbusError as exc:
+            return _html(pages.dead_letters([], held.csrf, (exc.reason,)), 403)
+        return _html(pages.dead_letters(letters, held.csrf, said))
+
+    async def replay(self, request: Request) -> Response:
+        held = await self._posted(request)
+        if isinstance(held, Response):
+            return held
+        sequence = request.path_params["sequence"]
+
+        async def send(kb: KbClient) -> str:
+            found = dict(await _letters(kb, held)).get(sequence)
+            if found is None:
+                return f"dead letter {sequence} is not there any more"
+            await replay_letter(kb.nc, kb.topology, sequence, found)
+            return f"replayed dead letter {sequence} ({found.document_id})"
+
+        try:
+            said = await self._ask(held, send)
+        except (KbusError, ReplayError) as exc:
+            said = f"dead letter {sequence} was not replayed: {exc}"
+        return await self.dead_letters(request, (said,))
+
+    async def profile(self, request: Request) -> Response:
+        held = self.signins.of(request.cookies.get(COOKIE))
+        name = request.path_params["library"]
+        if request.method == "GET":
+            if held is None:
+                return RedirectResponse("/", status_code=303)
+            try:
+                reply = await self._ask(held, lambda kb: kb.profile(name))
+            except KbusError as exc:
+                return await self.library(request, (exc.reason,))
+            text = reply.profile.model_dump_json(indent=2)
+            return _html(pages.profile(name, reply, held.csrf, text))
+        posted = await self._posted(request, keep_form=True)
+        if isinstance(posted, Response):
+            return posted
+        signin, form = posted
+        text, sample = str(form.get("profile") or ""), str(form.get("sample") or "")
+        try:
+            chosen = LibraryProfile.model_validate_json(text)
+            reply = await self._ask(
+                signin, lambda kb: kb.profile(name, set_to=chosen, example=sample or None)
+            )
+        except ValidationError as exc:
+            current = await self._ask(signin, lambda kb: kb.profile(name))
+            said = f"not saved: {describe_validation_error(exc)}"
+            return _html(pages.profile(name, current, signin.csrf, text, sample, said), 400)
+        except KbusError as exc:
+            current = await self._ask(signin, lambda kb: kb.profile(name))
+            return _html(pages.profile(name, current, signin.csrf, text, sample, exc.reason), 400)
+        cut = (
+            f"; the sample was cut into {reply.example_chunks} chunks"
+            if reply.example_chunks is not None
+            else ""
+        )
+        said = f"saved as revision {reply.revision}{cut}"
+        shown = reply.profile.model_dump_json(indent=2)
+        return _html(pages.profile(name, reply, signin.csrf, shown, sample, said))
+
     async def _publish(
         self, held: SignIn, library: str, sources: list[tuple[str, dict[str, Any]] | str]
     ) -> list[str]:
@@ -183,6 +258,18 @@ class Console:
         if not csrf_ok(held, str(form.get("csrf") or "")):
             return _html(pages.page("Refused", "<p>This form is stale: reload the page.</p>"), 403)
         return (held, form) if keep_form else held
+
+
+async def _letters(kb: KbClient, held: SignIn) -> list[tuple[int, DeadLetter]]:
+    """The tenant's dead letters its credential may read (those of restricted documents too
+    where it may), by sequence, oldest first."""
+    restricted = CredentialFile.from_token(held.token).names_restricted()
+    page = await kb.feed(FeedKind.DEAD_LETTERS, limit=500, restricted=restricted)
+    letters = []
+    for entry in page.entries:
+        with contextlib.suppress(ValidationError):
+            letters.append((entry.sequence, DeadLetter.model_validate(entry.message)))
+    return letters
 
 
 async def _from_file(upload: UploadFile) -> tuple[str, dict[str, Any]] | str:
