@@ -21,7 +21,7 @@ from kbus_contract import (
     SearchReply,
     StatsReply,
 )
-from kbus_contract.errors import KbusError, PermanentError, TransientError
+from kbus_contract.errors import ErrorCode, KbusError, PermanentError, TransientError
 
 from kbus_client.credentials import CredentialFile
 from kbus_client.memory import Memory
@@ -191,7 +191,8 @@ class HttpKbClient:
             raise TimeoutError(f"the console did not answer {method} {path} in time") from exc
         except httpx.HTTPError as exc:
             raise TransientError(
-                f"cannot reach the console at {self.http.base_url}: {exc}", code="unavailable"
+                f"cannot reach the console at {self.http.base_url}: {exc}",
+                code=ErrorCode.UNAVAILABLE,
             ) from exc
         if answer.status_code < 400:
             return answer
@@ -212,7 +213,8 @@ def _error(answer: httpx.Response) -> KbusError:
         problem = answer.json()
         code, detail, retryable = problem["code"], problem["detail"], problem["retryable"]
     except (ValueError, KeyError, TypeError):
-        code, detail, retryable = "error", f"HTTP {answer.status_code}", answer.status_code >= 500
+        code, retryable = str(ErrorCode.ERROR), answer.status_code >= 500
+        detail = f"HTTP {answer.status_code}"
     kind = TransientError if retryable else PermanentError
     return kind(detail, code=code, stage="console")
 
