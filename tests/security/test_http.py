@@ -8,10 +8,12 @@ import asyncio
 import contextlib
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fpdf import FPDF
 from kbus_client import CredentialFile, KbError
 from kbus_client.http import HttpKbClient
 from kbus_dev.natsauth import Credential
@@ -296,3 +298,93 @@ async def test_the_client_s_surface_works_over_http_as_over_nats(
         assert [m.document_id for m in await memory.list()] == [kept]
         assert await memory.forget(kept) >= 1
         assert await memory.list() == ()
+
+
+async def test_files_profiles_dead_letters_and_progress_over_http(
+    published: Locked, console: str, tmp_path: Path
+) -> None:
+    token = _token(published, "t1-all")
+    async with httpx.AsyncClient(base_url=console, timeout=180, headers=_auth(token)) as http:
+        # A file's bytes, its format from its media type.
+        pdf = FPDF()
+        pdf.add_page()
+        pdf.set_font("Helvetica", size=12)
+        pdf.multi_cell(0, 8, "The gantry crane is inspected every spring by the riggers.")
+        put = await http.put(
+            "/v1/libraries/lib-b/files/crane.pdf?wait=true",
+            content=bytes(pdf.output()),
+            headers={"content-type": "application/pdf"},
+        )
+        assert put.status_code == 201, put.text
+        found = await http.post(
+            "/v1/search",
+            json={"query": "gantry riggers", "libraries": ["lib-b"], "search_type": "keyword"},
+        )
+        assert found.json()["results"][0]["document_id"] == "crane.pdf"
+        refused = await http.put(
+            "/v1/libraries/lib-b/files/x.png",
+            content=b"\x89PNG",
+            headers={"content-type": "image/png"},
+        )
+        assert refused.json()["code"] == "unsupported_content_type", refused.text
+
+        # A profile, set with a sample cut by it, then back to kbus's defaults.
+        sample = "# Pumps\n\n## Priming\nOpen the vent.\n\n## Draining\nClose the valve.\n"
+        changes = [
+            {"chunker": {"kind": "recursive"}},
+            {"chunker": {"kind": "pattern", "pattern": "^## "}},
+        ]
+        cut = []
+        for change in changes:
+            set_to = await http.put(
+                "/v1/libraries/lib-b/profile", json={"profile": change, "example": sample}
+            )
+            assert set_to.status_code == 200, set_to.text
+            cut.append(set_to.json()["example_chunks"])
+        assert cut[1] > cut[0], cut
+        assert (await http.get("/v1/libraries/lib-b/profile")).json()["profile"]["chunker"][
+            "kind"
+        ] == "pattern"
+        await http.put("/v1/libraries/lib-b/profile", json={"profile": {}})
+
+        # A dead letter listed, replayed, and gone from the list.
+        kb = await client_for(published, "t1-all")
+        async with kb:
+            body: dict[str, Any] = {"tenant": "t1", "library": "lib-a", "title": "x", "text": "y"}
+            body |= {"document_id": "http-letter", "content_type": "application/json"}
+            body |= {"template": {"text": "{a}"}}
+            await kb.nc.jetstream().publish("document.added.t1.lib-a", json.dumps(body).encode())
+        sequence = None
+        for _ in range(60):
+            letters = (await http.get("/v1/dead-letters")).json()["letters"]
+            mine = [s for s in letters if s["letter"]["document_id"] == "http-letter"]
+            if mine:
+                sequence = mine[0]["sequence"]
+                break
+            await asyncio.sleep(0.5)
+        assert sequence is not None, "no dead letter listed"
+        replayed = await http.post(f"/v1/dead-letters/{sequence}/replay")
+        assert replayed.status_code == 202, replayed.text
+        letters = (await http.get("/v1/dead-letters")).json()["letters"]
+        assert sequence not in [s["sequence"] for s in letters]
+
+        # A large document's progress, as server-sent events.
+        events: list[str] = []
+
+        async def follow() -> None:
+            async with http.stream("GET", "/v1/libraries/lib-a/progress?seconds=120") as stream:
+                async for line in stream.aiter_lines():
+                    if line.startswith("data: "):
+                        events.append(line)
+                        return
+
+        following = asyncio.create_task(follow())
+        await asyncio.sleep(1.0)
+        large = " ".join(f"Sentence {n} about the {WORDS[n % len(WORDS)]}." for n in range(9000))
+        await http.put(
+            "/v1/libraries/lib-a/documents/large?wait=true", json={"title": "L", "text": large}
+        )
+        await asyncio.wait_for(following, 120)
+        told = json.loads(events[0].removeprefix("data: "))
+        assert told["document_id"] == "large"
+        assert 0 < told["indexed"] <= told["total"]

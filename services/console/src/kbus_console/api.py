@@ -4,12 +4,29 @@ calls, checks and answers as over NATS (``KbClient``'s), the JSON bodies the con
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from kbus_client import KbClient
-from kbus_contract import DocumentIndexed, DocumentRemoved, SearchReply, StatsReply
-from pydantic import BaseModel
+from kbus_client.replays import replay_letter
+from kbus_contract import (
+    ContentType,
+    DeadLetter,
+    DocumentIndexed,
+    DocumentRemoved,
+    LibraryProfile,
+    ProfileReply,
+    SearchReply,
+    StatsReply,
+)
+from kbus_contract.errors import ErrorCode, PermanentError
+from kbus_contract.feed import MAX_FEED_ENTRIES, FeedKind
+from kbus_contract.formats import FORMATS
+from pydantic import BaseModel, ValidationError
 
+#: Each file's media type and the format it is published as (records, which need a
+#: template, are published with one over ``PUT .../documents``).
+FORMATS_BY_MEDIA: dict[str, ContentType] = {ct.value: ct for ct in FORMATS if not ct.records}
 #: Fields of a search body the console sets itself (the deadline: its own wait's).
 SET_BY_CONSOLE = ("budget_ms",)
 #: Fields of a publish body the path sets.
@@ -85,3 +102,79 @@ async def delete(
 ) -> DocumentRemoved | None:
     """Delete a document, or a whole library (no ``document_id``)."""
     return await kb.delete_document(library=library, document_id=document_id, wait=wait)
+
+
+class StoredLetter(BaseModel):
+    """A dead letter and its place in the stream (what a replay names)."""
+
+    sequence: int
+    letter: DeadLetter
+
+
+class Letters(BaseModel):
+    """The tenant's dead letters its credential may read, oldest first."""
+
+    letters: tuple[StoredLetter, ...]
+
+
+async def dead_letters(kb: KbClient, restricted: bool) -> Letters:
+    """The tenant's dead letters (those of restricted documents too where it may)."""
+    page = await kb.feed(FeedKind.DEAD_LETTERS, limit=MAX_FEED_ENTRIES, restricted=restricted)
+    letters = []
+    for entry in page.entries:
+        with contextlib.suppress(ValidationError):
+            letter = DeadLetter.model_validate(entry.message)
+            letters.append(StoredLetter(sequence=entry.sequence, letter=letter))
+    return Letters(letters=tuple(letters))
+
+
+async def replay(kb: KbClient, sequence: int, restricted: bool) -> StoredLetter:
+    """Send a dead letter's message again (the gate removes the letter once it is stored).
+
+    Raises:
+        PermanentError: the credential reads no dead letter ``sequence``.
+        ReplayError: the letter keeps only part of its message.
+    """
+    found = {s.sequence: s for s in (await dead_letters(kb, restricted)).letters}.get(sequence)
+    if found is None:
+        raise PermanentError(
+            f"there is no dead letter {sequence} this token may read", code=ErrorCode.INVALID
+        )
+    await replay_letter(kb.nc, kb.topology, sequence, found.letter)
+    return found
+
+
+class ProfileChange(BaseModel):
+    """A library's new profile, and a sample document to cut with it."""
+
+    profile: LibraryProfile
+    example: str | None = None
+
+
+async def profile(kb: KbClient, library: str, change: ProfileChange | None) -> ProfileReply:
+    """A library's profile; with ``change``, set first (the sample cut with it)."""
+    if change is None:
+        return await kb.profile(library)
+    return await kb.profile(library, set_to=change.profile, example=change.example)
+
+
+async def publish_file(
+    kb: KbClient, library: str, document_id: str, data: bytes, media_type: str, wait: bool
+) -> Published:
+    """A file's bytes as a document (by claim check), its format from its media type."""
+    kind = FORMATS_BY_MEDIA.get(media_type)
+    if kind is None:
+        raise PermanentError(
+            f"kbus takes no files of type {media_type or '(none)'}: send one of "
+            + ", ".join(sorted(FORMATS_BY_MEDIA)),
+            code=ErrorCode.UNSUPPORTED_CONTENT_TYPE,
+        )
+    result = await kb.publish_document(
+        library=library, document_id=document_id, data=data, content_type=kind, wait=wait
+    )
+    return Published(
+        document_id=result.document_id,
+        version=result.version,
+        duplicate=result.duplicate,
+        receipt=result.receipt,
+    )

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from kbus_client import KbClient
+from kbus_client import CredentialFile, KbClient
 from kbus_contract.errors import ErrorCode, KbusError, PermanentError
+from kbus_contract.wire import describe_validation_error
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from kbus_console import api
@@ -47,6 +49,11 @@ class Handlers:
                 self.document,
                 methods=["PUT", "DELETE"],
             ),
+            Route("/v1/libraries/{library}/files/{document_id:path}", self.file, methods=["PUT"]),
+            Route("/v1/libraries/{library}/profile", self.profile, methods=["GET", "PUT"]),
+            Route("/v1/libraries/{library}/progress", self.progress, methods=["GET"]),
+            Route("/v1/dead-letters", self.dead_letters, methods=["GET"]),
+            Route("/v1/dead-letters/{sequence:int}/replay", self.replay, methods=["POST"]),
         ]
 
     async def health(self, request: Request) -> Response:
@@ -94,6 +101,70 @@ class Handlers:
 
         return await self._answer(request, publish, status=201 if wait else 202)
 
+    async def file(self, request: Request) -> Response:
+        """A file's bytes as they are, its format from ``Content-Type`` (by claim check)."""
+        library, document_id = request.path_params["library"], request.path_params["document_id"]
+        data = await self._bytes(request)
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        wait = _flag(request, "wait")
+        return await self._answer(
+            request,
+            lambda kb: api.publish_file(kb, library, document_id, data, kind, wait),
+            status=201 if wait else 202,
+        )
+
+    async def profile(self, request: Request) -> Response:
+        library = request.path_params["library"]
+        change = None
+        if request.method == "PUT":
+            body = await self._body(request)
+            try:
+                change = api.ProfileChange.model_validate(body)
+            except ValidationError as exc:
+                raise BadRequestError(400, describe_validation_error(exc)) from exc
+        return await self._answer(request, lambda kb: api.profile(kb, library, change))
+
+    async def dead_letters(self, request: Request) -> Response:
+        restricted = _restricted(request)
+        return await self._answer(request, lambda kb: api.dead_letters(kb, restricted))
+
+    async def replay(self, request: Request) -> Response:
+        sequence, restricted = request.path_params["sequence"], _restricted(request)
+        return await self._answer(
+            request, lambda kb: api.replay(kb, sequence, restricted), status=202
+        )
+
+    async def progress(self, request: Request) -> Response:
+        """A library's large documents' progress as server-sent events (``document.progress``
+        as the indexer stores each part), for ``seconds`` (at most ten minutes)."""
+        library = request.path_params["library"]
+        seconds = min(_int(request.query_params.get("seconds", "60"), "seconds"), 600)
+        authorization = request.headers.get("authorization")
+        try:
+            async with self.sessions.serving(authorization) as kb:
+                await kb.stats()  # refused here, as a problem, if the token reaches nothing
+        except UnauthorizedError as exc:
+            return from_error(exc, UNAUTHORIZED)
+        except KbusError as exc:
+            return from_error(exc)
+
+        async def events() -> AsyncIterator[bytes]:
+            async with (
+                self.sessions.serving(authorization) as kb,
+                kb.progress_of(library) as told,
+            ):
+                yield b": following\n\n"
+                ends = asyncio.get_running_loop().time() + seconds
+                while (left := ends - asyncio.get_running_loop().time()) > 0:
+                    try:
+                        said = await asyncio.wait_for(told.get(), min(left, 15.0))
+                    except TimeoutError:
+                        yield b": still here\n\n"
+                        continue
+                    yield f"event: progress\ndata: {said.model_dump_json()}\n\n".encode()
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
     async def delete_library(self, request: Request) -> Response:
         library, wait = request.path_params["library"], _flag(request, "wait")
         return await self._answer(request, lambda kb: api.delete(kb, library, None, wait=wait))
@@ -117,11 +188,8 @@ class Handlers:
             return Response(status_code=202)
         return Response(reply.model_dump_json(), status_code=status, media_type="application/json")
 
-    async def _body(self, request: Request) -> dict[str, Any]:
-        """The request's JSON object, read no further than the body limit."""
-        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if kind != "application/json":
-            raise BadRequestError(UNSUPPORTED, "send the body as application/json")
+    async def _bytes(self, request: Request) -> bytes:
+        """The request's body, read no further than the body limit."""
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             raise _too_large(self.max_body_bytes)
@@ -130,6 +198,14 @@ class Handlers:
             data += piece
             if len(data) > self.max_body_bytes:
                 raise _too_large(self.max_body_bytes)
+        return bytes(data)
+
+    async def _body(self, request: Request) -> dict[str, Any]:
+        """The request's JSON object, read no further than the body limit."""
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            raise BadRequestError(UNSUPPORTED, "send the body as application/json")
+        data = await self._bytes(request)
         try:
             body = json.loads(data)
         except ValueError as exc:
@@ -162,6 +238,16 @@ async def no_route(request: Request, exc: Exception) -> Response:
     status = getattr(exc, "status_code", 404)
     said = "no such route" if status == 404 else f"{request.method} is not served here"
     return problem(status, ErrorCode.INVALID, f"{said}: {request.url.path} (see /openapi.json)")
+
+
+def _restricted(request: Request) -> bool:
+    """Whether the request's token reads the records of restricted documents too (a bad
+    token is refused when the request is asked)."""
+    token = request.headers.get("authorization", "").partition(" ")[2]
+    try:
+        return CredentialFile.from_token(token.strip()).names_restricted()
+    except ValueError:
+        return False
 
 
 def _flag(request: Request, name: str) -> bool:

@@ -6,10 +6,25 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from kbus_contract import DocumentAdded, DocumentRemoved, SearchReply, SearchRequest, StatsReply
+from kbus_contract import (
+    DocumentAdded,
+    DocumentRemoved,
+    ProfileReply,
+    SearchReply,
+    SearchRequest,
+    StatsReply,
+)
 from pydantic import BaseModel
 
-from kbus_console.api import NAMED_BY_PATH, SET_BY_CONSOLE, Published
+from kbus_console.api import (
+    FORMATS_BY_MEDIA,
+    NAMED_BY_PATH,
+    SET_BY_CONSOLE,
+    Letters,
+    ProfileChange,
+    Published,
+    StoredLetter,
+)
 
 REF = "#/components/schemas/{model}"
 PROBLEM = {
@@ -77,6 +92,7 @@ def openapi() -> dict[str, Any]:
     search_body = _schema(SearchRequest, c, SET_BY_CONSOLE, optional=("tenant",))
     document_body = _schema(DocumentAdded, c, NAMED_BY_PATH, optional=("tenant",))
     stats, removed = _schema(StatsReply, c), _schema(DocumentRemoved, c)
+    published, profile = _schema(Published, c), _schema(ProfileReply, c)
     document = "/v1/libraries/{library}/documents/{document_id}"
     return {
         "openapi": "3.1.0",
@@ -117,10 +133,54 @@ def openapi() -> dict[str, Any]:
                     parameters=_params("library", query=("after", "limit", "principal", "filters")),
                 )
             },
+            "/v1/libraries/{library}/files/{document_id}": {
+                "put": _operation(
+                    "Publish a file's bytes, its format from Content-Type (202; 201 with "
+                    "wait=true once searchable)",
+                    published,
+                    parameters=_params("library", "document_id", query=("wait",)),
+                    requestBody={
+                        "required": True,
+                        "content": {kind: {"schema": {}} for kind in sorted(FORMATS_BY_MEDIA)},
+                    },
+                )
+            },
+            "/v1/libraries/{library}/profile": {
+                "get": _operation("A library's profile", profile, parameters=_params("library")),
+                "put": _operation(
+                    "Set a library's profile (a sample cut with it)",
+                    profile,
+                    _schema(ProfileChange, c),
+                    parameters=_params("library"),
+                ),
+            },
+            "/v1/libraries/{library}/progress": {
+                "get": {
+                    "summary": "Large documents' progress as server-sent events",
+                    "security": [{"token": []}],
+                    "parameters": _params("library", query=("seconds",)),
+                    "responses": {
+                        "200": {
+                            "description": "event: progress, data: a DocumentProgress",
+                            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                        }
+                    },
+                }
+            },
+            "/v1/dead-letters": {
+                "get": _operation("The tenant's dead letters", _schema(Letters, c))
+            },
+            "/v1/dead-letters/{sequence}/replay": {
+                "post": _operation(
+                    "Replay a dead letter (it leaves the list once its message is stored)",
+                    _schema(StoredLetter, c),
+                    parameters=_params("sequence"),
+                )
+            },
             document: {
                 "put": _operation(
                     "Publish a document (202; 201 with wait=true once searchable)",
-                    _schema(Published, c),
+                    published,
                     document_body,
                     parameters=_params("library", "document_id", query=("wait", "interactive")),
                 ),

@@ -6,16 +6,14 @@ carries the sign-in's CSRF token, and the cookie is ``HttpOnly`` and ``SameSite=
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 from kbus_client import CredentialFile, KbClient
-from kbus_client.replays import ReplayError, replay_letter
-from kbus_contract import ContentType, DeadLetter, LibraryProfile, StatsReply
+from kbus_client.replays import ReplayError
+from kbus_contract import ContentType, LibraryProfile, StatsReply
 from kbus_contract.errors import KbusError
-from kbus_contract.feed import FeedKind
 from kbus_contract.formats import by_extension
 from kbus_contract.identifiers import document_id_of
 from kbus_contract.wire import describe_validation_error
@@ -25,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from kbus_console import api
 from kbus_console.sessions import Sessions
 from kbus_console.web import pages
 from kbus_console.web.signins import COOKIE, SignIn, SignIns, csrf_ok
@@ -149,7 +148,8 @@ class Console:
         if held is None:
             return RedirectResponse("/", status_code=303)
         try:
-            letters = await self._ask(held, lambda kb: _letters(kb, held))
+            found = await self._ask(held, lambda kb: api.dead_letters(kb, _restricted(held)))
+            letters = [(s.sequence, s.letter) for s in found.letters]
         except KbusError as exc:
             return _html(pages.dead_letters([], held.csrf, (exc.reason,)), 403)
         return _html(pages.dead_letters(letters, held.csrf, said))
@@ -161,11 +161,8 @@ class Console:
         sequence = request.path_params["sequence"]
 
         async def send(kb: KbClient) -> str:
-            found = dict(await _letters(kb, held)).get(sequence)
-            if found is None:
-                return f"dead letter {sequence} is not there any more"
-            await replay_letter(kb.nc, kb.topology, sequence, found)
-            return f"replayed dead letter {sequence} ({found.document_id})"
+            sent = await api.replay(kb, sequence, _restricted(held))
+            return f"replayed dead letter {sequence} ({sent.letter.document_id})"
 
         try:
             said = await self._ask(held, send)
@@ -192,9 +189,8 @@ class Console:
         text, sample = str(form.get("profile") or ""), str(form.get("sample") or "")
         try:
             chosen = LibraryProfile.model_validate_json(text)
-            reply = await self._ask(
-                signin, lambda kb: kb.profile(name, set_to=chosen, example=sample or None)
-            )
+            change = api.ProfileChange(profile=chosen, example=sample or None)
+            reply = await self._ask(signin, lambda kb: api.profile(kb, name, change))
         except ValidationError as exc:
             current = await self._ask(signin, lambda kb: kb.profile(name))
             said = f"not saved: {describe_validation_error(exc)}"
@@ -260,18 +256,6 @@ class Console:
         return (held, form) if keep_form else held
 
 
-async def _letters(kb: KbClient, held: SignIn) -> list[tuple[int, DeadLetter]]:
-    """The tenant's dead letters its credential may read (those of restricted documents too
-    where it may), by sequence, oldest first."""
-    restricted = CredentialFile.from_token(held.token).names_restricted()
-    page = await kb.feed(FeedKind.DEAD_LETTERS, limit=500, restricted=restricted)
-    letters = []
-    for entry in page.entries:
-        with contextlib.suppress(ValidationError):
-            letters.append((entry.sequence, DeadLetter.model_validate(entry.message)))
-    return letters
-
-
 async def _from_file(upload: UploadFile) -> tuple[str, dict[str, Any]] | str:
     """An uploaded file as a publish's id and fields, or why it cannot be one."""
     filename = upload.filename or "upload"
@@ -289,6 +273,11 @@ async def _from_file(upload: UploadFile) -> tuple[str, dict[str, Any]] | str:
     else:
         fields["data"] = data
     return document_id_of(filename), fields
+
+
+def _restricted(held: SignIn) -> bool:
+    """Whether the sign-in's credential reads the records of restricted documents too."""
+    return CredentialFile.from_token(held.token).names_restricted()
 
 
 def _html(text: str, status: int = 200) -> HTMLResponse:
