@@ -89,14 +89,10 @@ def _params(*names: str, query: tuple[str, ...] = ()) -> list[dict[str, Any]]:
 def openapi() -> dict[str, Any]:
     """The document ``/openapi.json`` serves."""
     c: dict[str, Any] = {"Problem": PROBLEM}
-    search_body = _schema(SearchRequest, c, SET_BY_CONSOLE, optional=("tenant",))
-    document_body = _schema(DocumentAdded, c, NAMED_BY_PATH, optional=("tenant",))
-    stats, removed = _schema(StatsReply, c), _schema(DocumentRemoved, c)
-    published, profile = _schema(Published, c), _schema(ProfileReply, c)
-    document = "/v1/libraries/{library}/documents/{document_id}"
     return {
         "openapi": "3.1.0",
         "info": {"title": "kbus", "version": "1"},
+        "paths": {**_reads(c), **_writes(c)},
         "components": {
             "schemas": c,
             "securitySchemes": {
@@ -108,87 +104,89 @@ def openapi() -> dict[str, Any]:
                 }
             },
         },
-        "paths": {
-            "/v1/search": {
-                "post": _operation("Search", _schema(SearchReply, c), search_body),
-            },
-            "/v1/libraries": {
-                "get": _operation(
-                    "The libraries the token reaches",
-                    stats,
-                    parameters=_params(query=("principal",)),
-                )
-            },
-            "/v1/libraries/{library}": {
-                "delete": _operation(
-                    "Delete a whole library",
-                    removed,
-                    parameters=_params("library", query=("wait",)),
-                )
-            },
-            "/v1/libraries/{library}/documents": {
-                "get": _operation(
-                    "A page of a library's documents",
-                    stats,
-                    parameters=_params("library", query=("after", "limit", "principal", "filters")),
-                )
-            },
-            "/v1/libraries/{library}/files/{document_id}": {
-                "put": _operation(
-                    "Publish a file's bytes, its format from Content-Type (202; 201 with "
-                    "wait=true once searchable)",
-                    published,
-                    parameters=_params("library", "document_id", query=("wait",)),
-                    requestBody={
-                        "required": True,
-                        "content": {kind: {"schema": {}} for kind in sorted(FORMATS_BY_MEDIA)},
-                    },
-                )
-            },
-            "/v1/libraries/{library}/profile": {
-                "get": _operation("A library's profile", profile, parameters=_params("library")),
-                "put": _operation(
-                    "Set a library's profile (a sample cut with it)",
-                    profile,
-                    _schema(ProfileChange, c),
-                    parameters=_params("library"),
-                ),
-            },
-            "/v1/libraries/{library}/progress": {
-                "get": {
-                    "summary": "Large documents' progress as server-sent events",
-                    "security": [{"token": []}],
-                    "parameters": _params("library", query=("seconds",)),
-                    "responses": {
-                        "200": {
-                            "description": "event: progress, data: a DocumentProgress",
-                            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-                        }
-                    },
-                }
-            },
-            "/v1/dead-letters": {
-                "get": _operation("The tenant's dead letters", _schema(Letters, c))
-            },
-            "/v1/dead-letters/{sequence}/replay": {
-                "post": _operation(
-                    "Replay a dead letter (it leaves the list once its message is stored)",
-                    _schema(StoredLetter, c),
-                    parameters=_params("sequence"),
-                )
-            },
-            document: {
-                "put": _operation(
-                    "Publish a document (202; 201 with wait=true once searchable)",
-                    published,
-                    document_body,
-                    parameters=_params("library", "document_id", query=("wait", "interactive")),
-                ),
-                "delete": _operation(
-                    "Delete a document",
-                    removed,
-                    parameters=_params("library", "document_id", query=("wait",)),
-                ),
-            },
+    }
+
+
+def _reads(c: dict[str, Any]) -> dict[str, Any]:
+    """The paths that read (their schemas added to ``c``)."""
+    stats = _schema(StatsReply, c)
+    search_body = _schema(SearchRequest, c, SET_BY_CONSOLE, optional=("tenant",))
+    stream = {"text/event-stream": {"schema": {"type": "string"}}}
+    return {
+        "/v1/search": {"post": _operation("Search", _schema(SearchReply, c), search_body)},
+        "/v1/libraries": {
+            "get": _operation(
+                "The libraries the token reaches", stats, parameters=_params(query=("principal",))
+            )
+        },
+        "/v1/libraries/{library}/documents": {
+            "get": _operation(
+                "A page of a library's documents",
+                stats,
+                parameters=_params("library", query=("after", "limit", "principal", "filters")),
+            )
+        },
+        "/v1/libraries/{library}/progress": {
+            "get": {
+                "summary": "Large documents' progress as server-sent events",
+                "security": [{"token": []}],
+                "parameters": _params("library", query=("seconds",)),
+                "responses": {
+                    "200": {"description": "event: progress, data: a DocumentProgress"}
+                    | {"content": stream}
+                },
+            }
+        },
+        "/v1/dead-letters": {"get": _operation("The tenant's dead letters", _schema(Letters, c))},
+    }
+
+
+def _writes(c: dict[str, Any]) -> dict[str, Any]:
+    """The paths that change something (their schemas added to ``c``)."""
+    removed, published = _schema(DocumentRemoved, c), _schema(Published, c)
+    profile = _schema(ProfileReply, c)
+    files: dict[str, Any] = {kind: {"schema": {}} for kind in sorted(FORMATS_BY_MEDIA)}
+    return {
+        "/v1/libraries/{library}": {
+            "delete": _operation(
+                "Delete a whole library", removed, parameters=_params("library", query=("wait",))
+            )
+        },
+        "/v1/libraries/{library}/documents/{document_id}": {
+            "put": _operation(
+                "Publish a document (202; 201 with wait=true once searchable)",
+                published,
+                _schema(DocumentAdded, c, NAMED_BY_PATH, optional=("tenant",)),
+                parameters=_params("library", "document_id", query=("wait", "interactive")),
+            ),
+            "delete": _operation(
+                "Delete a document",
+                removed,
+                parameters=_params("library", "document_id", query=("wait",)),
+            ),
+        },
+        "/v1/libraries/{library}/files/{document_id}": {
+            "put": _operation(
+                "Publish a file's bytes, its format from Content-Type",
+                published,
+                parameters=_params("library", "document_id", query=("wait",)),
+                requestBody={"required": True, "content": files},
+            )
+        },
+        "/v1/libraries/{library}/profile": {
+            "get": _operation("A library's profile", profile, parameters=_params("library")),
+            "put": _operation(
+                "Set a library's profile (a sample cut with it)",
+                profile,
+                _schema(ProfileChange, c),
+                parameters=_params("library"),
+            ),
+        },
+        "/v1/dead-letters/{sequence}/replay": {
+            "post": _operation(
+                "Replay a dead letter (it leaves the list once its message is stored)",
+                _schema(StoredLetter, c),
+                parameters=_params("sequence"),
+            )
         },
     }
