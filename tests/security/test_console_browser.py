@@ -179,6 +179,8 @@ async def test_a_person_changes_a_chunker_and_replays_a_dead_letter_in_the_brows
         said = _status(browser)
         assert "saved as revision" in said, browser.page_source[:3000]
         counts.append(int(said.split("cut into ")[1].split()[0]))
+        shown = browser.find_elements(By.CSS_SELECTOR, "ol.preview li")
+        assert len(shown) == counts[-1], browser.page_source[:3000]
     assert counts[1] > counts[0], counts
     _shot(browser, tmp_path, "profile")
     async with await client_for(locked, "t3-a") as kb:  # back to kbus's defaults

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from kbus_contract import ContentType, ErrorReply, LibraryProfile, ProfileReply, ProfileRequest
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
-from kbus_contract.profiles import profile_key
+from kbus_contract.profiles import PREVIEW_CHARS, PREVIEW_CHUNKS, ExampleChunk, profile_key
 from kbus_contract.tenancy import Identity, require_granted, require_tenant
 from kbus_runtime.answering import Inbound
 from kbus_runtime.budgets import Resource, over_budget
@@ -126,7 +126,7 @@ class Profiles:
                 tenant=req.tenant, library=req.library, revision=revision, profile=profile
             )
         cutter = self._cutter(req.profile)
-        chunks = self._try(cutter, req) if req.example is not None else None
+        chunks, preview = self._try(cutter, req) if req.example is not None else (None, ())
         _, kept = await self.read(req.tenant, req.library)
         connection = self.stage.broker.connection
         await self.chat_models.require(connection, self.stage.topology, req.profile, kept)
@@ -138,19 +138,27 @@ class Profiles:
             revision=revision,
             profile=req.profile,
             example_chunks=chunks,
+            example_preview=preview,
         )
 
     @staticmethod
-    def _try(cutter: Cutter, req: ProfileRequest) -> int:
+    def _try(cutter: Cutter, req: ProfileRequest) -> tuple[int, tuple[ExampleChunk, ...]]:
         """Cut the example as a document of its type is cut when it is ingested (Markdown by
-        its sections); a pattern that finds nothing in it refuses the profile."""
+        its sections): how many chunks, and the first ones; a pattern that finds nothing in it
+        refuses the profile."""
         example = req.example or ""
         if cutter.pattern is not None and cutter.pattern.search(example) is None:
             raise PermanentError(
                 "the pattern matches nothing in the example", code=ErrorCode.BAD_PROFILE
             )
         markdown = req.example_type is ContentType.MARKDOWN
-        return sum(1 for _ in cut_pieces(Parsed(example, markdown=markdown), cutter))
+        count, preview = 0, list[ExampleChunk]()
+        for piece in cut_pieces(Parsed(example, markdown=markdown), cutter):
+            count += 1
+            if len(preview) < PREVIEW_CHUNKS:
+                text = piece.span.text[:PREVIEW_CHARS]
+                preview.append(ExampleChunk(heading_path=piece.heading_path, text=text))
+        return count, tuple(preview)
 
     async def _keep(self, req: ProfileRequest, profile: LibraryProfile) -> int:
         key = profile_key(req.tenant, req.library)

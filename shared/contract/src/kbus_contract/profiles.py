@@ -245,6 +245,17 @@ class ProfileRequest(Contract):
     )
 
 
+#: Chunks of an example a profile reply shows, and characters of each.
+PREVIEW_CHUNKS, PREVIEW_CHARS = 20, 300
+
+
+class ExampleChunk(Contract):
+    """One chunk of a profile's example, as the library's chunker cut it."""
+
+    heading_path: tuple[str, ...] = ()
+    text: str
+
+
 class ProfileReply(Contract):
     """A library's profile and its revision (0: never set, kbus's defaults)."""
 
@@ -255,4 +266,9 @@ class ProfileReply(Contract):
     profile: LibraryProfile
     example_chunks: int | None = Field(
         default=None, description="How many chunks the request's example was cut into."
+    )
+    example_preview: tuple[ExampleChunk, ...] = Field(
+        default=(),
+        description="The first chunks of the request's example (at most "
+        f"{PREVIEW_CHUNKS}, each's text to {PREVIEW_CHARS} characters): the preview.",
     )

@@ -235,6 +235,13 @@ def profile(
     """A library's profile as JSON to edit, with a sample document to cut with it."""
     here = f"/libraries/{quote(name)}/profile"
     notes = f'<p class="said" role="status">{e(said)}</p>' if said else ""
+    if reply.example_preview:
+        cut = "".join(
+            f"<li><strong>{e(' > '.join(c.heading_path))}</strong> {e(c.text)}</li>"
+            for c in reply.example_preview
+        )
+        notes += f'<h2>The sample, cut</h2><ol class="preview">{cut}</ol>'
+
     body = (
         f"{notes}<p>Revision {reply.revision} (0: kbus's defaults). The chunker, the matching "
         "texts, the query transformer and the reranker of this library: documents published "
