@@ -8,13 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import made_up_beir
+
 
 def test_the_http_bench_asks_both_transports_side_by_side(tmp_path: Path) -> None:
     out = tmp_path / "http.json"
+    dataset = made_up_beir(tmp_path / "beir", 20, 10)
     done = subprocess.run(
         [
             *(sys.executable, "-m", "bench.http", "--documents", "20", "--queries", "10"),
-            *("--concurrency", "4", "--out", str(out)),
+            *("--concurrency", "4", "--out", str(out), f"--dataset={dataset}"),
         ],
         capture_output=True,
         text=True,
