@@ -293,6 +293,19 @@ async def test_the_client_s_surface_works_over_http_as_over_nats(
         with pytest.raises(KbError) as refused:
             await over_http.search("x", libraries=["lib-a"], tenant="t1")
         assert refused.value.code == "permission_denied"
+        pdf = FPDF()
+        pdf.add_page()
+        pdf.set_font("Helvetica", size=12)
+        pdf.multi_cell(0, 8, "The loading bay doors close automatically at ten at night.")
+        filed = await over_http.publish_document(
+            library="lib-a",
+            document_id="bay.pdf",
+            data=bytes(pdf.output()),
+            content_type="application/pdf",
+            wait=True,
+        )
+        assert filed.receipt is not None
+        assert filed.receipt.chunk_count >= 1
         memory = over_http.memory("notes", conversation="http")
         kept = await memory.remember("The night shift restarts the compressor at two.")
         assert [m.document_id for m in await memory.list()] == [kept]

@@ -87,21 +87,34 @@ class HttpKbClient:
         interactive: bool = False,
         **fields: Unpack[DocumentFields],
     ) -> PublishResult:
-        """As :meth:`kbus_client.KbClient.publish_document`; a file's bytes are not sent over
-        HTTP yet (publish its text, or a page's ``url``)."""
-        if data is not None:
-            raise ValueError("a file's bytes are not published over HTTP yet: send its text")
-        body: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
-        if tenant:
-            body["tenant"] = tenant
+        """As :meth:`kbus_client.KbClient.publish_document`: a file's ``data`` goes as its
+        bytes, its format named by ``content_type``."""
         params = {"wait": str(wait).lower(), "interactive": str(interactive).lower()}
-        answer = await self._ask(
-            "PUT",
-            f"/v1/libraries/{_part(library)}/documents/{_part(document_id)}",
-            json=body,
-            params=params,
-            wait_s=timeout_s + self.timeout_s if wait else None,
-        )
+        wait_s = timeout_s + self.timeout_s if wait else None
+        where = f"/v1/libraries/{_part(library)}"
+        if data is not None:
+            kind = str(fields.get("content_type") or "")
+            if not kind:
+                raise ValueError("a file's bytes need its content_type")
+            answer = await self._ask(
+                "PUT",
+                f"{where}/files/{_part(document_id)}",
+                content=data,
+                headers={"content-type": kind},
+                params={"wait": params["wait"]},
+                wait_s=wait_s,
+            )
+        else:
+            body: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+            if tenant:
+                body["tenant"] = tenant
+            answer = await self._ask(
+                "PUT",
+                f"{where}/documents/{_part(document_id)}",
+                json=body,
+                params=params,
+                wait_s=wait_s,
+            )
         told = answer.json()
         receipt = DocumentIndexed.model_validate(told["receipt"]) if told["receipt"] else None
         return PublishResult.told(told["document_id"], told["version"], receipt, told["duplicate"])
