@@ -163,6 +163,6 @@ class DocumentWrites(Connection):
                 deletion.model_dump_json().encode(),
                 headers={"content-type": "application/json"},
             )
-            await self.interruptions.race(subject, "gateway", sent)
+            await self.interruptions.race(subject, "", sent)
             self._ids.deleted(deletion.tenant, deletion.library, deletion.document_id)
             return await asyncio.wait_for(done, timeout_s) if wait else None

@@ -50,6 +50,8 @@ class Interruptions:
         before is lost with the old one and is asked again."""
         for waiting in list(self._waiting.values()):
             for waiter, stage in list(waiting.items()):
+                if not stage:
+                    continue  # a publish: re-sent under its id where it is not acknowledged
                 lost = TransientError(
                     "the connection to NATS was lost with this request; asked again",
                     code=ErrorCode.unanswered(stage, timed_out=False),
@@ -65,7 +67,8 @@ class Interruptions:
 
     async def race(self, subject: str, stage: str, asked: Awaitable[T]) -> T:
         """``asked``'s answer, unless the bus refuses ``subject`` or the connection is lost
-        first.
+        first (``stage`` empty: a refusal only, for a publish its sender re-sends itself
+        under its id when no acknowledgement comes).
 
         Raises:
             PermanentError: ``permission_denied``, naming the subject.

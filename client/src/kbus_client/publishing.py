@@ -89,7 +89,7 @@ class Publisher:
             js = self.nc.jetstream()
             ack = await until_stored(
                 lambda: self.interruptions.race(
-                    subject, "gateway", js.publish(subject, payload, headers=headers)
+                    subject, "", js.publish(subject, payload, headers=headers)
                 )
             )
         except PermanentError as exc:
