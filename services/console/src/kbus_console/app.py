@@ -32,7 +32,7 @@ def create_app(settings: ConsoleSettings | None = None) -> Starlette:
     """The HTTP API (no CORS: a browser page of another origin cannot call it)."""
     settings = settings or ConsoleSettings()
     sessions = Sessions(settings)
-    signins = SignIns(settings.sessions, settings.idle_s)
+    signins = SignIns(settings.sessions, settings.tenant_sessions, settings.idle_s)
     registry = CollectorRegistry()
     answered = Counter(
         "kbus_console_requests",
