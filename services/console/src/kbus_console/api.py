@@ -117,9 +117,12 @@ class Letters(BaseModel):
     letters: tuple[StoredLetter, ...]
 
 
-async def dead_letters(kb: KbClient, restricted: bool) -> Letters:
-    """The tenant's dead letters (those of restricted documents too where it may)."""
-    page = await kb.feed(FeedKind.DEAD_LETTERS, limit=MAX_FEED_ENTRIES, restricted=restricted)
+async def dead_letters(
+    kb: KbClient, restricted: bool, after: int = 0, limit: int = MAX_FEED_ENTRIES
+) -> Letters:
+    """The tenant's dead letters (those of restricted documents too where it may), after a
+    stream sequence."""
+    page = await kb.feed(FeedKind.DEAD_LETTERS, after=after, limit=limit, restricted=restricted)
     letters = []
     for entry in page.entries:
         with contextlib.suppress(ValidationError):
@@ -135,7 +138,9 @@ async def replay(kb: KbClient, sequence: int, restricted: bool) -> StoredLetter:
         PermanentError: the credential reads no dead letter ``sequence``.
         ReplayError: the letter keeps only part of its message.
     """
-    found = {s.sequence: s for s in (await dead_letters(kb, restricted)).letters}.get(sequence)
+    # One read: the first letter from ``sequence`` on that the credential may read.
+    first = (await dead_letters(kb, restricted, after=max(0, sequence - 1), limit=1)).letters
+    found = first[0] if first and first[0].sequence == sequence else None
     if found is None:
         raise PermanentError(
             f"there is no dead letter {sequence} this token may read", code=ErrorCode.INVALID
