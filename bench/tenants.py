@@ -5,15 +5,16 @@ side at each size in one run.
 
 One locked installation (:mod:`kbus_dev.locked`: nats-server in operator mode, each tenant an
 account pushed to it). The tenants grow to each size in turn; at each: the time nats-auth takes
-to add one tenant (``nats-auth --add``, its account pushed) and to remove one (``--drop``),
-while two other tenants search and publish without pause (the longest gap between their
-answers and their failures); nats-server's and Weaviate's memory and open files; the storage
-JetStream reserves; nats-server's restart to healthy; and a cold tenant's first search (its
-account loaded again after that restart, its Weaviate tenant inactive) against its next. Then
-``--publishers`` tenants each publish one document at once, against one tenant publishing as
-many: time to searchable, p50 and p99. Goals
-(docs/scaling.md, "Tenants"): no gap over 1 s and nothing failed, reserved storage the same at
-every size, the many tenants' p99 at most twice the one's.
+to add one tenant (``nats-auth --add``, its account pushed) and to remove one (``--drop``), run
+as an operator runs it, in a process of its own, while two other tenants search and publish
+without pause (the longest gap between their answers, and their failures); nats-server's and
+Weaviate's memory and open files; the storage JetStream reserves; nats-server's restart to
+healthy; and a cold tenant's first search (its account loaded again after that restart, its
+Weaviate tenant inactive) against its next. Then ``--publishers`` tenants each publish one
+document at once, against one tenant publishing as many: time to searchable, p50 and p99.
+Goals (docs/scaling.md, "Tenants"): no gap over 1 s and nothing failed, adding or removing one
+tenant within 1 s, reserved storage the same at every size, the many tenants' p99 at most
+twice the one's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from kbus_client import KbClient
+from kbus_client import CredentialFile, KbClient
 from kbus_dev.locked import WEAVIATE_KEY, Locked, start_locked
 from kbus_dev.natsauth import Credential, inbox
 from kbus_dev.servers import Server, start_nats
@@ -42,6 +44,8 @@ LIBRARY = "notes"
 #: The tenants that keep searching and publishing while others are added and removed.
 SEARCHER, PUBLISHER, COLD = "watch-search", "watch-publish", "cold"
 GAP_GOAL_S = 1.0
+#: Adding or removing one tenant with nats-auth, as an operator runs it, at any number of them.
+ADD_GOAL_S = 1.0
 
 
 def tenant(number: int) -> Credential:
@@ -152,15 +156,13 @@ async def add_and_remove(locked: Locked, listed: list[Credential], n: int) -> di
     ]
     await asyncio.sleep(1.0)
     newcomer = Credential("newcomer-all", "newcomer")
-    started = time.monotonic()
-    await locked.provision([*listed, newcomer], touched={newcomer.tenant})  # nats-auth --add
-    added = time.monotonic() - started
+    added = await nats_auth(locked, "--add", newcomer.spec)
+    record = CredentialFile.read(locked.auth / f"credential-{newcomer.name}.json")
+    locked.creds[newcomer.name] = record.creds.get_secret_value()
     held = await client(locked, newcomer)
     await held.search("nothing", libraries=[LIBRARY])
     await held.close()
-    started = time.monotonic()
-    await locked.provision(listed, touched={newcomer.tenant})  # nats-auth --drop
-    removed = time.monotonic() - started
+    removed = await nats_auth(locked, "--drop", newcomer.name)
     await asyncio.sleep(1.0)
     stop.set()
     watches = await asyncio.gather(*loops)
@@ -174,6 +176,33 @@ async def add_and_remove(locked: Locked, listed: list[Credential], n: int) -> di
         "answered": sum(w.answered for w in watches),
         "failures": [f for w in watches for f in w.failures][:5],
     }
+
+
+async def nats_auth(locked: Locked, *change: str) -> float:
+    """Seconds ``python -m kbus_dev nats-auth`` takes to make a change and push it, run in a
+    process of its own as an operator runs it (its imports included)."""
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kbus_dev",
+        "nats-auth",
+        "--out",
+        str(locked.auth),
+        "--prefix",
+        locked.prefix,
+        "--resolver-dir",
+        locked.resolver_dir,
+        "--push",
+        locked.nats_url,
+        *change,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await process.communicate()
+    if process.returncode:
+        raise RuntimeError(f"nats-auth {' '.join(change)} failed: {err.decode()[-500:]}")
+    return time.monotonic() - started
 
 
 def _restart(locked: Locked) -> float:
@@ -317,6 +346,9 @@ def goals(rows: list[Row], crowded: dict[str, Any]) -> dict[str, bool]:
         "nothing_failed": all(r.failed == 0 for r in rows),
         "reserved_storage_the_same_at_every_size": len({r.reserved_storage_bytes for r in rows})
         == 1,
+        "adding_or_removing_one_at_most_1_s": all(
+            max(r.add_s, r.remove_s) <= ADD_GOAL_S for r in rows
+        ),
     }
     if crowded:
         met["crowd_p99_at_most_twice_one_tenant"] = crowded["p99_ratio"] <= 2.0

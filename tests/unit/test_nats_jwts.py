@@ -23,6 +23,7 @@ from kbus_dev.natsauth import (
     Keys,
     edited,
     inbox,
+    jwts,
     provision,
 )
 from kbus_dev.natsauth.claims import account_jwt
@@ -58,6 +59,12 @@ def test_nkeys_read_back_by_the_nkeys_library(role: str) -> None:
         assert key.public.startswith(prefix)
         assert key.seed.startswith("S" + prefix)
         assert NKey.from_seed(key.seed) == key
+        assert NKey.from_seed(key.seed).public == key.public
+        flipped = key.seed[:20] + ("A" if key.seed[20] != "A" else "B") + key.seed[21:]
+        with pytest.raises(ValueError, match="checksum"):
+            NKey.from_seed(flipped).public  # noqa: B018 (read lazily, checked when used)
+        with pytest.raises(ValueError, match="not an nkey seed"):
+            NKey.from_seed("X" + key.seed[1:])
         data = random.randbytes(random.randint(0, 200))
         assert theirs.verify(data, key.sign(data))
 
@@ -184,6 +191,42 @@ def test_a_change_to_one_tenant_makes_only_its_files_and_account_again(tmp_path:
         assert sorted(p.name for p in tmp_path.glob("credential-*.json")) == sorted(
             f"credential-{c.name}.json" for c in listed
         )
+
+
+def _change_cost(out: Path, tenants: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """What adding one tenant and then dropping a credential costs an installation of
+    ``tenants`` tenants: seeds decoded, directory listings, files read and written."""
+    provision(out, [Credential.parse(f"t{n}") for n in range(tenants)])
+    counts = dict.fromkeys(("decoded", "listed", "read", "written"), 0)
+
+    def counted(name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return real(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(jwts, "_unb32", counted("decoded", jwts._unb32))
+    for name, method in (("listed", "glob"), ("listed", "iterdir"), ("read", "read_text")):
+        monkeypatch.setattr(Path, method, counted(name, getattr(Path, method)))
+    monkeypatch.setattr(Path, "write_text", counted("written", Path.write_text))
+    for add, drop in (([Credential.parse("newcomer")], []), ([], [f"t{tenants // 2}"])):
+        listed, touched = edited(out, add, drop)
+        provision(out, listed, touched=touched)
+    monkeypatch.undo()
+    assert not (out / f"credential-t{tenants // 2}.json").exists()
+    assert (out / "credential-newcomer.json").is_file()
+    return counts
+
+
+def test_adding_or_removing_a_tenant_costs_the_same_at_any_number_of_tenants(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nats-auth --add / --drop decode no other tenant's keys, list no directory of every
+    tenant's files and read or write none of them: the same counts at 20 and at 200 tenants."""
+    small = _change_cost(tmp_path / "small", 20, monkeypatch)
+    large = _change_cost(tmp_path / "large", 200, monkeypatch)
+    assert small == large, (small, large)
 
 
 def test_what_a_credential_file_holds_is_what_its_holder_reads(tmp_path: Path) -> None:

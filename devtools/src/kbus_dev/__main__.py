@@ -12,8 +12,6 @@ import argparse
 import importlib
 from pathlib import Path
 
-from kbus_dev import demo, servers, stack
-
 # command -> (module:function taking argv, help); each tool parses the arguments after its name.
 TOOLS = {
     "asyncapi": ("kbus_dev.asyncapi:main", "write (or --check) docs/asyncapi.yaml"),
@@ -58,6 +56,8 @@ def _switches(parser: argparse.ArgumentParser, **helps: str) -> None:
 
 
 def _install(test_tools: bool, llm: bool) -> None:
+    from kbus_dev import servers
+
     for path in servers.ensure_installed():
         print(path)
     if test_tools:
@@ -89,6 +89,9 @@ def main() -> None:
         raise SystemExit(_tool(args.command, rest))
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    # Imported by the commands that run the stack (a tool such as nats-auth starts without).
+    from kbus_dev import demo, stack
+
     if args.command == "install":
         _install(args.test_tools, args.llm)
     elif args.command == "up":

@@ -339,6 +339,15 @@ def _weaviate_env(
         # Writes (and tenant checks) still ask the leader: a lost leader is noticed after one
         # heartbeat timeout (1 s times this; Weaviate's default is 5).
         **({"RAFT_TIMEOUTS_MULTIPLIER": "1"} if cluster else {}),
+        # A node that missed writes (at QUORUM, while it was down) is repaired by Weaviate's
+        # asynchronous replication: a hash-tree comparison every 30 s that leaves alone what
+        # was written in the last 30 s (its defaults, which a deployment keeps: kbus writes at
+        # ALL). The tests wait for that repair; here it runs every 5 s on what is 5 s old.
+        **(
+            {"ASYNC_REPLICATION_FREQUENCY": "5s", "ASYNC_REPLICATION_PROPAGATION_DELAY": "5s"}
+            if cluster
+            else {}
+        ),
         "GRPC_PORT": str(ports["grpc"]),
         "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2"),
     }

@@ -35,6 +35,8 @@ from kbus_dev.natsauth.users import KBUS_ACCOUNT, SERVICES, SYSTEM_ACCOUNT, Cred
 
 #: The credential list of the last run (what ``--add`` and ``--drop`` change).
 LIST = "credentials.txt"
+#: How each credential's files are named after it (``credential-NAME`` and these).
+CREDENTIAL_FILES = (".json", "-secret.yaml")
 
 
 def k8s_secret(name: str, values: dict[str, str]) -> str:
@@ -108,8 +110,9 @@ def written(
     for credential in credentials:
         text = user_creds(keys, credential.name, users[credential.name], held(credential.name))
         record = credential_file(credential, text, t.prefix)
-        files[f"credential-{credential.name}.json"] = record.text(indent=2) + "\n"
-        files[f"credential-{credential.name}-secret.yaml"] = k8s_secret(
+        json_file, secret_file = (f"credential-{credential.name}{end}" for end in CREDENTIAL_FILES)
+        files[json_file] = record.text(indent=2) + "\n"
+        files[secret_file] = k8s_secret(
             f"kbus-credential-{credential.name}", {"credential.json": record.text()}
         )
     return files
@@ -130,15 +133,11 @@ def provision(
     t = Topology(prefix)
     keys = Keys.load(out / "keys.json")
     before = dict(keys.accounts)
-    revoked = reconcile(keys, credentials, rotate)
+    revoked = reconcile(keys, credentials, rotate, touched)
     removed = [key.public for name, key in before.items() if name not in keys.accounts]
     out.mkdir(parents=True, exist_ok=True)
     files = written(t, keys, credentials, out, resolver_dir, touched)
-    kept = {f"account-{a}.jwt" for a in keys.accounts}
-    kept |= {f"credential-{c.name}{end}" for c in credentials for end in (".json", "-secret.yaml")}
-    for stale in [*out.glob("credential-*"), *out.glob("account-*.jwt")]:
-        if stale.name not in kept:
-            stale.unlink()  # a credential or tenant left out of the list is removed
+    _remove_stale(out, keys, credentials, before, touched)
     files[LIST] = "".join(f"{c.spec}\n" for c in credentials)
     plan = Plan(keys, {}, set(), removed, complete=touched is None, revoked=revoked)
     for name, text in files.items():
@@ -156,13 +155,50 @@ def provision(
     return plan
 
 
+def _remove_stale(
+    out: Path,
+    keys: Keys,
+    credentials: Sequence[Credential],
+    accounts_before: Collection[str],
+    touched: Collection[str] | None,
+) -> None:
+    """The files of credentials and tenants left out of the list removed: of the touched
+    tenants' credentials in the last run's list and the accounts removed (no directory listing
+    of every tenant's files), or every file no one is given when the whole list was."""
+    names = {f"account-{a}.jwt" for a in keys.accounts}
+    names |= {f"credential-{c.name}{end}" for c in credentials for end in CREDENTIAL_FILES}
+    if touched is None:
+        candidates = [*out.glob("credential-*"), *out.glob("account-*.jwt")]
+    else:
+        listed = _listed(out, touched)
+        gone = {c.name for c in listed} - {c.name for c in credentials}
+        candidates = [out / f"credential-{n}{end}" for n in gone for end in CREDENTIAL_FILES]
+        candidates += [out / f"account-{a}.jwt" for a in set(accounts_before) - set(keys.accounts)]
+    for stale in candidates:
+        if stale.name not in names:
+            stale.unlink(missing_ok=True)
+
+
+def _tenant_of(spec: str) -> str:
+    """The tenant a credential's line names, read without parsing the rest."""
+    return (spec.partition("=")[2] if "=" in spec else spec).split(":")[0]
+
+
+def _listed(out: Path, tenants: Collection[str] | None = None) -> list[Credential]:
+    """The last run's credential list (of ``tenants`` only, when given)."""
+    path = out / LIST
+    lines = path.read_text().split() if path.is_file() else []
+    if tenants is not None:  # NAME=TENANT:... (or just TENANT), read before parsing
+        lines = [s for s in lines if _tenant_of(s) in tenants]
+    return [Credential.parse(line) for line in lines]
+
+
 def edited(
     out: Path, add: Sequence[Credential], drop: Sequence[str]
 ) -> tuple[list[Credential], set[str]]:
     """The last run's list with credentials added (or replaced, by name) and dropped; and the
     tenants whose credentials that changes."""
-    path = out / LIST
-    listed = [Credential.parse(line) for line in path.read_text().split()] if path.is_file() else []
+    listed = _listed(out)
     names = {c.name for c in add} | set(drop)
     touched = {c.tenant for c in listed if c.name in names} | {c.tenant for c in add}
     missing = set(drop) - {c.name for c in listed}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,7 +64,7 @@ class Keys:
                 "revoked": self.revoked,
                 "specs": self.specs,
             },
-            indent=2,
+            separators=(",", ":"),
         )
 
     def user(self, name: str, account: str, spec: str = "") -> NKey:
@@ -90,40 +90,61 @@ class Keys:
 
 
 def reconcile(
-    keys: Keys, credentials: Sequence[Credential], rotate: Sequence[str] = ()
+    keys: Keys,
+    credentials: Sequence[Credential],
+    rotate: Sequence[str] = (),
+    touched: Collection[str] | None = None,
 ) -> list[str]:
     """Keys made for new tenants and users; removed, rotated and changed users revoked (a
     credential narrowed, widened or moved gets a new key: a kept copy of the old file, and a
     connection made with it, hold nothing); the accounts of tenants with no credential left
-    removed. Returns what was revoked, one line each (the user and why)."""
+    removed. ``touched``: the only tenants whose credentials may have changed (no other user
+    or account is looked at: a change costs the same at any number of tenants). Returns what
+    was revoked, one line each (the user and why)."""
     wanted = {SYSTEM_USER: SYSTEM_ACCOUNT, **dict.fromkeys(SERVICES, KBUS_ACCOUNT)}
     wanted |= {c.name: c.tenant for c in credentials}
     specs = {c.name: c.spec for c in credentials}
+    live = set(wanted.values())
+    if touched is None:
+        names, accounts = list(keys.users), list(keys.accounts)
+    else:
+        names = [
+            n
+            for n, home in keys.homes.items()
+            if home in touched or wanted.get(n) in touched or n in rotate
+        ]
+        accounts = [a for a in touched if a in keys.accounts]
     revoked = []
-    for name in list(keys.users):
-        # A key issued before specs were kept is taken as issued for what it is given now.
-        issued = keys.specs.get(name, specs.get(name, ""))
-        why = (
-            "removed"
-            if name not in wanted
-            else "moved to another tenant"
-            if wanted[name] != keys.homes[name]
-            else "rotated"
-            if name in rotate
-            else f"changed from {issued}"
-            if issued != specs.get(name, "")
-            else None
-        )
+    for name in names:
+        why = _why_revoked(keys, name, wanted, specs, rotate)
         if why is not None:
-            if keys.homes[name] in {a for a in wanted.values()}:
+            if keys.homes[name] in live:
                 revoked.append(f"revoked {name}'s earlier key ({why})")
             keys.revoke(name)
-    accounts = set(wanted.values())
-    for account in list(keys.accounts):
-        if account not in accounts:
+    for account in accounts:
+        if account not in live:
             keys.remove_account(account)
     for name, account in wanted.items():
+        if touched is not None and account not in touched and name in keys.users:
+            continue
         if account not in keys.accounts:
             keys.accounts[account] = NKey.new("account")
         keys.user(name, account, specs.get(name, ""))
     return revoked
+
+
+def _why_revoked(
+    keys: Keys, name: str, wanted: dict[str, str], specs: dict[str, str], rotate: Sequence[str]
+) -> str | None:
+    """Why a user's key no longer holds (None: it still does)."""
+    # A key issued before specs were kept is taken as issued for what it is given now.
+    issued = keys.specs.get(name, specs.get(name, ""))
+    if name not in wanted:
+        return "removed"
+    if wanted[name] != keys.homes[name]:
+        return "moved to another tenant"
+    if name in rotate:
+        return "rotated"
+    if issued != specs.get(name, ""):
+        return f"changed from {issued}"
+    return None
