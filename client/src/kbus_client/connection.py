@@ -25,6 +25,7 @@ from nats.aio.client import Client
 from pydantic import BaseModel
 
 from kbus_client.bodies import ClaimChecks
+from kbus_client.hedging import Hedger
 from kbus_client.interruptions import Interruptions
 from kbus_client.msgids import MessageIds
 from kbus_client.publishing import Publisher
@@ -67,6 +68,9 @@ class Connection:
         self.grant = grant_token(self.granted, acts_for)
         self.timeout_s = timeout_s
         self.retry = retry
+        hedge = retry.hedge if retry else None
+        #: Late repeatable reads sent again (None: never), with the answer times it saw.
+        self.hedger = Hedger(hedge) if hedge else None
         self._bodies = ClaimChecks(nc, self.topology, claim_check_bytes)
         # Only a publisher waits for receipts: it may hear those of restricted documents.
         self._receipts = ReceiptWatcher(
@@ -125,17 +129,22 @@ class Connection:
         """A request on catalog channel ``name``, the asked tenant's subject within this
         client's grant (its form for restricted documents with ``restricted``); its errors name
         the service that answers it. Asked again after a retryable error while ``timeout_s``
-        allows (:mod:`kbus_client.retrying`), each try with what is left of the budget; a reply
-        with a ``tries`` field says how many it took."""
+        allows (:mod:`kbus_client.retrying`), each try with what is left of the budget, and a
+        repeatable read also where a try is late (:mod:`kbus_client.hedging`); a reply with a
+        ``tries`` field says how many it took."""
         subject = self.topology.asked(name, asked.tenant, self.grant, restricted)
         stage = channel(name).receiver
+        hedger = self.hedger if channel(name).repeatable else None
 
-        async def attempt(left_s: float) -> R:
+        async def once(left_s: float) -> R:
             sent = asked
             if getattr(asked, "budget_ms", None) is not None:
                 sent = asked.model_copy(update={"budget_ms": budget_ms(left_s)})
             asking = request(self.nc, subject, sent, reply, stage=stage, timeout_s=left_s)
             return await self.interruptions.race(subject, stage, asking)
+
+        async def attempt(left_s: float) -> R:
+            return await (hedger.first(name, once, left_s) if hedger else once(left_s))
 
         answer, tries = await with_retries(attempt, timeout_s or self.timeout_s, self.retry)
         if "tries" in reply.model_fields:

@@ -20,6 +20,8 @@ from typing import TypeVar
 
 from kbus_contract.errors import ErrorCode, KbusError, TransientError
 
+from kbus_client.hedging import HEDGE, Hedge
+
 T = TypeVar("T")
 log = logging.getLogger("kbus.client")
 
@@ -40,6 +42,9 @@ class Retry:
     #: Retryable codes asked again only by the caller: a tenant over its search rate slows
     #: down instead of adding tries to the load that stopped it.
     left_to_caller: frozenset[str] = frozenset({ErrorCode.QUOTA_EXCEEDED})
+    #: A repeatable read late past what its kind usually takes is sent again before its try
+    #: ends (:mod:`kbus_client.hedging`); None: never.
+    hedge: Hedge | None = HEDGE
 
     def pause_s(self, tries: int, error: KbusError, rng: random.Random) -> float | None:
         """The pause before try ``tries + 1`` after ``error``, or None: do not ask again."""

@@ -217,6 +217,7 @@ CHANNELS: tuple[Channel, ...] = (
         receiver="searcher",
         micro="kbus-search",
         use=Use.READ,
+        repeatable=True,
     ),
     Channel(
         "kb.backlog",
@@ -231,6 +232,7 @@ CHANNELS: tuple[Channel, ...] = (
         receiver="searcher",
         micro="kbus-search",
         use=Use.READ,
+        repeatable=True,
     ),
     Channel(
         "kb.stats",
@@ -245,6 +247,7 @@ CHANNELS: tuple[Channel, ...] = (
         receiver="searcher",
         micro="kbus-search",
         use=Use.READ,
+        repeatable=True,
     ),
     Channel(
         "kb.feed",
@@ -259,6 +262,7 @@ CHANNELS: tuple[Channel, ...] = (
         receiver="searcher",
         micro="kbus-search",
         use=Use.READ,
+        repeatable=True,
     ),
     Channel(
         "kb.versions",
@@ -272,6 +276,7 @@ CHANNELS: tuple[Channel, ...] = (
         receiver="searcher",
         micro="kbus-search",
         use=Use.WRITE,
+        repeatable=True,
     ),
     Channel(
         "kb.profile",
@@ -296,6 +301,7 @@ CHANNELS: tuple[Channel, ...] = (
         receiver="ingestor",
         micro="kbus-profile",
         use=Use.READ,
+        repeatable=True,
     ),
     Channel(
         "kb.embed",

@@ -64,6 +64,9 @@ class Channel:
     receiver: str = ""
     micro: str = ""
     use: Use = Use.NONE
+    #: A read whose second copy is answered as the first and changes nothing: a client may
+    #: send one before the first answers (a hedge, :mod:`kbus_client.hedging`).
+    repeatable: bool = False
 
     @property
     def subject_template(self) -> str:
