@@ -1,7 +1,8 @@
 """Many tenants on one NATS node and one Weaviate node, provisioned as a deployment is, side by
 side at each size in one run.
 
-    python -m bench.tenants [--sizes 100,1000,10000] [--publishers 500] [--out FILE]
+    python -m bench.tenants [--sizes 100,1000,10000] [--publishers 500] [--connecting 2000]
+                            [--out FILE]
 
 One locked installation (:mod:`kbus_dev.locked`: nats-server in operator mode, each tenant an
 account pushed to it). The tenants grow to each size in turn; at each: the time nats-auth takes
@@ -10,7 +11,9 @@ as an operator runs it, in a process of its own, while two other tenants search 
 without pause (the longest gap between their answers, and their failures); nats-server's and
 Weaviate's memory and open files; the storage JetStream reserves; nats-server's restart to
 healthy; and a cold tenant's first search (its account loaded again after that restart, its
-Weaviate tenant inactive) against its next. Then ``--publishers`` tenants each publish one
+Weaviate tenant inactive) against its next; then what nats-server's memory grows by for each
+account it loads (``--connecting`` tenants each connect once and leave: it releases none until
+it restarts). Then ``--publishers`` tenants each publish one
 document at once, against one tenant publishing as many: time to searchable, p50 and p99.
 Goals (docs/scaling.md, "Tenants"): no gap over 1 s and nothing failed, adding or removing one
 tenant within 1 s, reserved storage the same at every size, the many tenants' p99 at most
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
 from kbus_client import CredentialFile, KbClient
 from kbus_dev.locked import WEAVIATE_KEY, Locked, start_locked
 from kbus_dev.natsauth import Credential, inbox
@@ -105,6 +109,10 @@ class Row:
     restart_s: float
     first_search_s: float
     next_search_s: float
+    #: After the restart, tenants that each connected once and left, and what nats-server
+    #: holds for each account it loaded (it releases none until it restarts).
+    connected: int = 0
+    mb_per_account_loaded: float = 0.0
 
 
 def _process(server: Server) -> tuple[float, int]:
@@ -246,7 +254,30 @@ async def _first_and_next_search(locked: Locked) -> tuple[float, float]:
         await kb.close()
 
 
-async def measure(locked: Locked, listed: list[Credential], grow_s: float) -> Row:
+async def _connected_once(locked: Locked, listed: list[Credential]) -> float:
+    """Each of these tenants connects once and leaves, 20 at a time: what nats-server's memory
+    grew by, MB per tenant."""
+    before, _ = _process(locked.nats)
+    gate = asyncio.Semaphore(20)
+
+    async def once(held: Credential) -> None:
+        async with gate:
+            nc = await nats.connect(
+                locked.nats_url,
+                user_credentials=RawCredentials(locked.creds[held.name]),
+                inbox_prefix=inbox(held.name),
+                allow_reconnect=False,
+            )
+            await nc.flush()
+            await nc.close()
+
+    await asyncio.gather(*(once(held) for held in listed))
+    await asyncio.sleep(1.0)
+    after, _ = _process(locked.nats)
+    return (after - before) / max(1, len(listed))
+
+
+async def measure(locked: Locked, listed: list[Credential], grow_s: float, connecting: int) -> Row:
     n = len(listed) - len(WATCHERS)
     changes = await add_and_remove(locked, listed, n)
     nats_rss, nats_files = _process(locked.nats)
@@ -255,6 +286,8 @@ async def measure(locked: Locked, listed: list[Credential], grow_s: float) -> Ro
     restart = _restart(locked)
     await asyncio.sleep(2.0)  # the services reconnect
     first, following = await _first_and_next_search(locked)
+    visitors = [c for c in listed if c not in WATCHERS][:connecting]
+    per_account = await _connected_once(locked, visitors)
     print(f"{n} tenants: {json.dumps(changes)}", flush=True)
     return Row(
         n,
@@ -272,6 +305,8 @@ async def measure(locked: Locked, listed: list[Credential], grow_s: float) -> Ro
         restart,
         first,
         following,
+        len(visitors),
+        per_account,
     )
 
 
@@ -322,7 +357,7 @@ async def crowd(locked: Locked, listed: list[Credential], publishers: int) -> di
     return {"tenants": tenants, "one_tenant": one, "p99_ratio": ratio, **weaviate}
 
 
-async def run(locked: Locked, sizes: list[int], publishers: int) -> dict[str, Any]:
+async def run(locked: Locked, sizes: list[int], publishers: int, connecting: int) -> dict[str, Any]:
     listed = list(WATCHERS)
     cold = await client(locked, WATCHERS[2])
     await cold.publish_document(
@@ -334,7 +369,7 @@ async def run(locked: Locked, sizes: list[int], publishers: int) -> dict[str, An
         started = time.monotonic()
         listed = [*WATCHERS, *(tenant(n) for n in range(size))]
         await locked.provision(listed)
-        rows.append(await measure(locked, listed, time.monotonic() - started))
+        rows.append(await measure(locked, listed, time.monotonic() - started, connecting))
     tenants = [c for c in listed if c not in WATCHERS]
     crowded = await crowd(locked, tenants, publishers) if len(tenants) > publishers else {}
     return {"rows": [asdict(r) for r in rows], "crowd": crowded, "goals": goals(rows, crowded)}
@@ -371,6 +406,12 @@ def markdown(result: dict[str, Any]) -> str:
         ("JetStream storage reserved", "reserved_storage_bytes", "{:,} B"),
         ("nats-server restart to healthy", "restart_s", "{:.2f} s"),
         ("a cold tenant's first search / the next", None, ""),
+        ("tenants that then connected once and left", "connected", "{:,}"),
+        (
+            "nats-server memory per account it loaded (kept until a restart)",
+            "mb_per_account_loaded",
+            "{:.2f} MB",
+        ),
     ]
     for title, key, form in fields:
         if key is None and title.startswith("adding"):
@@ -387,13 +428,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.tenants", description=__doc__)
     parser.add_argument("--sizes", default="100,1000,10000")
     parser.add_argument("--publishers", type=int, default=500)
+    parser.add_argument(
+        "--connecting",
+        type=int,
+        default=2000,
+        help="tenants that each connect once after the restart, for nats-server's cost of an "
+        "account it loaded",
+    )
     parser.add_argument("--out", type=Path, default=Path("tenants.json"))
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     root = Path(tempfile.mkdtemp(prefix="kbus-tenants-"))
     locked = start_locked(root, WATCHERS)
     try:
-        result = asyncio.run(run(locked, sizes, args.publishers))
+        result = asyncio.run(run(locked, sizes, args.publishers, args.connecting))
     finally:
         with contextlib.suppress(Exception):
             locked.stop()
