@@ -69,3 +69,34 @@ async def test_a_search_lost_with_a_replica_is_answered_by_a_hedge(
     # The plain client's searches that reached the stopped replica waited out their try;
     # the hedged client's were asked again after about its 95th percentile.
     assert max(with_hedges) * 3 < max(without), (sorted(with_hedges)[-5:], sorted(without)[-5:])
+
+
+async def test_a_query_embedding_lost_with_an_embedder_is_asked_of_another(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """The same for the searcher's own request: one of two embedders holds the query
+    embeddings that reach it and is killed with them; the searcher's hedge asks the other, so
+    a client that does not hedge itself gets every search well within one try of its wait."""
+    weaviate = (servers.weaviate_http, servers.weaviate_grpc)
+    with own_services(servers.nats_url, weaviate, tmp_path, "hedgeembed") as (env, running):
+        second = start_service("embedder", env, tmp_path / "second", label="embedder-2")
+        running["embedder-2"] = second
+        wait_healthy([second])
+        retry = Retry(hedge=None)
+        plain = await KbClient.connect(
+            servers.nats_url, prefix=env["KBUS_BUS_PREFIX"], tenant="acme", retry=retry
+        )
+        async with plain:
+            await plain.publish_document(
+                library="notes", document_id="n", text="A hedge note.", wait=True
+            )
+            await _steady(plain, 2.0)  # the searcher's answer times from the embedders
+            held = asyncio.create_task(_steady(plain, 2 * HELD_S))
+            await asyncio.sleep(HELD_S / 2)
+            second.proc.send_signal(signal.SIGSTOP)
+            await asyncio.sleep(HELD_S)
+            second.proc.kill()
+            times = await held
+    # Without the searcher's hedge, a search whose embedding the stopped embedder held waits
+    # out most of the client's try (the searcher's budget) before it is asked again.
+    assert max(times) * 4 < retry.try_s(plain.timeout_s), sorted(times)[-5:]

@@ -1,4 +1,4 @@
-"""Hedged requests (kbus_client.hedging) under random answer times and failures: the first
+"""Hedged requests (kbus_contract.hedging) under random answer times and failures: the first
 answer wins, an error is the first try's, and hedges stay within their share."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import asyncio
 import random
 
 import pytest
-from kbus_client.hedging import Hedge, Hedger
 from kbus_contract.errors import ErrorCode, TransientError
+from kbus_contract.hedging import Hedge, Hedger
 
 
 class _Replicas:

@@ -18,6 +18,7 @@ from kbus_contract import (
     VersionsRequest,
 )
 from kbus_contract.catalog import channel
+from kbus_contract.hedging import Hedger
 from kbus_contract.tenancy import grant_token
 from kbus_contract.topology import Topology
 from kbus_contract.wire import DEFAULT_WAIT_S, budget_ms, request
@@ -25,7 +26,6 @@ from nats.aio.client import Client
 from pydantic import BaseModel
 
 from kbus_client.bodies import ClaimChecks
-from kbus_client.hedging import Hedger
 from kbus_client.interruptions import Interruptions
 from kbus_client.msgids import MessageIds
 from kbus_client.publishing import Publisher
@@ -130,7 +130,7 @@ class Connection:
         client's grant (its form for restricted documents with ``restricted``); its errors name
         the service that answers it. Asked again after a retryable error while ``timeout_s``
         allows (:mod:`kbus_client.retrying`), each try with what is left of the budget, and a
-        repeatable read also where a try is late (:mod:`kbus_client.hedging`); a reply with a
+        repeatable read also where a try is late (:mod:`kbus_contract.hedging`); a reply with a
         ``tries`` field says how many it took."""
         subject = self.topology.asked(name, asked.tenant, self.grant, restricted)
         stage = channel(name).receiver

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from kbus_contract.errors import ErrorCode, KbusError, TransientError
-
-from kbus_client.hedging import HEDGE, Hedge
+from kbus_contract.hedging import HEDGE, Hedge
 
 T = TypeVar("T")
 log = logging.getLogger("kbus.client")
@@ -43,7 +42,7 @@ class Retry:
     #: down instead of adding tries to the load that stopped it.
     left_to_caller: frozenset[str] = frozenset({ErrorCode.QUOTA_EXCEEDED})
     #: A repeatable read late past what its kind usually takes is sent again before its try
-    #: ends (:mod:`kbus_client.hedging`); None: never.
+    #: ends (:mod:`kbus_contract.hedging`); None: never.
     hedge: Hedge | None = HEDGE
 
     def pause_s(self, tries: int, error: KbusError, rng: random.Random) -> float | None:

@@ -314,6 +314,7 @@ CHANNELS: tuple[Channel, ...] = (
         senders=("searcher",),
         receiver="embedder",
         micro="kbus-embed",
+        repeatable=True,
     ),
     Channel(
         "kb.rerank",
@@ -326,6 +327,7 @@ CHANNELS: tuple[Channel, ...] = (
         senders=("searcher",),
         receiver="reranker",
         micro="kbus-rerank",
+        repeatable=True,
     ),
     *(
         Channel(

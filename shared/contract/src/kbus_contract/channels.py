@@ -65,7 +65,7 @@ class Channel:
     micro: str = ""
     use: Use = Use.NONE
     #: A read whose second copy is answered as the first and changes nothing: a client may
-    #: send one before the first answers (a hedge, :mod:`kbus_client.hedging`).
+    #: send one before the first answers (a hedge, :mod:`kbus_contract.hedging`).
     repeatable: bool = False
 
     @property

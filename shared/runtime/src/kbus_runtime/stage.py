@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from kbus_contract import ErrorInfo, ErrorReply
+from kbus_contract.catalog import channel
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
+from kbus_contract.hedging import HEDGE, Hedger
 from kbus_contract.restricted import message_is_everyones
 from kbus_contract.tenancy import UNKNOWN
 from kbus_contract.topology import Topology
@@ -88,6 +90,8 @@ class Stage:
     #: The tenants with a message waiting in place here: one each, so a tenant whose messages
     #: fail as outages by themselves holds one of this stage's slots, not all of them.
     _waiting: set[str] = field(default_factory=set, init=False)
+    #: The answer times of this process's requests to other stages, and its hedges.
+    _hedger: Hedger = field(default_factory=lambda: Hedger(HEDGE), init=False)
 
     async def settle(
         self, message: Message, model: type[M], work: Callable[[M], Awaitable[None]]
@@ -186,10 +190,19 @@ class Stage:
         stage: str,
         timeout_s: float,
     ) -> R:
-        """A request to another stage (``stage`` answers it): its reply, or the typed error."""
-        return await request(
-            self.broker.connection, subject, payload, reply_model, stage=stage, timeout_s=timeout_s
-        )
+        """A request to another stage (``stage`` answers it): its reply, or the typed error.
+        A repeatable one (the catalog says which) is sent again where it is late
+        (:mod:`kbus_contract.hedging`)."""
+
+        def once(left_s: float) -> Awaitable[R]:
+            return request(
+                self.broker.connection, subject, payload, reply_model, stage=stage, timeout_s=left_s
+            )
+
+        kind = self.topology.channel_of(subject)
+        if kind and channel(kind).repeatable:
+            return await self._hedger.first(kind, once, timeout_s)
+        return await once(timeout_s)
 
     async def publish(
         self,

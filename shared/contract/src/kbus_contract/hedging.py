@@ -1,6 +1,7 @@
-"""A second try before the first answers.
+"""A second try before the first answers: a client's reads, and a service's requests to
+another stage (the searcher's embedding of a query, its reranking).
 
-A try can be lost where no error reaches the client: the replica that took it died or hangs
+A try can be lost where no error reaches the asker: the replica that took it died or hangs
 (its own connection went with a NATS server that was killed; its process stopped), and the try
 would wait out its time, most of the caller's budget, before it is asked again. So where a
 request has not answered by the time nearly all of its kind do (the ``quantile`` of the
