@@ -19,7 +19,7 @@ from kbus_contract.topology import StageConsumer, Stream, Topology
 from kbus_contract.wire import until_acknowledged
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StreamConfig
+from nats.js.api import KeyValueConfig, StreamConfig, StreamInfo
 from nats.js.errors import APIError, NotFoundError
 from nats.js.kv import KeyValue
 
@@ -28,6 +28,9 @@ log = logging.getLogger("kbus")
 STREAM_NAME_IN_USE = 10058
 #: Seconds a service starting asks the JetStream API again while it does not answer.
 START_BOUND_S = 60.0
+#: Seconds a stream just declared may not be found (a cluster forming its replicas): in one
+#: cluster start a gateway declared a stream and found it missing at once.
+DECLARED_PATIENCE_S = 15.0
 
 
 async def declare_streams(js: JetStreamContext, topology: Topology) -> None:
@@ -109,12 +112,12 @@ async def check_streams(js: JetStreamContext, topology: Topology) -> None:
     """Fail with a clear message unless every stream exists with the settings kbus needs."""
     missing: list[str] = []
     wrong: list[str] = []
+    # A stream this process (or another replica) has just made may not be found for a moment
+    # on a cluster, while its replicas form: found or not, it is asked again meanwhile.
+    patience_s = DECLARED_PATIENCE_S if topology.declare else 0.0
     for stream in topology.streams:
         try:
-            # A stream whose leader was just lost answers after its next election.
-            info = await until_acknowledged(
-                functools.partial(js.stream_info, stream.name), bound_s=START_BOUND_S
-            )
+            info = await _stream_info(js, stream.name, patience_s)
         except NotFoundError:
             missing.append(stream.name)
             continue
@@ -130,6 +133,21 @@ async def check_streams(js: JetStreamContext, topology: Topology) -> None:
         )
     if faults:
         raise RuntimeError(". ".join(faults))
+
+
+async def _stream_info(js: JetStreamContext, name: str, patience_s: float) -> StreamInfo:
+    """The stream's info; a stream whose leader was just lost answers after its next election,
+    and one not found is asked again for ``patience_s``."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return await until_acknowledged(
+                functools.partial(js.stream_info, name), bound_s=START_BOUND_S
+            )
+        except NotFoundError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
 
 
 async def open_bucket(js: JetStreamContext, config: KeyValueConfig, *, create: bool) -> KeyValue:
