@@ -327,7 +327,6 @@ CHANNELS: tuple[Channel, ...] = (
         senders=("searcher",),
         receiver="reranker",
         micro="kbus-rerank",
-        repeatable=True,
     ),
     *(
         Channel(

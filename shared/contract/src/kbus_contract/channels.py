@@ -64,8 +64,10 @@ class Channel:
     receiver: str = ""
     micro: str = ""
     use: Use = Use.NONE
-    #: A read whose second copy is answered as the first and changes nothing: a client may
-    #: send one before the first answers (a hedge, :mod:`kbus_contract.hedging`).
+    #: A read whose second copy is answered as the first, changes nothing and costs about
+    #: what any other of its kind costs: a client may send one before the first answers (a
+    #: hedge, :mod:`kbus_contract.hedging`). Not a rerank, whose cost varies a thousandfold
+    #: with its candidates and model: a hedge would double the costliest work.
     repeatable: bool = False
 
     @property

@@ -1,5 +1,5 @@
 """A second try before the first answers: a client's reads, and a service's requests to
-another stage (the searcher's embedding of a query, its reranking).
+another stage (the searcher's embedding of a query).
 
 A try can be lost where no error reaches the asker: the replica that took it died or hangs
 (its own connection went with a NATS server that was killed; its process stopped), and the try

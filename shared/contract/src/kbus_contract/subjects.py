@@ -239,6 +239,7 @@ class Subjects:
         tenant (malformed or not)."""
         return names_tenant(self._as_sent(subject))
 
+    @functools.lru_cache(maxsize=SUBJECTS_KEPT)  # noqa: B019 - a topology lives as its process
     def channel_of(self, subject: str) -> str:
         """The catalog name of a subject of this installation, as sent or as the gate stored it
         ("" for none)."""
