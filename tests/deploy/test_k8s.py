@@ -113,7 +113,18 @@ def test_each_pod_uses_its_own_nats_user_and_inbox() -> None:
         if workload["metadata"]["name"] == "kbus-console":
             assert not any("NATS" in name for name in env), env
             continue
-        user = env["KBUS_NATS_CREDENTIALS"]["valueFrom"]["secretKeyRef"]["key"]
+        spec = workload["spec"]["template"]["spec"]
+        if workload["kind"] == "Job":  # runs once: its credentials read at its start
+            user = env["KBUS_NATS_CREDENTIALS"]["valueFrom"]["secretKeyRef"]["key"]
+        else:  # a mounted file, read again for its renewals (docs/security.md)
+            [volume] = [v for v in spec["volumes"] if v["name"] == "nats-user"]
+            [item] = volume["secret"]["items"]
+            [mount] = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "nats-user"]
+            assert volume["secret"]["secretName"] == "kbus-nats-users"
+            path = f"{mount['mountPath']}/{item['path']}"
+            assert env["KBUS_NATS_CREDENTIALS_FILE"]["value"] == path
+            assert "KBUS_NATS_CREDENTIALS" not in env
+            user = item["key"]
         assert user in SERVICES
         assert env["KBUS_INBOX_PREFIX"]["value"] == inbox(user)
 

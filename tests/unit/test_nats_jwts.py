@@ -3,9 +3,11 @@ installation through random changes of its credential list."""
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import nacl.signing
 import nkeys
 import pytest
 from kbus_client import CredentialFile
+from kbus_contract.renewing import claims_of
 from kbus_contract.topology import Topology
 from kbus_dev.natsauth import (
     KBUS_ACCOUNT,
@@ -26,7 +29,8 @@ from kbus_dev.natsauth import (
     jwts,
     provision,
 )
-from kbus_dev.natsauth.claims import account_jwt
+from kbus_dev.natsauth.claims import RENEW_WITHIN, account_jwt
+from kbus_dev.natsauth.config import duration_s
 from kbus_dev.natsauth.jwts import NKey, decode, encode
 from kbus_dev.natsauth.keys import reconcile
 
@@ -255,3 +259,80 @@ def test_what_a_credential_file_holds_is_what_its_holder_reads(tmp_path: Path) -
         seed = held.creds.get_secret_value().split("SEED-----")[1].split()[0]
         assert seed not in repr(held) + str(held) + held.model_dump_json()
         assert held.nats_options()["inbox_prefix"] == inbox(issued.name)
+
+
+def _user_jwt(path: Path) -> dict[str, Any]:
+    return claims_of(CredentialFile.read(path).creds.get_secret_value())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_every_user_jwt_ends_and_a_renewal_issues_again_only_the_due_ones(
+    tmp_path: Path, seed: int
+) -> None:
+    """Through random lifetimes and clocks: every user's JWT (services' and the system's too)
+    ends ``lifetime`` after its issue; a run issues again, for the same key, exactly the JWTs
+    with less than a third of the run's lifetime left (and leaves every other as it was)."""
+    rng = random.Random(seed)
+    listed = [Credential(f"c{i}", f"t{i % 3}") for i in range(6)]
+    first = rng.choice([60.0, 3600.0, 86400.0])
+    provision(tmp_path, listed, lifetime_s=first)
+    names = [*(f"credential-{c.name}.json" for c in listed)]
+    before = {n: (tmp_path / n).read_text() for n in names}
+    for name in [*names, *(f"{s}.creds" for s in SERVICES), "system.creds"]:
+        path = tmp_path / name
+        text = path.read_text() if name.endswith(".creds") else None
+        claims = claims_of(text) if text else _user_jwt(path)
+        assert claims["exp"] - claims["iat"] == first, name
+    lifetime = rng.choice([100.0, 4000.0, 90000.0, 300000.0])
+    now = rng.uniform(0, 30000)
+    clock = time.time() + now
+    due_ones = {
+        n for n in names if _user_jwt(tmp_path / n)["exp"] - clock < lifetime * RENEW_WITHIN
+    }
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(time, "time", lambda: clock)
+        plan = provision(tmp_path, listed, lifetime_s=lifetime)
+    for name in names:
+        after = (tmp_path / name).read_text()
+        assert (after != before[name]) == (name in due_ones), name
+        renewed, earlier = (
+            _user_jwt(tmp_path / name),
+            claims_of(CredentialFile.model_validate_json(before[name]).creds.get_secret_value()),
+        )
+        assert renewed["sub"] == earlier["sub"], "a renewal keeps the key: nothing is revoked"
+    assert sorted(n for n in plan.reissued if n.startswith("credential-")) == sorted(due_ones)
+    assert not plan.revoked
+
+
+def test_a_holder_takes_only_a_later_jwt_of_its_own_key(tmp_path: Path) -> None:
+    provision(tmp_path, [Credential("c", "t"), Credential("d", "t")], lifetime_s=60)
+    path = tmp_path / "credential-c.json"
+    texts = {"now": CredentialFile.read(path).creds.get_secret_value(), "file": path.read_text()}
+    held = CredentialFile.read(path).held()
+    assert held.expires_at == claims_of(texts["now"])["exp"]
+    assert not held.renewed(), "the same JWT is no renewal"
+    other = CredentialFile.read(tmp_path / "credential-d.json").text()
+    path.write_text(other)
+    assert not held.renewed(), "another credential's file is not this one's renewal"
+    path.write_text("{")
+    assert not held.renewed(), "a file being written is looked at again later"
+    path.write_text(texts["file"])
+    with pytest.MonkeyPatch.context() as patched:
+        later = time.time() + 55
+        patched.setattr(time, "time", lambda: later)
+        provision(tmp_path, [Credential("c", "t"), Credential("d", "t")], lifetime_s=60)
+    assert held.renewed()
+    assert held.expires_at == claims_of(held.text)["exp"] > claims_of(texts["now"])["exp"]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("15m", 900), ("12h", 43200), ("7d", 604800)]
+)
+def test_a_lifetime_reads_as_seconds(text: str, seconds: float) -> None:
+    assert duration_s(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "7", "d", "0d", "-1d", "1.5h", "7w"])
+def test_a_lifetime_that_is_not_one_is_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        duration_s(text)

@@ -66,10 +66,12 @@ class KbClient(LibrarySyncs, LibraryReads):
         sends every request once.
         ``acts_for``: the principals the credential may claim (None: anyone), as its operator
         issued it."""
+        held = None
         if credential is not None:
             prefix, tenant = credential.bus_prefix, credential.tenant
             granted, acts_for = credential.libraries, credential.acts_for
-            nats_options.update(credential.nats_options())
+            held = credential.held()
+            nats_options.update(credential.nats_options(held))
         # A connection error is one line in the log, not a traceback per server tried.
         told = nats_options.pop("error_cb", _log_briefly)
         back = nats_options.pop("reconnected_cb", None)
@@ -91,7 +93,7 @@ class KbClient(LibrarySyncs, LibraryReads):
             reconnected_cb=on_reconnect,
             **nats_options,
         )
-        return cls(
+        client = cls(
             nc,
             interruptions=interruptions,
             prefix=prefix,
@@ -101,6 +103,9 @@ class KbClient(LibrarySyncs, LibraryReads):
             timeout_s=timeout_s,
             retry=retry,
         )
+        if held is not None:  # moved to each renewal of the credential's JWT before it ends
+            client.keep_current(held)
+        return client
 
     async def search(
         self,

@@ -3,6 +3,8 @@ a call acts for, and a request asked again while its budget allows."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Sequence
 from functools import partial
 from types import TracebackType
@@ -19,6 +21,7 @@ from kbus_contract import (
 )
 from kbus_contract.catalog import channel
 from kbus_contract.hedging import Hedger
+from kbus_contract.renewing import HeldCredentials
 from kbus_contract.tenancy import grant_token
 from kbus_contract.topology import Topology
 from kbus_contract.wire import DEFAULT_WAIT_S, budget_ms, request
@@ -80,6 +83,12 @@ class Connection:
         self._publisher = Publisher(
             nc, self.topology, self._bodies, self._receipts, self._ids, self.interruptions
         )
+        self._renewal: asyncio.Task[None] | None = None
+
+    def keep_current(self, held: HeldCredentials) -> None:
+        """Move the connection to each renewal of its credentials (read where ``held`` reads
+        them) before its JWT ends, until closed."""
+        self._renewal = asyncio.ensure_future(held.keep_current(self.nc))
 
     @property
     def claim_check_bytes(self) -> int | None:
@@ -92,6 +101,10 @@ class Connection:
         self._bodies.limit_bytes = limit
 
     async def close(self) -> None:
+        if self._renewal is not None:
+            self._renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewal
         await self._receipts.stop()
         await self.nc.drain()
 

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
+from kbus_contract.renewing import HeldCredentials
 from kbus_contract.restricted import may_name_restricted
 from kbus_contract.wire import describe_validation_error
-from nats.aio.client import RawCredentials
-from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretStr, ValidationError
 
 #: How a bearer token made from a credential begins (the format's version).
 TOKEN_PREFIX = "kbus1."
@@ -39,10 +39,13 @@ class CredentialFile(BaseModel):
     #: The principals it may claim (None: anyone; empty: no one).
     acts_for: tuple[str, ...] | None
     bus_prefix: str
+    #: The file it was read from (its operator renews the JWT there).
+    _path: Path | None = PrivateAttr(default=None)
 
     @classmethod
     def read(cls, path: Path | str) -> CredentialFile:
-        """The credential in the file at ``path``.
+        """The credential in the file at ``path`` (read again there when its JWT nears its end:
+        :mod:`kbus_contract.renewing`).
 
         Raises:
             ValueError: in one sentence, why the file is not a credential (unreadable, not
@@ -53,7 +56,7 @@ class CredentialFile(BaseModel):
         except OSError as exc:
             raise ValueError(f"cannot read the credential file {path}: {exc.strerror}") from exc
         try:
-            return cls.model_validate_json(text)
+            held = cls.model_validate_json(text)
         except ValidationError as exc:
             missing = [str(e["loc"][0]) for e in exc.errors() if e["type"] == "missing"]
             if missing and len(missing) == exc.error_count():
@@ -63,6 +66,8 @@ class CredentialFile(BaseModel):
             raise ValueError(
                 f"{path} is not a credential file as nats-auth writes it: {said}"
             ) from None
+        held._path = Path(path)
+        return held
 
     def token(self) -> str:
         """The credential as an HTTP bearer token (``kbus token``): the console connects to NATS
@@ -92,12 +97,25 @@ class CredentialFile(BaseModel):
         held = self.model_dump(mode="json")
         return json.dumps({**held, "creds": self.creds.get_secret_value()}, indent=indent)
 
-    def nats_options(self) -> dict[str, Any]:
-        """``nats.connect`` keyword arguments: the user and the inbox its replies come to."""
-        return {
-            "user_credentials": RawCredentials(self.creds.get_secret_value()),
-            "inbox_prefix": self.inbox_prefix,
-        }
+    def held(self) -> HeldCredentials:
+        """Its NATS credentials, read again from its file for their renewal (a credential
+        not read from a file, such as a token's, is not renewed: it ends with its JWT)."""
+        path = self._path
+        if path is None:
+            return HeldCredentials(self.creds.get_secret_value, "of this token")
+
+        def read() -> str:
+            again = CredentialFile.read(path)
+            if again.user != self.user:
+                raise ValueError(f"{path} now holds another credential")
+            return again.creds.get_secret_value()
+
+        return HeldCredentials(read, str(path))
+
+    def nats_options(self, held: HeldCredentials | None = None) -> dict[str, Any]:
+        """``nats.connect`` keyword arguments: the user (``held``, or as the file holds it
+        now) and the inbox its replies come to."""
+        return {**(held or self.held()).options(), "inbox_prefix": self.inbox_prefix}
 
     def names_restricted(self) -> bool:
         """Whether it reaches the records of restricted documents."""

@@ -5,6 +5,7 @@ run signs (and pushes) only what changed."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -92,21 +93,50 @@ def _user_claims(perms: Permissions) -> dict[str, Any]:
     return claims
 
 
-def user_jwt(keys: Keys, name: str, perms: Permissions, before: str | None = None) -> str:
-    """A user's JWT, signed by its account: what it may publish and subscribe to; ``before``
-    if it says the same."""
+#: A user's JWT lasts this long unless nats-auth is told otherwise (``--lifetime``) ...
+LIFETIME_S = 7 * 86400.0
+#: ... and is issued again, for the same key, once less than this share of it is left.
+RENEW_WITHIN = 1 / 3
+
+
+def due(token: str, lifetime_s: float, now: float | None = None) -> bool:
+    """Whether a user's JWT is to be issued again: it never ends (issued before JWTs had an
+    end), or less than a third of ``lifetime_s`` is left of it."""
+    ends = decode(token).get("exp")
+    return ends is None or ends - (now or time.time()) < lifetime_s * RENEW_WITHIN
+
+
+def user_jwt(
+    keys: Keys,
+    name: str,
+    perms: Permissions,
+    before: str | None = None,
+    lifetime_s: float = LIFETIME_S,
+) -> str:
+    """A user's JWT, signed by its account: what it may publish and subscribe to, ending
+    ``lifetime_s`` from now; ``before`` if it says the same and is not :func:`due`."""
     claims = _user_claims(perms)
     account, user = keys.accounts[keys.homes[name]], keys.users[name]
-    if before is not None and _says(before, claims, user.public, account.public):
+    if (
+        before is not None
+        and _says(before, claims, user.public, account.public)
+        and not due(before, lifetime_s)
+    ):
         return before
-    return encode(claims, account, user.public, name)
+    return encode(claims, account, user.public, name, lifetime_s)
 
 
-def user_creds(keys: Keys, name: str, perms: Permissions, before: str | None = None) -> str:
+def user_creds(
+    keys: Keys,
+    name: str,
+    perms: Permissions,
+    before: str | None = None,
+    lifetime_s: float = LIFETIME_S,
+) -> str:
     """What a user connects with: its JWT and its seed (``before``, the credentials written
-    last time, if they say the same)."""
+    last time, if they say the same and are not due)."""
     old = _jwt_of(before) if before else None
-    return creds(user_jwt(keys, name, perms, old), keys.users[name])
+    return creds(user_jwt(keys, name, perms, old, lifetime_s), keys.users[name])
 
 
 def _jwt_of(creds_text: str) -> str | None:
@@ -117,9 +147,9 @@ def _jwt_of(creds_text: str) -> str | None:
     return None
 
 
-def system_creds(keys: Keys, before: str | None = None) -> str:
+def system_creds(keys: Keys, before: str | None = None, lifetime_s: float = LIFETIME_S) -> str:
     """The system account's user: it pushes and removes accounts."""
-    return user_creds(keys, SYSTEM_USER, Permissions(), before)
+    return user_creds(keys, SYSTEM_USER, Permissions(), before, lifetime_s)
 
 
 def server_config(keys: Keys, operator: str, preloaded: dict[str, str], resolver_dir: str) -> str:

@@ -21,6 +21,7 @@ from kbus_contract.topology import Topology
 from pydantic import SecretStr
 
 from kbus_dev.natsauth.claims import (
+    LIFETIME_S,
     account_jwt,
     operator_jwt,
     permissions,
@@ -76,10 +77,12 @@ def written(
     out: Path,
     resolver_dir: str,
     touched: Collection[str] | None = None,
+    lifetime_s: float = LIFETIME_S,
 ) -> dict[str, str]:
     """Every file ``nats-auth`` writes, by name (of the tenants in ``touched`` only, when
     given: the others' are as they were); a JWT that says what the one in ``out`` said is kept
-    as it was."""
+    as it was, unless it is due for renewal (users' JWTs end ``lifetime_s`` after they are
+    issued)."""
 
     def before(name: str) -> str | None:
         path = out / name
@@ -93,12 +96,13 @@ def written(
         credentials = [c for c in credentials if c.tenant in touched]
     users = permissions(t, credentials)
     services = {
-        name: user_creds(keys, name, users[name], before(f"{name}.creds")) for name in SERVICES
+        name: user_creds(keys, name, users[name], before(f"{name}.creds"), lifetime_s)
+        for name in SERVICES
     }
     files = {
         "keys.json": keys.dump() + "\n",
         "operator.jwt": operator_jwt(keys, before("operator.jwt")),
-        "system.creds": system_creds(keys, before("system.creds")),
+        "system.creds": system_creds(keys, before("system.creds"), lifetime_s),
         "nats-users-secret.yaml": k8s_secret("kbus-nats-users", services),
         **{f"{name}.creds": text for name, text in services.items()},
     }
@@ -108,7 +112,9 @@ def written(
     preloaded = {a: files[f"account-{a}.jwt"] for a in (SYSTEM_ACCOUNT, KBUS_ACCOUNT)}
     files["auth.conf"] = server_config(keys, files["operator.jwt"], preloaded, resolver_dir)
     for credential in credentials:
-        text = user_creds(keys, credential.name, users[credential.name], held(credential.name))
+        text = user_creds(
+            keys, credential.name, users[credential.name], held(credential.name), lifetime_s
+        )
         record = credential_file(credential, text, t.prefix)
         json_file, secret_file = (f"credential-{credential.name}{end}" for end in CREDENTIAL_FILES)
         files[json_file] = record.text(indent=2) + "\n"
@@ -126,17 +132,19 @@ def provision(
     rotate: Sequence[str] = (),
     resolver_dir: str = "jwt",
     touched: Collection[str] | None = None,
+    lifetime_s: float = LIFETIME_S,
 ) -> Plan:
     """Write the installation's files for these credentials (the whole list); what is left to
     push. ``touched``: the only tenants whose credentials may have changed (the others' files
-    and accounts are not made again: a change costs the same at any number of tenants)."""
+    and accounts are not made again: a change costs the same at any number of tenants).
+    ``lifetime_s``: how long a user's JWT issued now lasts."""
     t = Topology(prefix)
     keys = Keys.load(out / "keys.json")
     before = dict(keys.accounts)
     revoked = reconcile(keys, credentials, rotate, touched)
     removed = [key.public for name, key in before.items() if name not in keys.accounts]
     out.mkdir(parents=True, exist_ok=True)
-    files = written(t, keys, credentials, out, resolver_dir, touched)
+    files = written(t, keys, credentials, out, resolver_dir, touched, lifetime_s)
     _remove_stale(out, keys, credentials, before, touched)
     files[LIST] = "".join(f"{c.spec}\n" for c in credentials)
     plan = Plan(keys, {}, set(), removed, complete=touched is None, revoked=revoked)
@@ -148,6 +156,8 @@ def provision(
         path = out / name
         if path.is_file() and path.read_text() == text:
             continue
+        if name.endswith((".creds", ".json")) and path.is_file() and name != "keys.json":
+            plan.reissued.append(name)
         if pushed:
             plan.changed.add(account)
         path.write_text(text)
@@ -207,6 +217,17 @@ def edited(
     return [*(c for c in listed if c.name not in names), *add], touched
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_s(text: str) -> float:
+    """Seconds in ``90s``, ``15m``, ``12h`` or ``7d``."""
+    number, unit = text[:-1], text[-1:]
+    if unit not in _UNITS or not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90s, 12h or 7d")
+    return float(int(number) * _UNITS[unit])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kbus_dev nats-auth", description=__doc__)
     parser.add_argument("--out", type=Path, required=True)
@@ -234,17 +255,32 @@ def main(argv: list[str] | None = None) -> int:
         "--rotate", action="append", default=[], metavar="USER", help="a new key for USER"
     )
     parser.add_argument(
+        "--renew",
+        action="store_true",
+        help="issue again every JWT of the last run's list with less than a third of its "
+        "lifetime left (run daily: holders move to the renewed file before the old one ends)",
+    )
+    parser.add_argument(
+        "--lifetime",
+        type=duration_s,
+        default=LIFETIME_S,
+        metavar="DURATION",
+        help="how long a user's JWT issued by this run lasts, as 90s, 12h or 7d (default 7d)",
+    )
+    parser.add_argument(
         "--resolver-dir", default="jwt", help="where nats-server keeps the accounts' JWTs"
     )
     parser.add_argument(
         "--push", metavar="NATS_URL", help="send the accounts to this running server"
     )
     args = parser.parse_args(argv)
-    if args.credential and (args.add or args.drop):
-        parser.error("give the whole list (--credential) or changes to it (--add, --drop)")
+    if sum(map(bool, (args.credential, args.add or args.drop, args.renew))) > 1:
+        parser.error("give the whole list (--credential), changes to it (--add, --drop) or --renew")
     touched: set[str] | None = None
     credentials = [Credential.parse(text) for text in args.credential]
-    if args.add or args.drop:
+    if args.renew:
+        credentials = _listed(args.out)
+    elif args.add or args.drop:
         added = [Credential.parse(text) for text in args.add]
         credentials, touched = edited(args.out, added, args.drop)
     plan = provision(
@@ -254,10 +290,13 @@ def main(argv: list[str] | None = None) -> int:
         rotate=args.rotate,
         resolver_dir=args.resolver_dir,
         touched=touched,
+        lifetime_s=args.lifetime,
     )
     print(f"wrote auth.conf, keys and credentials to {args.out} (keep them secret)")
     for line in plan.revoked:
         print(line)
+    if plan.reissued:
+        print(f"issued {len(plan.reissued)} credential files again (renewed or changed)")
     if args.push:
         for line in asyncio.run(push(args.push, plan)):
             print(line)

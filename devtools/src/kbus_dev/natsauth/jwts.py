@@ -96,9 +96,19 @@ class NKey:
         return self._key.sign(data)
 
 
-def encode(claims: dict[str, Any], issuer: NKey, subject: str, name: str = "") -> str:
-    """A JWT of ``claims`` (its ``nats`` part) about ``subject``, signed by ``issuer``."""
-    body: dict[str, Any] = {"iat": int(time.time()), "iss": issuer.public, "sub": subject}
+def encode(
+    claims: dict[str, Any],
+    issuer: NKey,
+    subject: str,
+    name: str = "",
+    lifetime_s: float | None = None,
+) -> str:
+    """A JWT of ``claims`` (its ``nats`` part) about ``subject``, signed by ``issuer``; ending
+    ``lifetime_s`` from now (None: never)."""
+    now = int(time.time())
+    body: dict[str, Any] = {"iat": now, "iss": issuer.public, "sub": subject}
+    if lifetime_s is not None:
+        body["exp"] = now + max(1, round(lifetime_s))
     if name:
         body["name"] = name
     body["nats"] = {**claims, "version": 2}

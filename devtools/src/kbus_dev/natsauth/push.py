@@ -28,6 +28,8 @@ class Plan:
     complete: bool = True
     #: The users whose earlier keys no longer connect, one line each (who and why).
     revoked: list[str] = field(default_factory=list)
+    #: The credential files written again for a user who had one (renewed, changed, rotated).
+    reissued: list[str] = field(default_factory=list)
 
 
 async def push(url: str, plan: Plan, **options: Any) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import nats
@@ -14,8 +15,9 @@ from faststream.nats.message import NatsMessage
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.nats.prometheus import NatsPrometheusMiddleware
 from faststream.security import BaseSecurity
+from kbus_contract.renewing import HeldCredentials
 from kbus_contract.topology import Stream, Topology, work_consumer
-from nats.aio.client import Client, RawCredentials
+from nats.aio.client import Client
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
@@ -90,10 +92,12 @@ def make_broker(
     app_name: str,
     log_level: str = "INFO",
     tracer_provider: TracerProvider | None = None,
+    held: HeldCredentials | None = None,
 ) -> NatsBroker:
     """A NATS broker with Prometheus metrics; it connects when the app starts.
 
     Args:
+        held: The service's credentials (:func:`held_credentials`).
         log_level: The service's log level; FastStream's line per message shows at DEBUG.
         tracer_provider: Traces on: stream messages carry and continue the trace context.
     """
@@ -108,7 +112,7 @@ def make_broker(
     broker = _Broker(
         settings.nats_servers,
         security=BaseSecurity(ssl_context=tls) if tls is not None else None,
-        **credentials(settings),
+        **credentials(settings, held),
         name=f"kbus-{app_name}",
         inbox_prefix=settings.inbox_prefix,
         middlewares=middlewares,
@@ -134,11 +138,21 @@ async def connect_nats(bus: BusSettings) -> Client:
     return await nats.connect(bus.nats_servers, **options, **credentials(bus))
 
 
-def credentials(bus: BusSettings) -> dict[str, Any]:
+def held_credentials(bus: BusSettings) -> HeldCredentials | None:
+    """The service's credentials, read again from their file for renewals (none on an open
+    server)."""
+    if bus.nats_credentials_file is not None:
+        path = Path(bus.nats_credentials_file)
+        return HeldCredentials(path.read_text, str(path))
+    if bus.nats_credentials is not None:
+        return HeldCredentials(bus.nats_credentials.get_secret_value, "KBUS_NATS_CREDENTIALS")
+    return None
+
+
+def credentials(bus: BusSettings, held: HeldCredentials | None = None) -> dict[str, Any]:
     """nats.connect's options for the service's credentials (none on an open server)."""
-    if bus.nats_credentials is None:
-        return {}
-    return {"user_credentials": RawCredentials(bus.nats_credentials.get_secret_value())}
+    held = held or held_credentials(bus)
+    return held.options() if held is not None else {}
 
 
 def work_subscriber(

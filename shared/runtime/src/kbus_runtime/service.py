@@ -18,13 +18,14 @@ from importlib.metadata import version
 
 from faststream.asgi import AsgiFastStream, make_ping_asgi
 from faststream.nats import NatsBroker
+from kbus_contract.renewing import renewing
 from kbus_contract.topology import StageConsumer, Topology
 from prometheus_client import CollectorRegistry, make_asgi_app
 
 from kbus_runtime.answering import Answer, Priced, Served, serve
 from kbus_runtime.backlog import BacklogGauges
 from kbus_runtime.budgets import Budgets, Resource, waiting_budget
-from kbus_runtime.bus import BusMessage, Handler, make_broker, work_subscriber
+from kbus_runtime.bus import BusMessage, Handler, held_credentials, make_broker, work_subscriber
 from kbus_runtime.declaring import consumers_answer, declare_streams, one_kind_of_consumer
 from kbus_runtime.fair_share import FairShare
 from kbus_runtime.lanes import LanePuller, downstream_full, pull_fairly
@@ -74,12 +75,15 @@ class Service:
         configure_logging(self.settings.process.log_level)
         self.topology: Topology = self.settings.bus.topology
         self.tracer_provider = start_tracing(self.name, self.settings.tracing)
+        #: Its NATS credentials, moved to each renewal while it runs.
+        self.held = held_credentials(self.settings.bus)
         self.broker: NatsBroker = make_broker(
             self.settings.bus,
             self.registry,
             app_name=self.name,
             log_level=self.settings.process.log_level,
             tracer_provider=self.tracer_provider,
+            held=self.held,
         )
         self.metrics = StageMetrics(self.registry)
         self.budgets = Budgets(self.settings.budgets, self.topology)
@@ -183,6 +187,7 @@ class Service:
                 await declare_streams(js, self.topology)
             await one_kind_of_consumer(js, self._stages, fair=self.settings.bus.fair_share)
             async with (
+                renewing(self.held, self.broker.connection),
                 start_up() if start_up else contextlib.nullcontext(),
                 backlog.reading(js, self.settings.bus.backlog_interval_s),
             ):

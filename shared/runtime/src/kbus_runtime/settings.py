@@ -59,6 +59,13 @@ class BusSettings(BaseSettings):
         "JWT and seed, as python -m kbus_dev nats-auth writes it; secret). Unset: an open "
         "development server.",
     )
+    nats_credentials_file: str | None = Field(
+        json_schema_extra=DEPLOY,
+        default=None,
+        description="The .creds file instead (a mounted Secret), read again while the service "
+        "runs: it moves to a renewed JWT before the old one ends (nats-auth --renew). Wins "
+        "over nats_credentials.",
+    )
     nats_tls_ca: str | None = Field(
         json_schema_extra=DEPLOY,
         default=None,
