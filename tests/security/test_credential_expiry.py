@@ -2,23 +2,27 @@
 credential file connects only until its JWT's end, and a connection made with it is closed
 then; the holder of the file an operator renews (``nats-auth --renew``, run as a daily job
 would be, here every two seconds against a 20-second lifetime) moves to each renewal before
-the old JWT ends, and no request it makes meanwhile fails."""
+the old JWT ends, and no request it makes meanwhile fails; a service reading its credential
+from a file does the same."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
+from pathlib import Path
 
+import httpx
 import nats
 import pytest
 from kbus_client import CredentialFile, KbClient
 from kbus_contract.renewing import claims_of
-from kbus_dev.natsauth import inbox
+from kbus_dev.natsauth import Keys, inbox, permissions, user_creds
 from kbus_dev.natsauth import main as nats_auth
+from kbus_dev.services import start_service, wait_healthy
 from nats.aio.client import Client, RawCredentials
 
-from tests.security.conftest import CREDENTIALS, Locked
+from tests.security.conftest import CREDENTIALS, TOPOLOGY, Locked
 
 NAME, LIFETIME_S = "t3-brief", 20
 RUN_S = 2.5 * LIFETIME_S
@@ -90,3 +94,38 @@ async def test_a_kept_file_ends_with_its_jwt_and_the_renewed_file_s_holder_never
         with contextlib.suppress(Exception):
             await kept.close()
         await locked.provision(CREDENTIALS)
+
+
+async def test_a_service_moves_to_each_renewal_of_its_mounted_credential_file(
+    locked: Locked, tmp_path: Path
+) -> None:
+    """A second gateway whose user's JWT lasts 10 seconds, read from a file that is replaced
+    (as Kubernetes replaces a mounted Secret) with a fresh JWT of the same key every three:
+    healthy, its connection open, after two and a half lifetimes (without the renewals its
+    connection ends at the first JWT's end and its health check fails)."""
+    lifetime_s = LIFETIME_S / 2
+    keys = Keys.load(locked.auth / "keys.json")
+    allowed = permissions(TOPOLOGY)["gateway"]
+    path = tmp_path / "user.creds"
+
+    def renew() -> None:
+        fresh = tmp_path / "user.creds.new"
+        fresh.write_text(user_creds(keys, "gateway", allowed, None, lifetime_s))
+        fresh.replace(path)
+
+    renew()
+    env = {**locked.service_env("gateway"), "KBUS_NATS_CREDENTIALS_FILE": str(path)}
+    del env["KBUS_NATS_CREDENTIALS"]
+    server = start_service("gateway", env, tmp_path, label="gateway-renewed")
+    try:
+        wait_healthy([server])
+        ends = time.time() + 2.5 * lifetime_s
+        while time.time() < ends:
+            await asyncio.sleep(3)
+            renew()
+        async with httpx.AsyncClient() as http:
+            health = await http.get(f"http://127.0.0.1:{server.ports['http']}/health")
+        assert health.is_success, server.log.read_text()[-2000:]
+        assert "Expired" not in server.log.read_text()
+    finally:
+        server.stop()
