@@ -107,8 +107,8 @@ class Sessions:
         except UnreachableError as exc:
             if exc.refused_authorization:
                 raise UnauthorizedError(
-                    "the bus refused this token's credential (revoked or narrowed since, or "
-                    "of another installation): ask for a new token"
+                    "the bus refused this token's credential (its JWT ended, or it was revoked "
+                    "or narrowed since, or is of another installation): ask for a new token"
                 ) from exc
             raise TransientError(
                 "the console cannot reach the bus: try again shortly", code=ErrorCode.BUS_ERROR
