@@ -10,7 +10,7 @@ from kbus_embedder.embedding import BACKENDS as EMBED_BACKENDS
 from kbus_embedder.embedding import Making
 from kbus_embedder.settings import EmbedBackend, EmbedderSettings, OpenAIEmbeddingSettings
 from kbus_reranker.scoring import BACKENDS as RERANK_BACKENDS
-from kbus_reranker.settings import RerankBackend, RerankerSettings
+from kbus_reranker.settings import RerankBackend, RerankEndpointSettings, RerankerSettings
 from kbus_runtime.settings import CohereSettings
 from kbus_runtime.variants import Registry, Variant
 from pydantic import SecretStr, ValidationError
@@ -52,14 +52,32 @@ def test_every_service_registry_covers_its_settings_choices(
 
 
 def test_the_settings_refuse_a_backend_no_registry_holds_and_say_which_they_take() -> None:
-    with pytest.raises(ValidationError, match="'cohere', 'maxsim', 'encoder' or 'e5'"):
+    with pytest.raises(ValidationError, match="'cohere', 'endpoint', 'maxsim', 'encoder' or 'e5'"):
         RerankerSettings(backend="cross-encoder")
 
 
-def test_auto_reranks_with_cohere_only_with_a_key() -> None:
-    keyed = RerankerSettings(cohere=CohereSettings(api_key=SecretStr("k")))
-    assert RERANK_BACKENDS.chosen(RerankBackend.AUTO, keyed) is RerankBackend.COHERE
-    assert RERANK_BACKENDS.chosen(RerankBackend.AUTO, RerankerSettings()) is RerankBackend.MAXSIM
+@pytest.mark.parametrize(
+    ("backend", "cohere_key", "endpoint_url", "chosen"),
+    [
+        ("auto", None, None, RerankBackend.MAXSIM),
+        ("auto", None, "http://127.0.0.1:1/v1", RerankBackend.ENDPOINT),
+        ("auto", "k", None, RerankBackend.COHERE),
+        ("auto", "k", "http://127.0.0.1:1/v1", RerankBackend.COHERE),
+        ("maxsim", "k", "http://127.0.0.1:1/v1", RerankBackend.MAXSIM),
+        ("endpoint", "k", "http://127.0.0.1:1/v1", RerankBackend.ENDPOINT),
+        ("cohere", None, "http://127.0.0.1:1/v1", RerankBackend.COHERE),
+        ("e5", None, None, RerankBackend.E5),
+    ],
+)
+def test_an_explicit_reranker_wins_else_cohere_with_a_key_else_a_server_else_maxsim(
+    backend: str, cohere_key: str | None, endpoint_url: str | None, chosen: RerankBackend
+) -> None:
+    settings = RerankerSettings(
+        backend=RerankBackend(backend),
+        cohere=CohereSettings(api_key=SecretStr(cohere_key) if cohere_key else None),
+        endpoint=RerankEndpointSettings(url=endpoint_url),
+    )
+    assert RERANK_BACKENDS.chosen(settings.backend, settings) is chosen
 
 
 @pytest.mark.parametrize(

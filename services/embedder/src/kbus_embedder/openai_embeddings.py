@@ -14,7 +14,6 @@ itself (its chain says so), and the embedding cache keeps the server's vectors b
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,13 +21,9 @@ import httpx
 import numpy as np
 from kbus_contract import InputType
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
+from kbus_runtime.rate_limits import MISCONFIGURED, Overload
 
 from kbus_embedder.settings import OpenAIEmbeddingSettings
-
-#: Statuses that say the deployment is wrong (key, model, path), not the text: waited out.
-MISCONFIGURED = frozenset({401, 403, 404})
-#: The first pause after a 429 without ``Retry-After``, doubled each time.
-FIRST_PAUSE_S = 0.5
 
 
 class OpenAIEmbedder:
@@ -82,7 +77,7 @@ class OpenAIEmbedder:
 
     async def _call(self, texts: Sequence[str]) -> np.ndarray:
         """One call, a 429 waited out up to the settings' patience."""
-        waited, pause = 0.0, FIRST_PAUSE_S
+        overload = Overload(self.settings.rate_limit_wait_s)
         while True:
             async with self._calls:
                 try:
@@ -93,13 +88,12 @@ class OpenAIEmbedder:
                 return np.asarray(
                     self._vectors(response, len(texts), self.dimension), dtype=np.float32
                 )
-            wait = _retry_after(response) or pause
-            if waited + wait > self.settings.rate_limit_wait_s:
-                raise self._outage(f"answered 429 (too many requests) for {waited:.0f} s")
-            started = time.monotonic()
+            wait = overload.pause(response)
+            if wait is None:
+                raise self._outage(
+                    f"answered 429 (too many requests) for {overload.waited_s:.0f} s"
+                )
             await asyncio.sleep(wait)
-            waited += time.monotonic() - started
-            pause *= 2
 
     def _body(self, texts: Sequence[str]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.settings.model, "input": list(texts)}
@@ -144,11 +138,3 @@ class OpenAIEmbedder:
 
     async def close(self) -> None:
         await self.client.aclose()
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """Seconds a 429 asks to wait (``Retry-After`` in seconds), if it says."""
-    try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
-    except ValueError:
-        return None

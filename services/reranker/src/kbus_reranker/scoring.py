@@ -13,6 +13,7 @@ from kbus_runtime.deadlines import Deadline
 from kbus_runtime.settings import CohereSettings
 from kbus_runtime.variants import Registry, Variant
 
+from kbus_reranker.endpoint import EndpointScorer
 from kbus_reranker.settings import RerankBackend, RerankerSettings
 
 #: The encoder the local scorers load unless the settings name one.
@@ -142,7 +143,8 @@ class CohereScorer:
         return scores
 
 
-#: Every scorer, and how the settings make it; ``auto``: Cohere with a Cohere key, else maxsim.
+#: Every scorer, and how the settings make it; ``auto``: Cohere with a Cohere key, else a rerank
+#: server when its URL is set, else maxsim.
 BACKENDS: Registry[RerankBackend, RerankerSettings, Scorer] = Registry(
     "reranker backend",
     RerankBackend,
@@ -151,6 +153,12 @@ BACKENDS: Registry[RerankBackend, RerankerSettings, Scorer] = Registry(
             lambda s: CohereScorer(s.cohere),
             "Cohere's rerank API",
             auto_when=lambda s: s.cohere.api_key is not None,
+            remote=True,
+        ),
+        RerankBackend.ENDPOINT: Variant(
+            lambda s: EndpointScorer(s.endpoint),
+            "a rerank server (Cohere's or Text Embeddings Inference's shape)",
+            auto_when=lambda s: s.endpoint.url is not None,
             remote=True,
         ),
         RerankBackend.MAXSIM: Variant(

@@ -6,9 +6,9 @@ from enum import StrEnum
 from typing import Literal
 
 from kbus_runtime.chat import LLMSettings
-from kbus_runtime.settings import CohereSettings, ServiceSettings
-from pydantic import Field
-from pydantic_settings import SettingsConfigDict
+from kbus_runtime.settings import DEPLOY, CohereSettings, ServiceSettings
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class RerankBackend(StrEnum):
@@ -16,9 +16,43 @@ class RerankBackend(StrEnum):
 
     AUTO = "auto"
     COHERE = "cohere"
+    ENDPOINT = "endpoint"
     MAXSIM = "maxsim"
     ENCODER = "encoder"
     E5 = "e5"
+
+
+class RerankEndpointSettings(BaseSettings):
+    """A rerank server (env prefix ``KBUS_RERANKER_ENDPOINT_``): Cohere's ``/rerank`` shape
+    (Infinity, vLLM, Jina, llama.cpp's server, Cohere-compatible gateways) or Text Embeddings
+    Inference's."""
+
+    model_config = SettingsConfigDict(env_prefix="KBUS_RERANKER_ENDPOINT_", extra="ignore")
+
+    url: str | None = Field(
+        json_schema_extra=DEPLOY,
+        default=None,
+        description="Base URL, ending before /rerank (such as http://infinity:7997/v1); with it "
+        "set and no Cohere key, auto reranks there.",
+    )
+    model: str = Field(default="", description="Model name sent with each call (if any).")
+    api_key: SecretStr | None = Field(
+        json_schema_extra=DEPLOY,
+        default=None,
+        description="Bearer token for the server (secret), if it wants one.",
+    )
+    api: Literal["cohere", "tei"] = Field(
+        default="cohere",
+        description="cohere: documents in, results with relevance_score out; tei: Text "
+        "Embeddings Inference's texts in, a list of scores out.",
+    )
+    timeout_s: float = Field(default=10.0, gt=0, description="Timeout of one call, seconds.")
+    rate_limit_wait_s: float = Field(
+        default=2.0,
+        ge=0.0,
+        description="Seconds a call waits out 429 answers before the search goes on unreranked "
+        "(a search cannot wait long).",
+    )
 
 
 class RerankerSettings(ServiceSettings):
@@ -29,8 +63,8 @@ class RerankerSettings(ServiceSettings):
     http_port: int = Field(default=8104, description="Port of /health and /metrics.")
     backend: RerankBackend = Field(
         default=RerankBackend.AUTO,
-        description="auto: Cohere with a Cohere key, else maxsim (MaxSim over an encoder's token "
-        "states); e5 or encoder by name. Why: docs/tuning.md#kbus_reranker_backend.",
+        description="auto: Cohere with a Cohere key, else a rerank server when its URL is set, "
+        "else maxsim; e5 or encoder by name. Why: docs/tuning.md#kbus_reranker_backend.",
     )
     model_path: str = Field(
         default="",
@@ -79,4 +113,5 @@ class RerankerSettings(ServiceSettings):
         "is about 512; more only slows a small model down).",
     )
     cohere: CohereSettings = Field(default_factory=CohereSettings)
+    endpoint: RerankEndpointSettings = Field(default_factory=RerankEndpointSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)

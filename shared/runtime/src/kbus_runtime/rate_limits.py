@@ -1,0 +1,44 @@
+"""A model server's ``429 Too Many Requests``, waited out the same way by every backend that
+calls one over HTTP (the embedder's OpenAI-compatible endpoint, the reranker's rerank
+endpoint): the pause its ``Retry-After`` asks for, else pauses doubling from
+:data:`FIRST_PAUSE_S`, until the caller's patience (counted from the first try) is spent."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+#: The first pause after a 429 without ``Retry-After``, doubled each time.
+FIRST_PAUSE_S = 0.5
+#: Statuses that say the deployment is wrong (key, model, path), not the request: an outage.
+MISCONFIGURED = frozenset({401, 403, 404})
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds a 429 asks to wait (``Retry-After`` in seconds), if it says."""
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "")))
+    except ValueError:
+        return None
+
+
+@dataclass
+class Overload:
+    """One call's 429s: how long to wait before the next try, within ``patience_s``."""
+
+    patience_s: float
+    waited_s: float = 0.0
+    _pause_s: float = FIRST_PAUSE_S
+    _started: float = field(default_factory=time.monotonic)
+
+    def pause(self, response: httpx.Response) -> float | None:
+        """How long to wait after this 429; None: the patience is spent (an outage)."""
+        self.waited_s = time.monotonic() - self._started
+        wait = retry_after(response)
+        if wait is None:
+            wait, self._pause_s = self._pause_s, self._pause_s * 2
+        if self.waited_s + wait > self.patience_s:
+            return None
+        return wait
