@@ -21,6 +21,7 @@ TOOLS = {
     "k8s": ("kbus_dev.k8s:main", "build and validate deploy/k8s"),
     "permissions-doc": ("kbus_dev.permissions_doc:main", "write (or --check) the permissions list"),
     "settings-doc": ("kbus_dev.settings_doc:main", "write (or --check) the settings table"),
+    "screenshot": ("kbus_dev.screenshot:main", "the README's picture of the demo's web console"),
 }
 
 
