@@ -273,8 +273,8 @@ async def _together(calls: list[Any]) -> list[httpx.Response]:
 async def test_the_client_s_surface_works_over_http_as_over_nats(
     published: Locked, console: str
 ) -> None:
-    """``HttpKbClient``: the same search replies and tool text as ``KbClient``'s, the same
-    error codes, and an agent's memory kept, listed and forgotten over HTTP."""
+    """``HttpKbClient``: the same search replies, tool text and backlog as ``KbClient``'s, the
+    same error codes, and an agent's memory kept, listed and forgotten over HTTP."""
     rng = random.Random(7141)
     token = _token(published, "t2-all")
     over_nats = await client_for(published, "t2-all")
@@ -293,6 +293,8 @@ async def test_the_client_s_surface_works_over_http_as_over_nats(
         with pytest.raises(KbError) as refused:
             await over_http.search("x", libraries=["lib-a"], tenant="t1")
         assert refused.value.code == "permission_denied"
+        # Its own work waiting at each stage (none now: what it published is indexed).
+        assert await over_http.backlog() == await over_nats.backlog()
         pdf = FPDF()
         pdf.add_page()
         pdf.set_font("Helvetica", size=12)

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import httpx
 from kbus_contract import (
+    BacklogReply,
     DocumentEntry,
     DocumentIndexed,
     DocumentRemoved,
@@ -68,6 +69,11 @@ class HttpKbClient:
     async def stats(self, *, principals: Sequence[str] = ()) -> StatsReply:
         answer = await self._ask("GET", "/v1/libraries", params={"principal": list(principals)})
         return StatsReply.model_validate_json(answer.content)
+
+    async def backlog(self) -> BacklogReply:
+        """As :meth:`kbus_client.KbClient.backlog` (the token's tenant)."""
+        answer = await self._ask("GET", "/v1/backlog")
+        return BacklogReply.model_validate_json(answer.content)
 
     async def library_names(
         self, *, tenant: str | None = None, principals: Sequence[str] = ()

@@ -10,6 +10,7 @@ from typing import Any
 from kbus_client import KbClient
 from kbus_client.replays import replay_letter
 from kbus_contract import (
+    BacklogReply,
     ContentType,
     DeadLetter,
     DocumentIndexed,
@@ -115,6 +116,11 @@ class Letters(BaseModel):
     """The tenant's dead letters its credential may read, oldest first."""
 
     letters: tuple[StoredLetter, ...]
+
+
+async def backlog(kb: KbClient) -> BacklogReply:
+    """What of the tenant's own work waits at each stage (``kb.backlog``)."""
+    return await kb.backlog()
 
 
 async def dead_letters(

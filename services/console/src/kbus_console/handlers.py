@@ -52,6 +52,7 @@ class Handlers:
             Route("/v1/libraries/{library}/files/{document_id:path}", self.file, methods=["PUT"]),
             Route("/v1/libraries/{library}/profile", self.profile, methods=["GET", "PUT"]),
             Route("/v1/libraries/{library}/progress", self.progress, methods=["GET"]),
+            Route("/v1/backlog", self.backlog, methods=["GET"]),
             Route("/v1/dead-letters", self.dead_letters, methods=["GET"]),
             Route("/v1/dead-letters/{sequence:int}/replay", self.replay, methods=["POST"]),
         ]
@@ -123,6 +124,9 @@ class Handlers:
             except ValidationError as exc:
                 raise BadRequestError(400, describe_validation_error(exc)) from exc
         return await self._answer(request, lambda kb: api.profile(kb, library, change))
+
+    async def backlog(self, request: Request) -> Response:
+        return await self._answer(request, api.backlog)
 
     async def dead_letters(self, request: Request) -> Response:
         restricted = _restricted(request)

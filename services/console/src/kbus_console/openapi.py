@@ -7,6 +7,7 @@ from functools import cache
 from typing import Any
 
 from kbus_contract import (
+    BacklogReply,
     DocumentAdded,
     DocumentRemoved,
     ProfileReply,
@@ -136,6 +137,11 @@ def _reads(c: dict[str, Any]) -> dict[str, Any]:
                     | {"content": stream}
                 },
             }
+        },
+        "/v1/backlog": {
+            "get": _operation(
+                "The tenant's own work waiting at each stage", _schema(BacklogReply, c)
+            )
         },
         "/v1/dead-letters": {"get": _operation("The tenant's dead letters", _schema(Letters, c))},
     }
