@@ -28,7 +28,7 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
     from kbus_gateway.settings import GatewaySettings
     from kbus_generator.settings import GeneratorSettings
     from kbus_ingestor.settings import IngestorSettings
-    from kbus_reranker.settings import RerankerSettings
+    from kbus_reranker.settings import RerankEndpointSettings, RerankerSettings
     from kbus_searcher.settings import SearcherSettings
 
     return [
@@ -39,6 +39,7 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
         ("Searcher: Weaviate", StoreSettings),
         ("Embedder and reranker: Cohere", CohereSettings),
         ("Embedder: an OpenAI-compatible embeddings server", OpenAIEmbeddingSettings),
+        ("Reranker: a rerank server", RerankEndpointSettings),
         ("Generator, searcher and reranker: an OpenAI-compatible chat model", LLMSettings),
         ("Gateway", GatewaySettings),
         ("Ingestor", IngestorSettings),
