@@ -403,3 +403,41 @@ async def test_files_profiles_dead_letters_and_progress_over_http(
         told = json.loads(events[0].removeprefix("data: "))
         assert told["document_id"] == "large"
         assert 0 < told["indexed"] <= told["total"]
+
+
+async def test_a_library_synced_over_http_holds_exactly_each_list(
+    published: Locked, console: str
+) -> None:
+    """Random lists synced in turn: after each, the library holds exactly the list's documents
+    at their versions, and the answer names what was added, changed and deleted; a list with
+    bytes or a field of the wrong shape is the caller's 400, nothing synced."""
+    rng = random.Random(4711)
+    token = _token(published, "t1-all")
+    held: dict[str, str] = {}
+    async with httpx.AsyncClient(base_url=console, timeout=300, headers=_auth(token)) as http:
+        for _ in range(3):
+            ids = sorted(rng.sample([f"note-{i}" for i in range(6)], rng.randint(1, 5)))
+            texts = {i: f"{i}: " + " ".join(rng.choices(WORDS, k=6)) for i in ids}
+            docs = [{"document_id": i, "title": i, "text": texts[i]} for i in ids]
+            synced = await http.post("/v1/libraries/synced/sync", json={"documents": docs})
+            assert synced.status_code == 200, synced.text
+            said = synced.json()
+            assert sorted(said["added"]) == sorted(set(ids) - set(held))
+            assert sorted(said["deleted"]) == sorted(set(held) - set(ids))
+            assert sorted(said["changed"]) == sorted(
+                i for i in ids if i in held and held[i] != texts[i]
+            )
+            held = texts
+            page = await http.get("/v1/libraries/synced/documents", params={"limit": 50})
+            assert sorted(d["document_id"] for d in page.json()["documents"]) == ids
+        for wrong in (
+            {"document_id": "x", "text": "x", "data": "AAAA"},
+            {"document_id": "x", "text": "x", "matching": 5},
+            {"document_id": "x", "text": "x", "library": "other"},
+            {"text": "no id"},
+        ):
+            refused = await http.post("/v1/libraries/synced/sync", json={"documents": [wrong]})
+            assert refused.status_code == 400, (wrong, refused.text)
+            assert refused.headers["content-type"].startswith("application/problem+json")
+        page = await http.get("/v1/libraries/synced/documents", params={"limit": 50})
+        assert sorted(d["document_id"] for d in page.json()["documents"]) == sorted(held)

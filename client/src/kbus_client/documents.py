@@ -101,7 +101,10 @@ class DocumentWrites(Connection):
         fields = {"title": "", "text": "", **fields}
         return new_document(
             tenant=chosen,
-            body=self._bodies.file_ref(chosen, fields["library"], fields["document_id"], data),
+            # Missing ids are the document's validation's to name (a ValueError).
+            body=self._bodies.file_ref(
+                chosen, fields.get("library", ""), fields.get("document_id", ""), data
+            ),
             metadata=metadata or {},
             chunks=tuple(chunks) if chunks is not None else None,
             matching=tuple(tuple(m) for m in matching) if matching is not None else None,

@@ -145,7 +145,7 @@ class LibrarySyncs(DocumentWrites):
                 doc = self.new_document(
                     **{**fields, "library": library, "source": source, "tenant": tenant}
                 )
-            except ValueError as exc:
+            except (ValueError, TypeError) as exc:  # a field of the wrong shape: the caller's
                 raise ValueError(f"{fields.get('document_id')}: {exc}") from exc
             if doc.document_id in made:
                 raise ValueError(f"two documents have the id {doc.document_id!r}")

@@ -16,6 +16,7 @@ from kbus_contract import (
     DocumentIndexed,
     DocumentRemoved,
     LibraryProfile,
+    LibraryReconciled,
     ProfileReply,
     SearchReply,
     StatsReply,
@@ -23,7 +24,7 @@ from kbus_contract import (
 from kbus_contract.errors import ErrorCode, PermanentError
 from kbus_contract.feed import MAX_FEED_ENTRIES, FeedKind
 from kbus_contract.formats import FORMATS
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 #: Each file's media type and the format it is published as (records, which need a
 #: template, are published with one over ``PUT .../documents``).
@@ -95,6 +96,48 @@ async def publish(
         version=result.version,
         duplicate=result.duplicate,
         receipt=result.receipt,
+    )
+
+
+class SyncBody(BaseModel):
+    """A sync: the documents a library (or one source's part of it) holds from now on, each
+    with a publish body's fields and its ``document_id``; kbus deletes what the list does not
+    name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    documents: list[dict[str, Any]]
+    source: str | None = Field(default=None, description="The part of the library it holds.")
+
+
+class Synced(BaseModel):
+    """What a sync did: its receipt, and the documents it published, changed and deleted."""
+
+    receipt: LibraryReconciled
+    published: int
+    added: tuple[str, ...]
+    changed: tuple[str, ...]
+    deleted: tuple[str, ...]
+
+
+async def sync(kb: KbClient, library: str, body: SyncBody) -> Synced:
+    """Make the library hold exactly the body's documents (only those new or at a new version
+    are published), answered once its receipt says what it did."""
+    for document in body.documents:
+        if document.pop("library", library) != library:
+            raise ValueError(f"library is named by the path ({library}), not a document")
+        if "data" in document:
+            raise ValueError(
+                "a sync over HTTP lists texts and web pages' addresses, not a file's bytes: "
+                "sync a folder of files with the CLI (kbus sync)"
+            )
+    done = await kb.sync_library(library, body.documents, source=body.source)
+    return Synced(
+        receipt=done.receipt,
+        published=done.published,
+        added=done.added,
+        changed=done.changed,
+        deleted=done.deleted,
     )
 
 

@@ -51,6 +51,7 @@ class Handlers:
             ),
             Route("/v1/libraries/{library}/files/{document_id:path}", self.file, methods=["PUT"]),
             Route("/v1/libraries/{library}/profile", self.profile, methods=["GET", "PUT"]),
+            Route("/v1/libraries/{library}/sync", self.sync, methods=["POST"]),
             Route("/v1/libraries/{library}/progress", self.progress, methods=["GET"]),
             Route("/v1/backlog", self.backlog, methods=["GET"]),
             Route("/v1/dead-letters", self.dead_letters, methods=["GET"]),
@@ -127,6 +128,14 @@ class Handlers:
 
     async def backlog(self, request: Request) -> Response:
         return await self._answer(request, api.backlog)
+
+    async def sync(self, request: Request) -> Response:
+        library, body = request.path_params["library"], await self._body(request)
+        try:
+            asked = api.SyncBody.model_validate(body)
+        except ValidationError as exc:
+            raise BadRequestError(400, describe_validation_error(exc)) from exc
+        return await self._answer(request, lambda kb: api.sync(kb, library, asked))
 
     async def dead_letters(self, request: Request) -> Response:
         restricted = _restricted(request)

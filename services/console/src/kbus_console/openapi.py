@@ -25,6 +25,8 @@ from kbus_console.api import (
     ProfileChange,
     Published,
     StoredLetter,
+    SyncBody,
+    Synced,
 )
 
 REF = "#/components/schemas/{model}"
@@ -187,6 +189,14 @@ def _writes(c: dict[str, Any]) -> dict[str, Any]:
                 _schema(ProfileChange, c),
                 parameters=_params("library"),
             ),
+        },
+        "/v1/libraries/{library}/sync": {
+            "post": _operation(
+                "Make a library hold exactly these documents (answered with the sync's receipt)",
+                _schema(Synced, c),
+                _schema(SyncBody, c),
+                parameters=_params("library"),
+            )
         },
         "/v1/dead-letters/{sequence}/replay": {
             "post": _operation(
