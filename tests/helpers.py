@@ -377,6 +377,23 @@ async def kill_stream_leader(
     return name
 
 
+#: Words a model server's tests make random texts of.
+HOUSEHOLD_WORDS = [
+    "pump",
+    "valve",
+    "filter",
+    "gasket",
+    "hose",
+    "rake",
+    "kettle",
+    "toaster",
+    "garden",
+    "winter",
+    "boils",
+    "leaks",
+]
+
+
 class LLMRecorder:
     """A loopback relay in front of a real LLM server that keeps each chat request and answer
     it passes on. A llama.cpp server reuses the cached part of a prompt, and a greedy answer

@@ -17,24 +17,11 @@ from kbus_dev.servers import free_port
 from kbus_embedder.openai_embeddings import OpenAIEmbedder
 from kbus_embedder.settings import OpenAIEmbeddingSettings
 
+from tests.helpers import HOUSEHOLD_WORDS as WORDS
 from tests.helpers import LLMRecorder
 
 #: SmolLM2-135M's hidden size: the length of the server's vectors.
 SERVER_DIMENSION = 576
-WORDS = [
-    "pump",
-    "valve",
-    "filter",
-    "gasket",
-    "hose",
-    "rake",
-    "kettle",
-    "toaster",
-    "garden",
-    "winter",
-    "boils",
-    "leaks",
-]
 
 
 def _embedder(url: str, **fields: float) -> OpenAIEmbedder:

@@ -19,22 +19,8 @@ from kbus_reranker.endpoint import EndpointScorer
 from kbus_reranker.scoring import EncoderScorer
 from kbus_reranker.settings import RerankEndpointSettings
 
+from tests.helpers import HOUSEHOLD_WORDS as WORDS
 from tests.helpers import LLMRecorder
-
-WORDS = [
-    "pump",
-    "valve",
-    "filter",
-    "gasket",
-    "hose",
-    "rake",
-    "kettle",
-    "toaster",
-    "garden",
-    "winter",
-    "boils",
-    "leaks",
-]
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,7 @@ import pytest
 from fpdf import FPDF
 from kbus_client import CredentialFile
 from kbus_contract import LibraryProfile
-from kbus_dev.browser import CHROMEDRIVER, CHROMIUM
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+from kbus_dev.browser import headless_chromium
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions
@@ -36,12 +34,7 @@ HOSTILE = '<script>window.kbusXss=1</script><img src=x onerror="window.kbusXss=2
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[WebDriver]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_window_size(1280, 1000)
+    driver: WebDriver = headless_chromium(1280, 1000)
     try:
         yield driver
     finally:

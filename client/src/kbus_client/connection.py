@@ -4,7 +4,6 @@ a call acts for, and a request asked again while its budget allows."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from functools import partial
 from types import TracebackType
@@ -19,6 +18,7 @@ from kbus_contract import (
     StatsRequest,
     VersionsRequest,
 )
+from kbus_contract.alongside import cancelled
 from kbus_contract.catalog import channel
 from kbus_contract.hedging import Hedger
 from kbus_contract.renewing import HeldCredentials
@@ -83,7 +83,7 @@ class Connection:
         self._publisher = Publisher(
             nc, self.topology, self._bodies, self._receipts, self._ids, self.interruptions
         )
-        self._renewal: asyncio.Task[None] | None = None
+        self._renewal: asyncio.Future[None] | None = None
 
     def keep_current(self, held: HeldCredentials) -> None:
         """Move the connection to each renewal of its credentials (read where ``held`` reads
@@ -102,9 +102,7 @@ class Connection:
 
     async def close(self) -> None:
         if self._renewal is not None:
-            self._renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewal
+            await cancelled(self._renewal)
         await self._receipts.stop()
         await self.nc.drain()
 

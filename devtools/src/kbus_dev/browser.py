@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from typing import Any
 
 PACKAGES = ("chromium", "chromium-driver")
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -31,3 +32,18 @@ def ensure_browser() -> str:
         subprocess.run(["apt-get", "update", "-q"], env=env, check=True)
         subprocess.run(install, env=env, check=True)
     return CHROMIUM
+
+
+def headless_chromium(width: int, height: int) -> Any:
+    """A selenium driver of Debian's chromium, headless, its window ``width`` by ``height``
+    (the console's browser tests and its README picture)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_window_size(width, height)
+    return driver

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kbus_client import CredentialFile
 
-from kbus_dev.browser import CHROMEDRIVER, CHROMIUM
+from kbus_dev.browser import headless_chromium
 from kbus_dev.demo import LIBRARY
 from kbus_dev.stack import CONSOLE_PORT
 
@@ -25,18 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--query", default="how do I install on Linux")
     parser.add_argument("--out", type=Path, default=Path("docs/console.png"))
     args = parser.parse_args(argv)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_window_size(1200, 900)
+    driver = headless_chromium(1200, 900)
     try:
         driver.get(args.console)
         driver.find_element(By.ID, "token").send_keys(CredentialFile.read(args.credential).token())

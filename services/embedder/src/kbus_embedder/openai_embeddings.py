@@ -21,7 +21,7 @@ import httpx
 import numpy as np
 from kbus_contract import InputType
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
-from kbus_runtime.rate_limits import MISCONFIGURED, Overload
+from kbus_runtime.model_servers import MISCONFIGURED, Overload, address
 
 from kbus_embedder.settings import OpenAIEmbeddingSettings
 
@@ -30,13 +30,13 @@ class OpenAIEmbedder:
     """Vectors from an OpenAI-compatible ``/embeddings`` endpoint, unit length."""
 
     def __init__(self, settings: OpenAIEmbeddingSettings) -> None:
-        if settings.url is None:
-            raise ValueError("the OpenAI-compatible backend needs KBUS_EMBEDDER_OPENAI_URL")
-        headers = {}
-        if settings.api_key is not None:
-            headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
         self.settings = settings
-        self.url = settings.url.rstrip("/")
+        self.url, headers = address(
+            settings.url,
+            settings.api_key,
+            "KBUS_EMBEDDER_OPENAI_URL",
+            "the OpenAI-compatible backend",
+        )
         self.client = httpx.AsyncClient(
             base_url=self.url + "/", headers=headers, timeout=settings.timeout_s
         )

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import numpy as np
 from kbus_contract.errors import ErrorCode, PermanentError, TransientError
-from kbus_runtime.rate_limits import Overload
+from kbus_runtime.model_servers import Overload, address
 
 from kbus_reranker.settings import RerankEndpointSettings
 
@@ -31,13 +31,10 @@ class EndpointScorer:
     local = False
 
     def __init__(self, settings: RerankEndpointSettings) -> None:
-        if settings.url is None:
-            raise ValueError("the endpoint reranker needs KBUS_RERANKER_ENDPOINT_URL")
-        headers = {}
-        if settings.api_key is not None:
-            headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
         self.settings = settings
-        self.url = settings.url.rstrip("/")
+        self.url, headers = address(
+            settings.url, settings.api_key, "KBUS_RERANKER_ENDPOINT_URL", "the endpoint reranker"
+        )
         self.client = httpx.Client(
             base_url=self.url + "/", headers=headers, timeout=settings.timeout_s
         )

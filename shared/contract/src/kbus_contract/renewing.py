@@ -27,6 +27,8 @@ import nkeys
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 
+from kbus_contract.alongside import alongside
+
 log = logging.getLogger(__name__)
 
 #: How often, at most, the credential's source is read again.
@@ -140,10 +142,5 @@ async def renewing(held: HeldCredentials | None, nc: Client) -> AsyncIterator[No
     if held is None:
         yield
         return
-    task = asyncio.ensure_future(held.keep_current(nc))
-    try:
+    async with alongside(held.keep_current(nc)):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

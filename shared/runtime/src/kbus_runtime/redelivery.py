@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
+from kbus_contract.alongside import alongside
 from kbus_contract.errors import TransientError
 
 BACKOFF_BASE_S = 1.0
@@ -81,13 +82,8 @@ async def kept_alive(message: Message, every_s: float) -> AsyncIterator[None]:
             with contextlib.suppress(Exception):
                 await message.in_progress()
 
-    task = asyncio.create_task(beat())
-    try:
+    async with alongside(beat()):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def deliveries(message: Message) -> int:

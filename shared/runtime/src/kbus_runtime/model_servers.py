@@ -1,7 +1,8 @@
-"""A model server's ``429 Too Many Requests``, waited out the same way by every backend that
-calls one over HTTP (the embedder's OpenAI-compatible endpoint, the reranker's rerank
-endpoint): the pause its ``Retry-After`` asks for, else pauses doubling from
-:data:`FIRST_PAUSE_S`, until the caller's patience (counted from the first try) is spent."""
+"""A model server over HTTP, called the same way by every backend that uses one (the
+embedder's OpenAI-compatible endpoint, the reranker's rerank endpoint): where it is and the key
+it wants (:func:`address`), and its ``429 Too Many Requests`` waited out (:class:`Overload`:
+the pause its ``Retry-After`` asks for, else pauses doubling from :data:`FIRST_PAUSE_S`, until
+the caller's patience, counted from the first try, is spent)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,28 @@ import time
 from dataclasses import dataclass, field
 
 import httpx
+from pydantic import SecretStr
 
 #: The first pause after a 429 without ``Retry-After``, doubled each time.
 FIRST_PAUSE_S = 0.5
 #: Statuses that say the deployment is wrong (key, model, path), not the request: an outage.
 MISCONFIGURED = frozenset({401, 403, 404})
+
+
+def address(
+    url: str | None, api_key: SecretStr | None, setting: str, what: str
+) -> tuple[str, dict[str, str]]:
+    """The server's base URL (no trailing slash) and the headers every call carries.
+
+    Raises:
+        ValueError: no URL is configured (``setting`` names where it goes; ``what`` needs it).
+    """
+    if url is None:
+        raise ValueError(f"{what} needs {setting}")
+    headers = {}
+    if api_key is not None:
+        headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
+    return url.rstrip("/"), headers
 
 
 def retry_after(response: httpx.Response) -> float | None:
