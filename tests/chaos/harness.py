@@ -71,6 +71,10 @@ class ChaosConfig:
     #: SIGKILLs of a Weaviate node, one at a time, each down this long (cluster only).
     weaviate_kills: int = 2
     weaviate_down_s: float = 15.0
+    #: A query replica SIGKILLed and, while it is down, a NATS server (a stream's leader):
+    #: the overlap that failed searches in earlier runs, this many times on purpose (cluster
+    #: only).
+    overlaps: int = 0
     #: The first Weaviate node killed is the schema's Raft leader (else the fullest node).
     raft_leader_first: bool = True
     #: Searches asked per second while documents are published (0: none), over this many

@@ -69,6 +69,9 @@ def schedule(config: ChaosConfig, rng: random.Random, streams: int = 0) -> list[
             ((i + 0.3) / config.weaviate_kills * window, f"node:{i}")
             for i in range(config.weaviate_kills)
         ]
+        actions += [
+            ((i + 0.6) / config.overlaps * window, f"overlap:{i}") for i in range(config.overlaps)
+        ]
         return sorted(actions)
     # NATS and Weaviate go down once each, apart from each other.
     if config.outages:
@@ -149,6 +152,20 @@ class Monkey:
             killed = await kill_next_leader(self.kb.nc, self.cluster.nats, self.leaders_killed)
             await asyncio.to_thread(wait_for_meta_leader, self.cluster.nats)
         return killed
+
+    async def _overlap(self, _: str) -> str:
+        """A query replica killed and, while it is down, a NATS server: the searches the
+        replica left answer through the other, whose connection may be the one lost."""
+        async with self.one_replica_at_a_time["query"]:
+            label = self.cluster.next_victim("query")
+            self.cluster.held.add(label)
+            self.cluster.kill(label)
+            await asyncio.sleep(self.rng.uniform(0.2, 1.0))
+            killed = await self._leader("")
+            await asyncio.to_thread(self.cluster.revive, label)
+            self.cluster.held.discard(label)
+            back = await self._back(label)
+        return f"{label} down, then the server of {killed}; {label} back in {back:.1f} s"
 
     async def _node(self, turn: str) -> str:
         async with self.one_node_at_a_time:
