@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import nats
 import pytest
+from kbus_contract.renewing import claims_of
 from kbus_dev.natsauth import Credential, inbox
-from kbus_dev.natsauth.jwts import decode
 from kbus_dev.natsauth.tenants import tenant_permissions
 from nats.aio.client import Client, RawCredentials
 
@@ -31,11 +31,6 @@ def _random_spec(rng: random.Random, name: str) -> Credential:
     libraries = rng.choice([None, ("lib-a",), ("lib-b",), tuple(LIBRARIES)])
     acts_for = rng.choice([(), None, ("g01",), ("g01", "g02")])
     return Credential(name, TENANT, libraries, rng.random() < 0.5, acts_for)
-
-
-def _jwt(creds: str) -> dict[str, object]:
-    lines = creds.splitlines()
-    return decode(lines[lines.index("-----BEGIN NATS USER JWT-----") + 1])
 
 
 async def _connects(locked: Locked, name: str, creds: str) -> Client | None:
@@ -90,7 +85,7 @@ async def test_after_any_change_every_file_and_connection_holds_exactly_the_curr
                 nc = await _connects(locked, held.name, creds)
                 assert nc is not None, f"{held.spec}: its current file is refused"
                 live.append((held.name, creds, nc))
-                claims = _jwt(creds)["nats"]
+                claims = claims_of(creds)["nats"]
                 assert isinstance(claims, dict)
                 wanted = tenant_permissions(TOPOLOGY, held)
                 assert sorted(claims["pub"]["allow"]) == sorted(wanted.publish), held.spec

@@ -33,6 +33,8 @@ from kbus_dev.natsauth.claims import RENEW_WITHIN, account_jwt
 from kbus_dev.natsauth.config import duration_s
 from kbus_dev.natsauth.jwts import NKey, decode, encode
 from kbus_dev.natsauth.keys import reconcile
+from kbus_runtime.bus import held_credentials
+from kbus_runtime.settings import BusSettings
 
 
 def _public(key: str) -> nacl.signing.VerifyKey:
@@ -336,3 +338,19 @@ def test_a_lifetime_reads_as_seconds(text: str, seconds: float) -> None:
 def test_a_lifetime_that_is_not_one_is_refused(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         duration_s(text)
+
+
+def test_a_service_holds_its_credentials_file_or_says_in_one_sentence_why_not(
+    tmp_path: Path,
+) -> None:
+    provision(tmp_path, [Credential("c", "t")], lifetime_s=3600)
+    path = tmp_path / "gateway.creds"
+    held = held_credentials(BusSettings(nats_credentials_file=str(path)))
+    assert held is not None
+    assert held.text == path.read_text()
+    assert held.expires_at == claims_of(path.read_text())["exp"]
+    for wrong in (tmp_path / "missing.creds", tmp_path / "keys.json"):
+        with pytest.raises(ValueError, match=r"^KBUS_NATS_CREDENTIALS_FILE .* holds no NATS") as e:
+            held_credentials(BusSettings(nats_credentials_file=str(wrong)))
+        assert "\n" not in str(e.value)
+    assert held_credentials(BusSettings()) is None

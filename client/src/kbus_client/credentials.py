@@ -100,9 +100,9 @@ class CredentialFile(BaseModel):
     def held(self) -> HeldCredentials:
         """Its NATS credentials, read again from its file for their renewal (a credential
         not read from a file, such as a token's, is not renewed: it ends with its JWT)."""
-        path = self._path
+        path, now = self._path, self.creds.get_secret_value()
         if path is None:
-            return HeldCredentials(self.creds.get_secret_value, "of this token")
+            return HeldCredentials(self.creds.get_secret_value, "of this token", now)
 
         def read() -> str:
             again = CredentialFile.read(path)
@@ -110,7 +110,7 @@ class CredentialFile(BaseModel):
                 raise ValueError(f"{path} now holds another credential")
             return again.creds.get_secret_value()
 
-        return HeldCredentials(read, str(path))
+        return HeldCredentials(read, str(path), now)
 
     def nats_options(self, held: HeldCredentials | None = None) -> dict[str, Any]:
         """``nats.connect`` keyword arguments: the user (``held``, or as the file holds it

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 from kbus_client import CredentialFile
 
@@ -36,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         page = driver.find_element(By.TAG_NAME, "html")
         driver.find_element(By.CSS_SELECTOR, "form[action='/sign-in'] button").click()
         WebDriverWait(driver, 60).until(expected_conditions.staleness_of(page))
-        driver.get(f"{args.console}/libraries/{args.library}?q={args.query.replace(' ', '+')}")
+        where = f"/libraries/{quote(args.library, safe='')}?{urlencode({'q': args.query})}"
+        driver.get(args.console + where)
         WebDriverWait(driver, 60).until(
             lambda d: d.execute_script("return document.readyState") == "complete"
         )

@@ -4,11 +4,13 @@ run signs (and pushes) only what changed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from kbus_contract.renewing import jwt_of
 from kbus_contract.topology import Topology
 
 from kbus_dev.natsauth.jwts import creds, decode, encode, nats_limits
@@ -135,16 +137,11 @@ def user_creds(
 ) -> str:
     """What a user connects with: its JWT and its seed (``before``, the credentials written
     last time, if they say the same and are not due)."""
-    old = _jwt_of(before) if before else None
+    old = None
+    if before:
+        with contextlib.suppress(ValueError):  # not credentials: made anew
+            old = jwt_of(before)
     return creds(user_jwt(keys, name, perms, old, lifetime_s), keys.users[name])
-
-
-def _jwt_of(creds_text: str) -> str | None:
-    lines = creds_text.splitlines()
-    for number, line in enumerate(lines[:-1]):
-        if "BEGIN NATS USER JWT" in line:
-            return lines[number + 1]
-    return None
 
 
 def system_creds(keys: Keys, before: str | None = None, lifetime_s: float = LIFETIME_S) -> str:

@@ -53,22 +53,36 @@ def _after(text: str, marker: str) -> str:
     raise ValueError(f"not NATS credentials: no {marker} block")
 
 
-def claims_of(creds: str) -> dict[str, Any]:
-    """The claims of the user JWT in a ``.creds`` text (read, not verified: the server
-    verifies it)."""
-    part = _after(creds, _JWT_BEGIN).split(".")[1]
+def jwt_of(creds: str) -> str:
+    """The user JWT in a ``.creds`` text.
+
+    Raises:
+        ValueError: the text holds none.
+    """
+    return _after(creds, _JWT_BEGIN)
+
+
+def jwt_claims(token: str) -> dict[str, Any]:
+    """A JWT's claims (read, not verified: the server verifies it)."""
+    part = token.split(".")[1]
     claims: dict[str, Any] = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
     return claims
+
+
+def claims_of(creds: str) -> dict[str, Any]:
+    """The claims of the user JWT in a ``.creds`` text."""
+    return jwt_claims(jwt_of(creds))
 
 
 class HeldCredentials:
     """A user's credentials (``.creds`` text) as ``read`` returns them now: nats-py's JWT and
     signature callbacks answer from the last text read, so a reconnection uses the newest."""
 
-    def __init__(self, read: Callable[[], str], where: str = "") -> None:
+    def __init__(self, read: Callable[[], str], where: str = "", now: str | None = None) -> None:
+        """``now``: the text as its holder has just read it (else ``read`` is asked)."""
         self._read = read
         self.where = where
-        self.text = read()
+        self.text = read() if now is None else now
         self._claims = claims_of(self.text)
 
     @property
@@ -82,7 +96,7 @@ class HeldCredentials:
         return {"user_jwt_cb": self._jwt, "signature_cb": self._sign}
 
     def _jwt(self) -> bytes:
-        return _after(self.text, _JWT_BEGIN).encode()
+        return jwt_of(self.text).encode()
 
     def _sign(self, nonce: str) -> bytes:
         pair = nkeys.from_seed(_after(self.text, _SEED_BEGIN).encode())

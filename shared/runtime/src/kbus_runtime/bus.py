@@ -143,7 +143,13 @@ def held_credentials(bus: BusSettings) -> HeldCredentials | None:
     server)."""
     if bus.nats_credentials_file is not None:
         path = Path(bus.nats_credentials_file)
-        return HeldCredentials(path.read_text, str(path))
+        try:
+            return HeldCredentials(path.read_text, str(path))
+        except (OSError, ValueError) as exc:
+            raise ValueError(
+                f"KBUS_NATS_CREDENTIALS_FILE {path} holds no NATS credentials "
+                f"({getattr(exc, 'strerror', None) or exc}): point it at the service's .creds file"
+            ) from None
     if bus.nats_credentials is not None:
         return HeldCredentials(bus.nats_credentials.get_secret_value, "KBUS_NATS_CREDENTIALS")
     return None
