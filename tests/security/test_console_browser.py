@@ -20,10 +20,9 @@ import pytest
 from fpdf import FPDF
 from kbus_client import CredentialFile
 from kbus_contract import LibraryProfile
-from kbus_dev.browser import headless_chromium
+from kbus_dev.browser import headless_chromium, replaced
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.security.conftest import TOPOLOGY, Locked, client_for
@@ -54,7 +53,7 @@ def _click(driver: WebDriver, css: str) -> None:
     """Click what ``css`` finds and wait until the page it submits has replaced this one."""
     page = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.CSS_SELECTOR, css).click()
-    WebDriverWait(driver, 180).until(expected_conditions.staleness_of(page))
+    WebDriverWait(driver, 180).until(replaced(page))
     WebDriverWait(driver, 60).until(
         lambda d: d.execute_script("return document.readyState") == "complete"
     )

@@ -47,3 +47,23 @@ def headless_chromium(width: int, height: int) -> Any:
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_window_size(width, height)
     return driver
+
+
+def replaced(page: Any) -> Any:
+    """A wait's condition: ``page`` (an element of the page before a click) has left the
+    document. chromium 156's driver sometimes says so as an unknown error ("does not belong to
+    the document") rather than a stale element, which selenium's ``staleness_of`` lets through."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    def gone(_: Any) -> bool:
+        try:
+            page.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc.msg):
+                return True
+            raise
+        return False
+
+    return gone

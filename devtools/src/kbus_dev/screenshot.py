@@ -11,7 +11,7 @@ from urllib.parse import quote, urlencode
 
 from kbus_client import CredentialFile
 
-from kbus_dev.browser import headless_chromium
+from kbus_dev.browser import headless_chromium, replaced
 from kbus_dev.demo import LIBRARY
 from kbus_dev.stack import CONSOLE_PORT
 
@@ -27,7 +27,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs/console.png"))
     args = parser.parse_args(argv)
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     driver = headless_chromium(1200, 900)
@@ -36,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         driver.find_element(By.ID, "token").send_keys(CredentialFile.read(args.credential).token())
         page = driver.find_element(By.TAG_NAME, "html")
         driver.find_element(By.CSS_SELECTOR, "form[action='/sign-in'] button").click()
-        WebDriverWait(driver, 60).until(expected_conditions.staleness_of(page))
+        WebDriverWait(driver, 60).until(replaced(page))
         where = f"/libraries/{quote(args.library, safe='')}?{urlencode({'q': args.query})}"
         driver.get(args.console + where)
         WebDriverWait(driver, 60).until(
